@@ -78,7 +78,9 @@ impl FromStr for LocalityClass {
                     }
                 }
                 let valid_group = s.starts_with(|c: char| c.is_ascii_lowercase())
-                    && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+                    && s.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
+                    })
                     && !s.starts_with('l');
                 if valid_group {
                     LocalityClass::Group(s.to_string())
@@ -115,7 +117,11 @@ pub struct ClassIndex {
 
 impl ClassIndex {
     pub fn new(machine: &Machine) -> Self {
-        let chains = machine.pus.iter().map(|p| machine.ancestry(p.object)).collect();
+        let chains = machine
+            .pus
+            .iter()
+            .map(|p| machine.ancestry(p.object))
+            .collect();
         let mut packages_below = vec![0u32; machine.objects.len()];
         // Objects are stored parents-first, so a reverse sweep sees children first.
         for i in (0..machine.objects.len()).rev() {
@@ -168,7 +174,9 @@ impl ClassIndex {
             ObjectKind::Cache => LocalityClass::Cache(obj.cache.as_ref().map_or(0, |c| c.level)),
             ObjectKind::Group => LocalityClass::Group(group_class_name(obj)),
             ObjectKind::Die | ObjectKind::Package if same_numa => LocalityClass::Numa,
-            ObjectKind::Machine if same_numa && self.packages_below[lca] <= 1 => LocalityClass::Numa,
+            ObjectKind::Machine if same_numa && self.packages_below[lca] <= 1 => {
+                LocalityClass::Numa
+            }
             ObjectKind::Die => LocalityClass::Die,
             ObjectKind::Package => LocalityClass::Package,
             ObjectKind::Machine => LocalityClass::Machine,
@@ -328,8 +336,14 @@ pub fn parse_pair(text: &str) -> Result<(u32, u32), crate::TopoError> {
     let (a, b) = text
         .split_once(',')
         .ok_or_else(|| bad("expected two PU OS indexes as P,Q (e.g. 0,4)"))?;
-    let a = a.trim().parse().map_err(|_| bad("first PU is not a non-negative integer"))?;
-    let b = b.trim().parse().map_err(|_| bad("second PU is not a non-negative integer"))?;
+    let a = a
+        .trim()
+        .parse()
+        .map_err(|_| bad("first PU is not a non-negative integer"))?;
+    let b = b
+        .trim()
+        .parse()
+        .map_err(|_| bad("second PU is not a non-negative integer"))?;
     Ok((a, b))
 }
 
@@ -339,7 +353,10 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for n in ["self", "smt", "l1", "l2", "l3", "numa", "die", "package", "machine", "network", "group0", "cluster"] {
+        for n in [
+            "self", "smt", "l1", "l2", "l3", "numa", "die", "package", "machine", "network",
+            "group0", "cluster",
+        ] {
             assert_eq!(n.parse::<LocalityClass>().unwrap().to_string(), n);
         }
         assert!("l9".parse::<LocalityClass>().is_err());

@@ -40,11 +40,20 @@ pub fn fingerprint(m: &Machine) -> String {
         }
     };
     for o in &m.objects {
-        let cache = o.cache.as_ref().map(|c| (c.level, c.size, c.cache_type as u8));
-        feed(&format!("{:?}|{}|{:?}|{:?}|{}", o.kind, o.depth, o.os_index, cache, o.cpuset));
+        let cache = o
+            .cache
+            .as_ref()
+            .map(|c| (c.level, c.size, c.cache_type as u8));
+        feed(&format!(
+            "{:?}|{}|{:?}|{:?}|{}",
+            o.kind, o.depth, o.os_index, cache, o.cpuset
+        ));
     }
     for n in &m.numa_nodes {
-        feed(&format!("numa|{}|{}|{}", n.os_index, n.attached_to, n.cpuset));
+        feed(&format!(
+            "numa|{}|{}|{}",
+            n.os_index, n.attached_to, n.cpuset
+        ));
     }
     format!("fnv1a64:{h:016x}")
 }

@@ -45,7 +45,10 @@ impl FromStr for TopologySpec {
             return Ok(TopologySpec::Synthetic(desc.trim().to_string()));
         }
         let path = PathBuf::from(s);
-        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
             Ok(TopologySpec::Json(path))
         } else {
             Ok(TopologySpec::Xml(path))
@@ -145,7 +148,11 @@ pub fn load_default(spec: Option<&str>) -> Result<Machine, TopoError> {
 fn read_file(path: &Path) -> Result<String, TopoError> {
     let bytes = std::fs::read(path).map_err(|e| TopoError::Io {
         path: path.display().to_string(),
-        reason: e.kind().to_string(),
+        reason: match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ => e.to_string(),
+        },
     })?;
     String::from_utf8(bytes).map_err(|_| TopoError::BadXml {
         path: path.display().to_string(),
@@ -174,7 +181,9 @@ fn check_synthetic(desc: &str) -> Result<(), TopoError> {
         reason,
     };
     if desc.trim().is_empty() {
-        return Err(err("it is empty; expected levels like 'pack:2 core:4 pu:2'".into()));
+        return Err(err(
+            "it is empty; expected levels like 'pack:2 core:4 pu:2'".into(),
+        ));
     }
     // Strip attribute blocks `(...)` before splitting into levels.
     let mut plain = String::new();
@@ -204,16 +213,20 @@ fn check_synthetic(desc: &str) -> Result<(), TopoError> {
             }
             None => token,
         };
-        let n: u64 = count
-            .parse()
-            .map_err(|_| err(format!("level '{token}' does not end with a positive count")))?;
+        let n: u64 = count.parse().map_err(|_| {
+            err(format!(
+                "level '{token}' does not end with a positive count"
+            ))
+        })?;
         if n == 0 {
             return Err(err(format!("level '{token}' has a count of 0")));
         }
         total = total.saturating_mul(n);
     }
     if total > 1 << 20 {
-        return Err(err(format!("it describes {total} leaves; at most 1048576 are supported")));
+        return Err(err(format!(
+            "it describes {total} leaves; at most 1048576 are supported"
+        )));
     }
     Ok(())
 }
@@ -302,7 +315,7 @@ impl Converter {
     fn visit(&mut self, obj: &TopologyObject, parent: Option<usize>) {
         let Some(kind) = kind_of(obj) else { return };
         let idx = self.objects.len();
-        self.by_gp.insert(obj.global_persistent_index() as u64, idx);
+        self.by_gp.insert(obj.global_persistent_index(), idx);
         let group_depth = match obj.attributes() {
             Some(ObjectAttributes::Group(g)) => Some(g.depth() as u32),
             _ => None,
@@ -389,11 +402,10 @@ fn convert(topo: &Topology, origin: Origin) -> Machine {
             }
             if pu.numa_node.is_none() {
                 // The deepest attached NUMA node whose cpuset holds this PU.
-                pu.numa_node = o
-                    .numa_nodes
-                    .iter()
-                    .copied()
-                    .find(|n| numa.iter().any(|x| x.os_index == *n && x.cpuset.contains(pu.os_index)));
+                pu.numa_node = o.numa_nodes.iter().copied().find(|n| {
+                    numa.iter()
+                        .any(|x| x.os_index == *n && x.cpuset.contains(pu.os_index))
+                });
             }
             cur = o.parent;
         }
@@ -440,7 +452,10 @@ fn convert(topo: &Topology, origin: Origin) -> Machine {
     let cpu_model = topo
         .objects_with_type(ObjectType::Package)
         .chain(std::iter::once(topo.root_object()))
-        .find_map(|o| o.info("CPUModel").map(|v| v.to_string_lossy().trim().to_string()));
+        .find_map(|o| {
+            o.info("CPUModel")
+                .map(|v| v.to_string_lossy().trim().to_string())
+        });
 
     let mut machine = Machine {
         schema: MACHINE_SCHEMA.to_string(),
@@ -487,11 +502,13 @@ fn device_of(
         _ => None,
     });
     let anchor = dev.first_non_io_ancestor()?;
-    let local_object = *by_gp.get(&(anchor.global_persistent_index() as u64))?;
+    let local_object = *by_gp.get(&anchor.global_persistent_index())?;
     let local = &objects[local_object];
     let mut numa_nodes: Vec<u32> = numa
         .iter()
-        .filter(|n| !n.cpuset.is_empty() && n.cpuset.indexes().iter().all(|p| local.cpuset.contains(*p)))
+        .filter(|n| {
+            !n.cpuset.is_empty() && n.cpuset.indexes().iter().all(|p| local.cpuset.contains(*p))
+        })
         .map(|n| n.os_index)
         .collect();
     if numa_nodes.is_empty() {
@@ -535,8 +552,14 @@ mod tests {
             "synthetic:pack:2 pu:2".parse::<TopologySpec>().unwrap(),
             TopologySpec::Synthetic("pack:2 pu:2".into())
         );
-        assert!(matches!("m.json".parse::<TopologySpec>().unwrap(), TopologySpec::Json(_)));
-        assert!(matches!("m.xml".parse::<TopologySpec>().unwrap(), TopologySpec::Xml(_)));
+        assert!(matches!(
+            "m.json".parse::<TopologySpec>().unwrap(),
+            TopologySpec::Json(_)
+        ));
+        assert!(matches!(
+            "m.xml".parse::<TopologySpec>().unwrap(),
+            TopologySpec::Xml(_)
+        ));
     }
 
     #[test]

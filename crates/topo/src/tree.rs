@@ -40,7 +40,11 @@ impl TreeView {
         let mut levels = Vec::new();
         let mut asymmetry = Vec::new();
         for depth in 0..=max_depth {
-            let objs: Vec<_> = machine.objects.iter().filter(|o| o.depth == depth).collect();
+            let objs: Vec<_> = machine
+                .objects
+                .iter()
+                .filter(|o| o.depth == depth)
+                .collect();
             if objs.is_empty() {
                 continue;
             }

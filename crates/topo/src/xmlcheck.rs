@@ -21,7 +21,9 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
         return Err(bad("the file is empty".into()));
     }
     if !trimmed.starts_with('<') {
-        return Err(bad("it is not XML (expected '<?xml' or '<topology' at the start)".into()));
+        return Err(bad(
+            "it is not XML (expected '<?xml' or '<topology' at the start)".into(),
+        ));
     }
     let mut reader = Reader::from_str(text);
     reader.config_mut().check_end_names = true;
@@ -71,7 +73,9 @@ fn check_root(path: &str, e: &quick_xml::events::BytesStart<'_>) -> Result<(), T
     };
     let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
     if name != "topology" {
-        return Err(bad(format!("the root element is <{name}>, expected <topology>")));
+        return Err(bad(format!(
+            "the root element is <{name}>, expected <topology>"
+        )));
     }
     if let Ok(Some(v)) = e.try_get_attribute("version") {
         let version = String::from_utf8_lossy(&v.value).into_owned();
@@ -94,7 +98,8 @@ fn check_root(path: &str, e: &quick_xml::events::BytesStart<'_>) -> Result<(), T
 mod tests {
     use super::*;
 
-    const GOOD: &str = r#"<?xml version="1.0"?><topology version="2.0"><object type="Machine"/></topology>"#;
+    const GOOD: &str =
+        r#"<?xml version="1.0"?><topology version="2.0"><object type="Machine"/></topology>"#;
 
     #[test]
     fn accepts_complete_v2() {
@@ -103,8 +108,14 @@ mod tests {
 
     #[test]
     fn rejects_empty_nonxml_truncated_v3() {
-        assert!(check_hwloc_xml("t.xml", "").unwrap_err().to_string().contains("empty"));
-        assert!(check_hwloc_xml("t.xml", "hello").unwrap_err().to_string().contains("not XML"));
+        assert!(check_hwloc_xml("t.xml", "")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+        assert!(check_hwloc_xml("t.xml", "hello")
+            .unwrap_err()
+            .to_string()
+            .contains("not XML"));
         let cut = &GOOD[..GOOD.len() - 12];
         let e = check_hwloc_xml("t.xml", cut).unwrap_err().to_string();
         assert!(e.contains("truncated") || e.contains("malformed"), "{e}");
@@ -114,6 +125,9 @@ mod tests {
             Err(TopoError::UnsupportedXmlVersion { .. })
         ));
         let other = r#"<?xml version="1.0"?><html></html>"#;
-        assert!(check_hwloc_xml("t.xml", other).unwrap_err().to_string().contains("<html>"));
+        assert!(check_hwloc_xml("t.xml", other)
+            .unwrap_err()
+            .to_string()
+            .contains("<html>"));
     }
 }

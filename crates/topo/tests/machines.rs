@@ -24,7 +24,11 @@ fn fixture_classes_devices_and_distances() {
     assert_eq!(class(&m, 0, 1), "machine");
     assert_eq!(class(&m, 3, 3), "self");
     assert_eq!(m.cpu_model.as_deref(), Some("topocomm fixture CPU"));
-    let nic = m.devices.iter().find(|d| d.name == "mlx5_0").expect("mlx5_0 found");
+    let nic = m
+        .devices
+        .iter()
+        .find(|d| d.name == "mlx5_0")
+        .expect("mlx5_0 found");
     assert_eq!(nic.kind, DeviceKind::OpenFabrics);
     assert_eq!(nic.package, Some(1));
     assert_eq!(nic.numa_nodes, vec![1]);
@@ -32,7 +36,11 @@ fn fixture_classes_devices_and_distances() {
     assert_eq!(nic.cpuset.to_string(), "1,3,5,7");
     let ib0 = m.devices.iter().find(|d| d.name == "ib0").unwrap();
     assert_eq!(ib0.kind, DeviceKind::Network);
-    let lat = m.distances.iter().find(|d| d.name == "NUMALatency").expect("NUMA distances");
+    let lat = m
+        .distances
+        .iter()
+        .find(|d| d.name == "NUMALatency")
+        .expect("NUMA distances");
     assert_eq!(lat.values, vec![10, 21, 21, 10]);
     assert_eq!(lat.means, "latency");
     let cm = ClassMatrix::new(&m);
@@ -91,22 +99,33 @@ fn json_round_trip_preserves_the_model() {
 
 #[test]
 fn clovertown_interleaved_numbering() {
-    let Some(f) = shared_topology("intel-2xE5345-clovertown.xml") else { return };
+    let Some(f) = shared_topology("intel-2xE5345-clovertown.xml") else {
+        return;
+    };
     let m = load_str(f.to_str().unwrap());
     let p0 = &m.pus[m.pu_position(0).unwrap()];
     let p1 = &m.pus[m.pu_position(1).unwrap()];
-    assert_ne!(p0.package, p1.package, "P#0 and P#1 are on different packages");
+    assert_ne!(
+        p0.package, p1.package,
+        "P#0 and P#1 are on different packages"
+    );
     assert_eq!(class(&m, 0, 1), "machine");
     assert_eq!(class(&m, 0, 4), "l2");
     let cm = ClassMatrix::new(&m);
-    let l2 = cm.classes().iter().find(|c| c.class == LocalityClass::Cache(2)).unwrap();
+    let l2 = cm
+        .classes()
+        .iter()
+        .find(|c| c.class == LocalityClass::Cache(2))
+        .unwrap();
     assert_eq!(l2.pairs, 4);
     assert_eq!(l2.representative, (0, 4));
 }
 
 #[test]
 fn bulldozer_numa_per_half_package_and_l2_modules() {
-    let Some(f) = shared_topology("amd-4xopteron-6272-bulldozer.xml") else { return };
+    let Some(f) = shared_topology("amd-4xopteron-6272-bulldozer.xml") else {
+        return;
+    };
     let m = load_str(f.to_str().unwrap());
     assert_eq!(m.count(ObjectKind::Package), 4);
     assert_eq!(m.numa_nodes.len(), 8);
@@ -122,7 +141,11 @@ fn bulldozer_numa_per_half_package_and_l2_modules() {
         assert_eq!(nodes.len(), 2, "package {pkg} has two NUMA nodes");
     }
     let cm = ClassMatrix::new(&m);
-    let l2 = cm.classes().iter().find(|c| c.class == LocalityClass::Cache(2)).expect("l2 class");
+    let l2 = cm
+        .classes()
+        .iter()
+        .find(|c| c.class == LocalityClass::Cache(2))
+        .expect("l2 class");
     assert_eq!(l2.pairs, 32, "32 modules of two cores share an L2");
     let names: Vec<String> = cm.classes().iter().map(|c| c.class.to_string()).collect();
     assert_eq!(names, ["l2", "l3", "package", "machine"]);
@@ -130,10 +153,16 @@ fn bulldozer_numa_per_half_package_and_l2_modules() {
 
 #[test]
 fn ib_gpu_devices_are_local_to_package_1() {
-    let Some(f) = shared_topology("intel-2xE5-2650-ib-gpu.xml") else { return };
+    let Some(f) = shared_topology("intel-2xE5-2650-ib-gpu.xml") else {
+        return;
+    };
     let m = load_str(f.to_str().unwrap());
     for name in ["mlx5_0", "ib0", "cuda0"] {
-        let d = m.devices.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name} missing"));
+        let d = m
+            .devices
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
         assert_eq!(d.package, Some(1), "{name} is on package 1");
         assert_eq!(d.numa_nodes, vec![1], "{name} is near NUMA node 1");
     }
@@ -144,14 +173,20 @@ fn ib_gpu_devices_are_local_to_package_1() {
 
 #[test]
 fn every_shared_topology_loads_and_classifies() {
-    let Some(dir) = shared_topologies() else { return };
+    let Some(dir) = shared_topologies() else {
+        return;
+    };
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "xml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 10, "expected the shared topologies, found {}", files.len());
+    assert!(
+        files.len() >= 10,
+        "expected the shared topologies, found {}",
+        files.len()
+    );
     for f in files {
         let m = load_str(f.to_str().unwrap());
         assert!(!m.pus.is_empty(), "{}", f.display());
@@ -172,7 +207,9 @@ fn every_shared_topology_loads_and_classifies() {
 
 #[test]
 fn big_machine_class_matrix() {
-    let Some(f) = shared_topology("intel-24xE5-4640-sgi-uv-groups.xml") else { return };
+    let Some(f) = shared_topology("intel-24xE5-4640-sgi-uv-groups.xml") else {
+        return;
+    };
     let m = load_str(f.to_str().unwrap());
     assert_eq!(m.pus.len(), 384);
     let cm = ClassMatrix::new(&m);
@@ -184,7 +221,9 @@ fn big_machine_class_matrix() {
 
 #[test]
 fn irregular_groups_are_flagged_asymmetric() {
-    let Some(f) = shared_topology("intel-sgi-uv2000-irregular-groups.xml") else { return };
+    let Some(f) = shared_topology("intel-sgi-uv2000-irregular-groups.xml") else {
+        return;
+    };
     let m = load_str(f.to_str().unwrap());
     let tree = TreeView::new(&m);
     assert!(!tree.symmetric, "{:?}", tree.levels);
@@ -193,11 +232,18 @@ fn irregular_groups_are_flagged_asymmetric() {
 
 #[test]
 fn kunpeng_clusters_are_nearer_than_l3() {
-    let Some(f) = shared_topology("arm-2xkunpeng920.xml") else { return };
+    let Some(f) = shared_topology("arm-2xkunpeng920.xml") else {
+        return;
+    };
     let m = load_str(f.to_str().unwrap());
     let cm = ClassMatrix::new(&m);
     let names: Vec<String> = cm.classes().iter().map(|c| c.class.to_string()).collect();
-    let pos = |n: &str| names.iter().position(|x| x == n).unwrap_or_else(|| panic!("{n} in {names:?}"));
+    let pos = |n: &str| {
+        names
+            .iter()
+            .position(|x| x == n)
+            .unwrap_or_else(|| panic!("{n} in {names:?}"))
+    };
     assert!(pos("cluster") < pos("l3"));
     assert!(pos("l3") < pos("package"));
     assert_eq!(m.numa_nodes.len(), 4);
@@ -215,14 +261,23 @@ fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
 fn bad_inputs_give_one_line_errors_naming_the_input() {
     let err = |s: &str| load(&s.parse().unwrap()).unwrap_err().to_string();
     let e = err("/nonexistent/topo.xml");
-    assert!(e.contains("/nonexistent/topo.xml") && e.contains("not found"), "{e}");
+    assert!(
+        e.contains("/nonexistent/topo.xml") && e.contains("no such file"),
+        "{e}"
+    );
     let p = temp_file("notxml.xml", "hello world\n");
     assert!(err(p.to_str().unwrap()).contains("not XML"));
     let good = std::fs::read_to_string(fixture("two-socket-nic.xml")).unwrap();
     let p = temp_file("trunc.xml", &good[..good.len() / 2]);
     let e = err(p.to_str().unwrap());
-    assert!(e.contains("trunc.xml") && (e.contains("truncated") || e.contains("malformed")), "{e}");
-    let p = temp_file("v3.xml", &good.replace("topology version=\"2.0\"", "topology version=\"3.0\""));
+    assert!(
+        e.contains("trunc.xml") && (e.contains("truncated") || e.contains("malformed")),
+        "{e}"
+    );
+    let p = temp_file(
+        "v3.xml",
+        &good.replace("topology version=\"2.0\"", "topology version=\"3.0\""),
+    );
     let e = err(p.to_str().unwrap());
     assert!(e.contains("version 3.0") && e.contains("v3.xml"), "{e}");
     let p = temp_file("empty.xml", "");
@@ -232,7 +287,10 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert!(err("synthetic:pack:two").contains("'pack:two'"));
     let p = temp_file("bad.json", "{\"schema\": 3}");
     assert!(err(p.to_str().unwrap()).contains("bad.json"));
-    for e in [err("/nonexistent/topo.xml"), err("synthetic:pack:2 bogus:3")] {
+    for e in [
+        err("/nonexistent/topo.xml"),
+        err("synthetic:pack:2 bogus:3"),
+    ] {
         assert!(!e.contains('\n'), "one line: {e}");
     }
     let m = load_str("synthetic:pack:1 core:2 pu:1");

@@ -1,0 +1,2 @@
+pub mod report;
+pub mod topo;

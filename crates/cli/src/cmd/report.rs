@@ -1,0 +1,103 @@
+//! `topocomm report`: the main job. Discovers the machine and writes one
+//! self-contained HTML page plus the same content as JSON. Later stages
+//! (measurements, model, tuning) add their sections here.
+
+use crate::cmd::topo::{device_row, inventory, level_chain, origin_text};
+use crate::common::GlobalOpts;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use topocomm_report::{esc, html_table, svg_tree, Report};
+use topocomm_topo::{ClassMatrix, TreeView};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Folder to write index.html and report.json into
+    #[arg(long, default_value = "topocomm-report")]
+    pub out: PathBuf,
+}
+
+pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    let m = g.machine()?;
+    let cm = ClassMatrix::new(&m);
+    let tree = TreeView::new(&m);
+    let mut r = Report::new(
+        format!("topocomm report: {}", origin_text(&m)),
+        format!(
+            "topocomm {} · {} · fingerprint {}",
+            env!("CARGO_PKG_VERSION"),
+            m.cpu_model.as_deref().unwrap_or("CPU model unknown"),
+            m.fingerprint
+        ),
+    );
+
+    let mut summary = format!(
+        "<p>{}</p><p>Levels: <code>{}</code>{}</p>",
+        esc(&inventory(&m)),
+        esc(&level_chain(&tree)),
+        if tree.symmetric {
+            ""
+        } else {
+            " (asymmetric tree)"
+        }
+    );
+    if let Some(k) = kernel_release() {
+        summary.push_str(&format!("<p>Kernel: {}</p>", esc(&k)));
+    }
+    r.add("machine", "Machine", summary);
+
+    let rows: Vec<Vec<String>> = cm
+        .classes()
+        .iter()
+        .map(|c| {
+            vec![
+                c.class.to_string(),
+                c.pairs.to_string(),
+                format!("{},{}", c.representative.0, c.representative.1),
+            ]
+        })
+        .collect();
+    r.add(
+        "classes",
+        "Locality classes",
+        format!(
+            "<p>Nearest first. A pair's class is named after the lowest object its two PUs share (docs/concepts/locality-classes.md).</p>{}",
+            html_table(&["class", "PU pairs", "representative pair (OS P,Q)"], &rows)
+        ),
+    );
+    r.add(
+        "tree",
+        "Topology",
+        format!("<div class=\"svgbox\">{}</div>", svg_tree(&m)),
+    );
+    if !m.devices.is_empty() {
+        let rows: Vec<Vec<String>> = m.devices.iter().map(|d| device_row(&m, d)).collect();
+        r.add(
+            "devices",
+            "I/O devices and their locality",
+            html_table(&["kind", "name", "PCI", "near", "NUMA", "PUs"], &rows),
+        );
+    }
+
+    let json = serde_json::json!({
+        "schema": "topocomm.report/1",
+        "version": env!("CARGO_PKG_VERSION"),
+        "command": std::env::args().collect::<Vec<_>>(),
+        "kernel": kernel_release(),
+        "machine": m,
+        "classes": cm.classes(),
+        "tree": tree,
+    });
+    let path = r
+        .write(&a.out, &json)
+        .with_context(|| format!("cannot write the report into '{}'", a.out.display()))?;
+    println!("report written to {}", path.display());
+    println!("json written to {}", a.out.join("report.json").display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kernel_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string())
+}

@@ -1,0 +1,42 @@
+//! The `topocomm` command: a thin layer over the library crates. Each
+//! subcommand lives in its own module under `cmd/`.
+
+mod cmd;
+mod common;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "topocomm", version, about = "Find out how a node is wired, what each path costs, and where to put your ranks", long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: common::GlobalOpts,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show the machine model: tree, locality classes, devices
+    Topo(cmd::topo::Args),
+    /// Write the self-contained HTML + JSON report of this machine
+    Report(cmd::report::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Topo(a) => cmd::topo::run(&cli.global, a),
+        Command::Report(a) => cmd::report::run(&cli.global, a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: the chain of causes joined, no backtrace.
+            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("topocomm: error: {}", msg.join(": "));
+            ExitCode::from(2)
+        }
+    }
+}
