@@ -14,6 +14,8 @@ setup:
 
 build: setup
 	$(CARGO) build --release --workspace
+	$(MAKE) -C mpi
+
 
 report: build
 	./target/release/topocomm topo
@@ -26,7 +28,7 @@ lint: setup
 test-rust: setup
 	$(CARGO) test --workspace
 
-test: lint test-rust
+test: lint build test-rust
 
 clean:
 	$(CARGO) clean
