@@ -1,0 +1,74 @@
+//! Pinning threads to PUs through hwloc (safe bindings; no raw syscalls here).
+
+use hwlocality::cpu::binding::CpuBindingFlags;
+use hwlocality::cpu::cpuset::CpuSet;
+use hwlocality::Topology;
+use std::sync::OnceLock;
+
+fn live() -> Result<&'static Topology, String> {
+    static TOPO: OnceLock<Result<Topology, String>> = OnceLock::new();
+    TOPO.get_or_init(|| Topology::new().map_err(|e| format!("hwloc cannot read this machine: {e}")))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// OS indexes of the PUs this process may run on.
+pub fn allowed_pus() -> Result<Vec<u32>, String> {
+    let t = live()?;
+    Ok(t.allowed_cpuset()
+        .iter_set()
+        .map(|i| usize::from(i) as u32)
+        .collect())
+}
+
+/// Binds the calling thread to the PU with this OS index. Fails with a clear
+/// message if the PU does not exist or is not allowed here (e.g. a synthetic
+/// topology larger than the machine).
+pub fn pin_current_thread(os_pu: u32) -> Result<(), String> {
+    let t = live()?;
+    let allowed = allowed_pus()?;
+    if !allowed.contains(&os_pu) {
+        return Err(format!(
+            "PU {os_pu} does not exist or is not usable on this machine (usable PUs: {})",
+            topocomm_topo::PuSet::from_indexes(allowed)
+        ));
+    }
+    let mut set = CpuSet::new();
+    set.set(os_pu as usize);
+    t.bind_cpu(&set, CpuBindingFlags::THREAD | CpuBindingFlags::STRICT)
+        .or_else(|_| t.bind_cpu(&set, CpuBindingFlags::THREAD))
+        .map_err(|e| format!("cannot bind the thread to PU {os_pu}: {e}"))
+}
+
+/// Binds the whole current process to the PU with this OS index.
+pub fn pin_current_process(os_pu: u32) -> Result<(), String> {
+    let t = live()?;
+    let allowed = allowed_pus()?;
+    if !allowed.contains(&os_pu) {
+        return Err(format!(
+            "PU {os_pu} does not exist or is not usable on this machine (usable PUs: {})",
+            topocomm_topo::PuSet::from_indexes(allowed)
+        ));
+    }
+    let mut set = CpuSet::new();
+    set.set(os_pu as usize);
+    t.bind_cpu(&set, CpuBindingFlags::PROCESS)
+        .map_err(|e| format!("cannot bind the process to PU {os_pu}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_to_an_allowed_pu_and_rejects_a_missing_one() {
+        let pus = allowed_pus().unwrap();
+        assert!(!pus.is_empty());
+        let last = *pus.last().unwrap();
+        std::thread::spawn(move || pin_current_thread(last).unwrap())
+            .join()
+            .unwrap();
+        let e = pin_current_thread(100_000).unwrap_err();
+        assert!(e.contains("PU 100000"), "{e}");
+    }
+}
