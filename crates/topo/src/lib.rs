@@ -108,6 +108,29 @@ pub mod testdata {
         }
     }
 
+    /// Builds the C ABI library (`libtopocomm.so` / `.a`, debug profile) with
+    /// the cargo that runs the tests, and returns the folder holding it.
+    /// `cargo test` builds only the rlib of a crate, not its cdylib, so C
+    /// tests ask for it explicitly; the build reuses the compiled deps.
+    pub fn libtopocomm_dir() -> PathBuf {
+        use std::sync::OnceLock;
+        static DIR: OnceLock<PathBuf> = OnceLock::new();
+        DIR.get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args(["build", "--quiet", "-p", "topocomm-capi"])
+                .current_dir(repo_root())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building libtopocomm failed");
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| repo_root().join("target"));
+            target.join("debug")
+        })
+        .clone()
+    }
+
     /// One real-machine topology from the shared folder, if present.
     pub fn shared_topology(file: &str) -> Option<PathBuf> {
         shared_topologies().map(|d| d.join(file))

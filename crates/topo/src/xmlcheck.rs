@@ -31,9 +31,17 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
     let mut saw_root = false;
     loop {
         let pos = reader.buffer_position();
-        let event = reader
-            .read_event()
-            .map_err(|e| bad(format!("malformed XML near byte {pos}: {e}")))?;
+        let event = match reader.read_event() {
+            Ok(ev) => ev,
+            // An error raised at the very end of the input means the file
+            // stops in the middle of a tag: say "truncated", not "malformed".
+            Err(_) if reader.buffer_position() as usize >= text.len() => {
+                return Err(bad(format!(
+                    "the file is truncated (it ends inside a tag after byte {pos})"
+                )))
+            }
+            Err(e) => return Err(bad(format!("malformed XML near byte {pos}: {e}"))),
+        };
         match event {
             Event::Start(e) => {
                 if !saw_root {
