@@ -8,6 +8,7 @@
 //! | the PU itself                         | `self`                        |
 //! | Core                                  | `smt`                         |
 //! | data/unified cache of level N         | `lN` (instruction caches are skipped upwards) |
+//! | Group holding the NUMA node of both PUs | `numa`                       |
 //! | Group                                 | its subtype lowercased (`cluster`), else `groupN` (hwloc group depth N) |
 //! | Die, Package, or the Machine holding at most one package, both PUs in the same NUMA node | `numa` |
 //! | Die / Package                         | `die` / `package`             |
@@ -172,6 +173,9 @@ impl ClassIndex {
             ObjectKind::Pu => LocalityClass::SamePu,
             ObjectKind::Core => LocalityClass::Smt,
             ObjectKind::Cache => LocalityClass::Cache(obj.cache.as_ref().map_or(0, |c| c.level)),
+            // hwloc inserts Groups just to hold a NUMA node (synthetic `numa:N`
+            // below a package, SNC modes): for the PUs of that node it is `numa`.
+            ObjectKind::Group if same_numa && !obj.numa_nodes.is_empty() => LocalityClass::Numa,
             ObjectKind::Group => LocalityClass::Group(group_class_name(obj)),
             ObjectKind::Die | ObjectKind::Package if same_numa => LocalityClass::Numa,
             ObjectKind::Machine if same_numa && self.packages_below[lca] <= 1 => {
