@@ -1,0 +1,24 @@
+//! # topocomm-model
+//!
+//! Predicts the time of a shared-memory transfer from cache micro-benchmark
+//! throughputs (Putigny, Ruelle, Goglin; seed 001):
+//!
+//! * pipelined two-copy of a message of size `M` in chunks `C_1..C_n`
+//!   (equation 1): `T = S(C_1) + sum_{i>=2} max(S(C_i), R(C_{i-1})) + R(C_n)`,
+//!   with the sender copy `S(C) = C / min(LHM(M), SHS(M))` (equation 2: load
+//!   its own Modified source, store into shared-buffer lines left Shared by
+//!   the receiver's last read) and the receiver copy
+//!   `R(C) = C / min(LMM(M), SHM(M))` (equation 3: load lines Modified in the
+//!   sender's cache, at the pair's locality class, and store into its own
+//!   Modified destination). Throughputs are taken at the *message* size `M`,
+//!   as the paper does, because consecutive chunks contend like one buffer.
+//! * single-copy (CMA `process_vm_readv`) in chunks: one copy by the
+//!   receiver from the sender's Modified buffer, plus a per-call cost.
+//!
+//! The throughputs come from `topocomm bench cache`; see docs/model.md.
+
+mod curve;
+mod protocol;
+
+pub use curve::Curve;
+pub use protocol::{chunk_sizes, pipelined_time, single_copy_time, CopyRates, SingleCopyRates};
