@@ -1,2 +1,3 @@
 pub mod report;
 pub mod topo;
+pub mod trace;
