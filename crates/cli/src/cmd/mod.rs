@@ -1,2 +1,3 @@
+pub mod map;
 pub mod report;
 pub mod topo;
