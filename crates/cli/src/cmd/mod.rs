@@ -1,3 +1,4 @@
+pub mod map;
 pub mod report;
 pub mod topo;
 pub mod trace;
