@@ -39,6 +39,21 @@ int tc_machine_num_pus(const tc_machine *m);
  * two PUs given by OS index, written into buf (len bytes, NUL-terminated). */
 int tc_pair_class(const tc_machine *m, unsigned p, unsigned q, char *buf, size_t len);
 
+/* ---- Rank reordering ---------------------------------------------------- */
+/* Maps the n vertices of a directed weighted graph (m edges src[k]->dst[k]
+ * with bytes[k] and msgs[k]) onto n given slots (slot_node[s] = node index,
+ * slot_pu[s] = PU OS index on that node; several slots may share a PU when
+ * oversubscribed), on `nodes` copies of the topology `topology_spec` (NULL or
+ * "" = $TOPOCOMM_TOPOLOGY or live). Minimizes the estimated communication
+ * time with the default per-class costs (strategy auto, seed 1: the result is
+ * deterministic). On success writes vertex_of_slot[s] = the vertex placed on
+ * slot s (a permutation of 0..n-1) and returns 0; negative TC_ERR_* otherwise
+ * (TC_ERR_INVALID_ARGUMENT for bad arrays, slots or edges, TC_ERR_TOPOLOGY
+ * when the topology cannot be loaded). Edge arrays may be NULL when m == 0. */
+int tc_map_to_slots(const char *topology_spec, int nodes, int n, const int *slot_node, const int *slot_pu,
+                    long m, const int *src, const int *dst, const double *bytes, const double *msgs,
+                    int *vertex_of_slot);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,7 +16,9 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod error;
+mod map;
 mod topo;
 
 pub use error::*;
+pub use map::*;
 pub use topo::*;

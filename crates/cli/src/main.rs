@@ -22,6 +22,10 @@ enum Command {
     Topo(cmd::topo::Args),
     /// Write the self-contained HTML + JSON report of this machine
     Report(cmd::report::Args),
+    /// Place ranks on a node or a cluster from a communication matrix
+    Map(Box<cmd::map::Args>),
+    /// Run an MPI program with the PMPI tracer and write its communication matrix
+    Trace(cmd::trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +33,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Topo(a) => cmd::topo::run(&cli.global, a),
         Command::Report(a) => cmd::report::run(&cli.global, a),
+        Command::Map(a) => cmd::map::run(&cli.global, a),
+        Command::Trace(a) => cmd::trace::run(a),
     };
     match result {
         Ok(code) => code,

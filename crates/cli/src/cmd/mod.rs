@@ -1,2 +1,4 @@
+pub mod map;
 pub mod report;
 pub mod topo;
+pub mod trace;

@@ -1,0 +1,192 @@
+//! Strategies and the `auto` portfolio.
+
+use crate::baseline::{baseline_order, Baseline};
+use crate::cost::{CostTable, Costs, Metric};
+use crate::error::MapError;
+use crate::graph::Graph;
+use crate::group::group;
+use crate::matrix::CommMatrix;
+use crate::refine::{objective, order_to_vertex_at_leaf, refine, Placement};
+use crate::target::Target;
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Every strategy below; keeps the one with the lowest objective.
+    Auto,
+    /// Bottom-up hierarchical grouping followed by swap refinement.
+    TreeMatch,
+    /// Bottom-up hierarchical grouping alone (TreeMatch as Open MPI ships it).
+    Greedy,
+    /// Swap refinement started from the packed placement.
+    PackedRefined,
+    Baseline(Baseline),
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Strategy::Auto,
+            "treematch" => Strategy::TreeMatch,
+            "greedy" => Strategy::Greedy,
+            "packed-refined" => Strategy::PackedRefined,
+            "packed" => Strategy::Baseline(Baseline::Packed),
+            "round-robin" | "rr" => Strategy::Baseline(Baseline::RoundRobin),
+            "scatter" => Strategy::Baseline(Baseline::Scatter),
+            "random" => Strategy::Baseline(Baseline::Random),
+            _ => {
+                return Err(format!(
+                    "unknown strategy '{s}' (expected auto, treematch, greedy, packed-refined, packed, round-robin, scatter or random)"
+                ))
+            }
+        })
+    }
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Auto => "auto",
+            Strategy::TreeMatch => "treematch",
+            Strategy::Greedy => "greedy",
+            Strategy::PackedRefined => "packed-refined",
+            Strategy::Baseline(b) => b.name(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MapOptions {
+    pub metric: Metric,
+    pub costs: Costs,
+    pub strategy: Strategy,
+    pub seed: u64,
+    /// Maximum refinement sweeps.
+    pub passes: usize,
+}
+
+impl Default for MapOptions {
+    fn default() -> Self {
+        MapOptions {
+            metric: Metric::Cost,
+            costs: Costs::defaults(),
+            strategy: Strategy::Auto,
+            seed: 1,
+            passes: 8,
+        }
+    }
+}
+
+/// One strategy's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct StrategyResult {
+    pub name: String,
+    pub objective: f64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct MapResult {
+    /// Leaf (see [`Target::slot_of_leaf`]) of every rank.
+    pub leaf_of_rank: Vec<u32>,
+    /// Name of the strategy whose placement was kept.
+    pub chosen: String,
+    /// Every strategy tried, including all baselines, in order of trial.
+    pub tried: Vec<StrategyResult>,
+}
+
+/// Maps the ranks of `m` onto `target`.
+pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResult, MapError> {
+    if m.n > target.len() {
+        return Err(MapError::Invalid(format!(
+            "{} ranks but only {} slots; pass --oversubscribe or give more nodes/slots",
+            m.n,
+            target.len()
+        )));
+    }
+    let g = Graph::from_matrix(m, target.len());
+    let ct = CostTable::new(target, &opt.costs, opt.metric);
+    let top = target.top_class();
+    let weights: Vec<f64> = (0..g.adj.len())
+        .map(|k| ct.edge(top, g.bytes[k], g.msgs[k]))
+        .collect();
+
+    let mut tried: Vec<StrategyResult> = Vec::new();
+    let mut best: Option<(f64, String, Placement)> = None;
+    let mut consider = |name: &str, p: Placement, obj: f64, t0: Instant, keep: bool| {
+        tried.push(StrategyResult {
+            name: name.into(),
+            objective: obj,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+        // Strict improvement only: ties keep the earlier (simpler) candidate.
+        if keep && best.as_ref().is_none_or(|b| obj < b.0) {
+            best = Some((obj, name.to_string(), p));
+        }
+    };
+    let debug = std::env::var_os("TOPOCOMM_MAP_DEBUG").is_some();
+    let run_grouping = |refined: bool| -> Placement {
+        let t0 = Instant::now();
+        let p = match group(target, &g, &weights) {
+            Some(v) => Placement::from_vertex_at_leaf(v),
+            None => Placement::from_order(&baseline_order(target, Baseline::Packed, 0)),
+        };
+        let mut p = p;
+        if debug {
+            let o = objective(target, &g, &ct, &p);
+            eprintln!(
+                "debug: grouping {:.2} s, objective {o:.4e}",
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        if refined {
+            let t1 = Instant::now();
+            let o = refine(target, &g, &ct, &mut p, opt.passes, opt.seed);
+            if debug {
+                eprintln!(
+                    "debug: refinement {:.2} s, objective {o:.4e}",
+                    t1.elapsed().as_secs_f64()
+                );
+            }
+        }
+        p
+    };
+    let want = |s: Strategy| opt.strategy == Strategy::Auto || opt.strategy == s;
+    // Baselines are always scored (the summary compares with them); only
+    // the requested strategy (or, for auto, every one) can be kept.
+    for b in Baseline::ALL {
+        let t0 = Instant::now();
+        let p = Placement::from_vertex_at_leaf(order_to_vertex_at_leaf(&baseline_order(
+            target, b, opt.seed,
+        )));
+        let obj = objective(target, &g, &ct, &p);
+        consider(b.name(), p, obj, t0, want(Strategy::Baseline(b)));
+    }
+    if want(Strategy::Greedy) && opt.strategy != Strategy::Auto {
+        let t0 = Instant::now();
+        let p = run_grouping(false);
+        let obj = objective(target, &g, &ct, &p);
+        consider("greedy", p, obj, t0, true);
+    }
+    if want(Strategy::TreeMatch) {
+        let t0 = Instant::now();
+        let p = run_grouping(true);
+        let obj = objective(target, &g, &ct, &p);
+        consider("treematch", p, obj, t0, true);
+    }
+    if want(Strategy::PackedRefined) {
+        let t0 = Instant::now();
+        let mut p = Placement::from_order(&baseline_order(target, Baseline::Packed, 0));
+        refine(target, &g, &ct, &mut p, opt.passes, opt.seed);
+        let obj = objective(target, &g, &ct, &p);
+        consider("packed-refined", p, obj, t0, true);
+    }
+    let (_, chosen, p) = best.expect("at least one strategy ran");
+    Ok(MapResult {
+        leaf_of_rank: p.leaf_of[..m.n].to_vec(),
+        chosen,
+        tried,
+    })
+}

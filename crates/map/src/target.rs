@@ -1,0 +1,601 @@
+//! The mapping target: a set of slots (a node index and a PU OS index each;
+//! several slots may share a PU when oversubscribed) arranged as one tree:
+//! cluster root, optional network switch levels, nodes, then each node's
+//! hwloc tree pruned to the PUs that hold slots, with single-child chains
+//! (`L2 - L1d - Core` above one PU) collapsed. Leaves are numbered in
+//! depth-first order, so every subtree covers a contiguous range of leaves.
+
+use crate::error::MapError;
+use std::collections::HashMap;
+use topocomm_topo::{ClassIndex, Machine, ObjectKind, PuSet};
+
+/// One node of a cluster.
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    /// Host name used in rankfiles/hostfiles.
+    pub host: String,
+    /// Index into [`Cluster::topologies`].
+    pub topo: usize,
+    /// PUs (OS indexes) that may hold ranks; `None` = all.
+    pub usable: Option<PuSet>,
+}
+
+/// Nodes and their topologies, plus the network above them.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub topologies: Vec<Machine>,
+    pub nodes: Vec<NodeSpec>,
+    /// Arities of the network tree from the bottom (nodes per leaf switch,
+    /// leaf switches per next level, ...); empty = one flat network level.
+    pub network_levels: Vec<usize>,
+}
+
+/// A place for one rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slot {
+    pub node: u32,
+    /// OS index of the PU.
+    pub pu: u32,
+}
+
+impl Cluster {
+    /// `nodes` copies of one machine, named `node0`, `node1`, ... (or
+    /// `localhost` for a single node).
+    pub fn uniform(machine: Machine, nodes: usize) -> Self {
+        let nodes = (0..nodes.max(1))
+            .map(|i| NodeSpec {
+                host: if nodes <= 1 {
+                    "localhost".into()
+                } else {
+                    format!("node{i}")
+                },
+                topo: 0,
+                usable: None,
+            })
+            .collect();
+        Cluster {
+            topologies: vec![machine],
+            nodes,
+            network_levels: Vec::new(),
+        }
+    }
+
+    /// Reads a hostfile (docs/commands/map.md): one node per line,
+    /// `HOST [slots=LIST] [topology=SPEC]` where SPEC (live, synthetic:DESC,
+    /// an XML or JSON path) runs to the end of the line; nodes without
+    /// `topology=` use `default`.
+    pub fn from_hostfile(
+        path: &str,
+        text: &str,
+        default: &dyn Fn() -> Result<Machine, MapError>,
+    ) -> Result<Self, MapError> {
+        let mut topologies: Vec<Machine> = Vec::new();
+        let mut specs: HashMap<String, usize> = HashMap::new();
+        let mut nodes = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let content = raw.split('#').next().unwrap_or("").trim();
+            if content.is_empty() {
+                continue;
+            }
+            let (head, topo_spec) = match content.find("topology=") {
+                Some(p) => (&content[..p], Some(content[p + 9..].trim())),
+                None => (content, None),
+            };
+            let mut words = head.split_whitespace();
+            let host = words.next().unwrap_or("").to_string();
+            if host.contains('=') || host.is_empty() {
+                return Err(MapError::syntax(
+                    path,
+                    line,
+                    1,
+                    "expected a host name first: HOST [slots=LIST] [topology=SPEC]",
+                ));
+            }
+            let mut usable = None;
+            for w in words {
+                let col = raw.find(w).map_or(1, |p| p + 1);
+                match w.strip_prefix("slots=") {
+                    Some(list) => {
+                        usable = Some(
+                            PuSet::parse_list(list)
+                                .map_err(|e| MapError::syntax(path, line, col, e))?,
+                        )
+                    }
+                    None => {
+                        return Err(MapError::syntax(
+                            path,
+                            line,
+                            col,
+                            format!("unknown field '{w}' (expected slots=LIST or topology=SPEC)"),
+                        ))
+                    }
+                }
+            }
+            let topo = match topo_spec {
+                Some(spec) => match specs.get(spec) {
+                    Some(&t) => t,
+                    None => {
+                        let col = raw.find("topology=").map_or(1, |p| p + 10);
+                        let m = topocomm_topo::load(&spec.parse()?)
+                            .map_err(|e| MapError::syntax(path, line, col, e.to_string()))?;
+                        topologies.push(m);
+                        specs.insert(spec.to_string(), topologies.len() - 1);
+                        topologies.len() - 1
+                    }
+                },
+                None => match specs.get("") {
+                    Some(&t) => t,
+                    None => {
+                        topologies.push(default()?);
+                        specs.insert(String::new(), topologies.len() - 1);
+                        topologies.len() - 1
+                    }
+                },
+            };
+            nodes.push(NodeSpec { host, topo, usable });
+        }
+        if nodes.is_empty() {
+            return Err(MapError::syntax(path, 1, 1, "the hostfile names no host"));
+        }
+        Ok(Cluster {
+            topologies,
+            nodes,
+            network_levels: Vec::new(),
+        })
+    }
+
+    /// Usable PUs of a node, in topology (logical) order.
+    pub fn usable_pus(&self, node: usize) -> Result<Vec<u32>, MapError> {
+        let spec = &self.nodes[node];
+        let m = &self.topologies[spec.topo];
+        match &spec.usable {
+            None => Ok(m.pus.iter().map(|p| p.os_index).collect()),
+            Some(set) => {
+                for &p in set.indexes() {
+                    if m.pu_position(p).is_none() {
+                        return Err(MapError::Invalid(format!(
+                            "slot PU {p} of {} does not exist (its PUs are {})",
+                            spec.host,
+                            PuSet::from_indexes(m.pus.iter().map(|p| p.os_index))
+                        )));
+                    }
+                }
+                Ok(m.pus
+                    .iter()
+                    .map(|p| p.os_index)
+                    .filter(|p| set.contains(*p))
+                    .collect())
+            }
+        }
+    }
+
+    /// Slots for `ranks` ranks: every usable PU of every node once, or
+    /// `ceil(ranks / PUs)` times each when oversubscribing; packed order.
+    pub fn default_slots(&self, ranks: usize, oversubscribe: bool) -> Result<Vec<Slot>, MapError> {
+        let mut pus = Vec::new();
+        for n in 0..self.nodes.len() {
+            for p in self.usable_pus(n)? {
+                pus.push(Slot {
+                    node: n as u32,
+                    pu: p,
+                });
+            }
+        }
+        if pus.is_empty() {
+            return Err(MapError::Invalid("no usable PU (check --slots)".into()));
+        }
+        if ranks > pus.len() && !oversubscribe {
+            return Err(MapError::Invalid(format!(
+                "{ranks} ranks but only {} slots ({} node(s)); pass --oversubscribe to put several ranks on a PU, or give more nodes",
+                pus.len(),
+                self.nodes.len()
+            )));
+        }
+        let copies = ranks.div_ceil(pus.len()).max(1);
+        Ok(pus
+            .iter()
+            .flat_map(|s| std::iter::repeat_n(*s, copies))
+            .collect())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct TNode {
+    pub parent: u32,
+    pub children: Vec<u32>,
+    /// Leaves `lo..hi` are below this node.
+    pub lo: u32,
+    pub hi: u32,
+    pub depth: u32,
+    pub label: u16,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Leaf {
+    pub node: u32,
+    pub pu_pos: u32,
+    pub pu_os: u32,
+}
+
+/// Slots as a tree, with the locality class of any two slots.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub cluster: Cluster,
+    pub(crate) leaves: Vec<Leaf>,
+    /// Input slot index -> leaf index, and back.
+    pub(crate) leaf_of_input: Vec<u32>,
+    pub(crate) input_of_leaf: Vec<u32>,
+    pub(crate) tree: Vec<TNode>,
+    pub(crate) root: u32,
+    pub(crate) leaf_tnode: Vec<u32>,
+    pub(crate) labels: Vec<String>,
+    pub(crate) class_names: Vec<String>,
+    topo_npu: Vec<usize>,
+    topo_class: Vec<Vec<u16>>,
+    self_class: u16,
+    /// Class of two nodes whose lowest common network group is at level k
+    /// (0 = the root = `network`, k >= 1 = `switchK`).
+    net_class: Vec<u16>,
+    /// Nodes per group at each network level from the bottom (prefix products).
+    net_span: Vec<usize>,
+}
+
+struct Builder<'a> {
+    cluster: &'a Cluster,
+    by_pu: HashMap<(u32, u32), Vec<u32>>,
+    tree: Vec<TNode>,
+    leaves: Vec<Leaf>,
+    leaf_tnode: Vec<u32>,
+    input_of_leaf: Vec<u32>,
+    labels: Vec<String>,
+    pu_pos: Vec<HashMap<u32, u32>>,
+}
+
+impl Builder<'_> {
+    fn label(&mut self, s: &str) -> u16 {
+        match self.labels.iter().position(|l| l == s) {
+            Some(i) => i as u16,
+            None => {
+                self.labels.push(s.to_string());
+                (self.labels.len() - 1) as u16
+            }
+        }
+    }
+
+    fn push(&mut self, children: Vec<u32>, label: u16) -> u32 {
+        let id = self.tree.len() as u32;
+        let lo = children
+            .iter()
+            .map(|&c| self.tree[c as usize].lo)
+            .min()
+            .unwrap_or(0);
+        let hi = children
+            .iter()
+            .map(|&c| self.tree[c as usize].hi)
+            .max()
+            .unwrap_or(0);
+        for &c in &children {
+            self.tree[c as usize].parent = id;
+        }
+        self.tree.push(TNode {
+            parent: u32::MAX,
+            children,
+            lo,
+            hi,
+            depth: 0,
+            label,
+        });
+        id
+    }
+
+    fn leaf(&mut self, node: u32, pu_os: u32, input: u32, label: u16) -> u32 {
+        let li = self.leaves.len() as u32;
+        let pu_pos = self.pu_pos[self.cluster.nodes[node as usize].topo][&pu_os];
+        self.leaves.push(Leaf {
+            node,
+            pu_pos,
+            pu_os,
+        });
+        self.input_of_leaf.push(input);
+        let id = self.tree.len() as u32;
+        self.tree.push(TNode {
+            parent: u32::MAX,
+            children: Vec::new(),
+            lo: li,
+            hi: li + 1,
+            depth: 0,
+            label,
+        });
+        self.leaf_tnode.push(id);
+        id
+    }
+
+    /// Collapses a single child into its parent's place (keeping the upper
+    /// label: same leaves, so the same boundary traffic).
+    fn group(&mut self, kids: Vec<u32>, label: &str) -> Option<u32> {
+        let l = self.label(label);
+        match kids.len() {
+            0 => None,
+            1 => {
+                self.tree[kids[0] as usize].label = l;
+                Some(kids[0])
+            }
+            _ => Some(self.push(kids, l)),
+        }
+    }
+
+    fn object(&mut self, node: u32, m: &Machine, obj: usize, top: bool) -> Option<u32> {
+        let o = &m.objects[obj];
+        let name = if top {
+            "Node".to_string()
+        } else {
+            let l = o.label();
+            l.split(" L#").next().unwrap_or(&l).to_string()
+        };
+        if o.kind == ObjectKind::Pu {
+            let os = o.os_index?;
+            let inputs = self.by_pu.get(&(node, os))?.clone();
+            let kids: Vec<u32> = if inputs.len() == 1 {
+                let l = self.label(&name);
+                vec![self.leaf(node, os, inputs[0], l)]
+            } else {
+                let l = self.label("Slot");
+                inputs.iter().map(|&i| self.leaf(node, os, i, l)).collect()
+            };
+            return self.group(kids, &name);
+        }
+        let kids: Vec<u32> = o
+            .children
+            .clone()
+            .into_iter()
+            .filter_map(|c| self.object(node, m, c, false))
+            .collect();
+        self.group(kids, &name)
+    }
+
+    fn network(&mut self, level: usize, first: usize, span: &[usize], nodes: usize) -> Option<u32> {
+        if level == 0 {
+            let m = &self.cluster.topologies[self.cluster.nodes[first].topo];
+            return self.object(first as u32, m, 0, true);
+        }
+        let step = span[level - 1];
+        let end = (first + span[level]).min(nodes);
+        let kids: Vec<u32> = (first..end)
+            .step_by(step)
+            .filter_map(|f| self.network(level - 1, f, span, nodes))
+            .collect();
+        if kids.len() == 1 {
+            return Some(kids[0]); // a lone node keeps its own label
+        }
+        let name = if level == span.len() - 1 {
+            "Cluster".to_string()
+        } else {
+            format!("Switch{level}")
+        };
+        self.group(kids, &name)
+    }
+}
+
+impl Target {
+    /// Builds the tree over `slots` (given in any order; several may share a PU).
+    pub fn new(cluster: Cluster, slots: &[Slot]) -> Result<Self, MapError> {
+        if slots.is_empty() {
+            return Err(MapError::Invalid("no slot to map onto".into()));
+        }
+        let pu_pos: Vec<HashMap<u32, u32>> = cluster
+            .topologies
+            .iter()
+            .map(|m| {
+                m.pus
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.os_index, i as u32))
+                    .collect()
+            })
+            .collect();
+        let mut by_pu: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        for (i, s) in slots.iter().enumerate() {
+            let node = cluster.nodes.get(s.node as usize).ok_or_else(|| {
+                MapError::Invalid(format!(
+                    "slot {i}: node {} does not exist ({} node(s))",
+                    s.node,
+                    cluster.nodes.len()
+                ))
+            })?;
+            if !pu_pos[node.topo].contains_key(&s.pu) {
+                return Err(MapError::Invalid(format!(
+                    "slot {i}: PU {} does not exist on node {} ({})",
+                    s.pu, s.node, node.host
+                )));
+            }
+            by_pu.entry((s.node, s.pu)).or_default().push(i as u32);
+        }
+        // Network spans: nodes below one group at each level, root last.
+        let mut span = vec![1usize];
+        for &a in &cluster.network_levels {
+            span.push(span.last().unwrap() * a.max(1));
+        }
+        let nodes = cluster.nodes.len();
+        if *span.last().unwrap() < nodes || span.len() == 1 {
+            span.push(nodes.max(*span.last().unwrap()));
+        }
+        let mut b = Builder {
+            cluster: &cluster,
+            by_pu,
+            tree: Vec::new(),
+            leaves: Vec::new(),
+            leaf_tnode: Vec::new(),
+            input_of_leaf: Vec::new(),
+            labels: Vec::new(),
+            pu_pos,
+        };
+        let root = b
+            .network(span.len() - 1, 0, &span, nodes)
+            .expect("slots exist");
+        let Builder {
+            tree,
+            leaves,
+            leaf_tnode,
+            input_of_leaf,
+            labels,
+            ..
+        } = b;
+        let mut t = Target {
+            leaf_of_input: vec![0; input_of_leaf.len()],
+            input_of_leaf,
+            cluster,
+            leaves,
+            tree,
+            root,
+            leaf_tnode,
+            labels,
+            class_names: Vec::new(),
+            topo_npu: Vec::new(),
+            topo_class: Vec::new(),
+            self_class: 0,
+            net_class: Vec::new(),
+            net_span: span[1..span.len() - 1].to_vec(),
+        };
+        for (leaf, &input) in t.input_of_leaf.iter().enumerate() {
+            t.leaf_of_input[input as usize] = leaf as u32;
+        }
+        // Depths, top-down (children were pushed before parents).
+        let mut stack = vec![(t.root, 0u32)];
+        while let Some((v, d)) = stack.pop() {
+            t.tree[v as usize].depth = d;
+            stack.extend(t.tree[v as usize].children.iter().map(|&c| (c, d + 1)));
+        }
+        t.build_classes();
+        Ok(t)
+    }
+
+    fn intern(&mut self, name: String) -> u16 {
+        match self.class_names.iter().position(|c| *c == name) {
+            Some(i) => i as u16,
+            None => {
+                self.class_names.push(name);
+                (self.class_names.len() - 1) as u16
+            }
+        }
+    }
+
+    fn build_classes(&mut self) {
+        self.self_class = self.intern("self".into());
+        let used: Vec<bool> = (0..self.cluster.topologies.len())
+            .map(|t| self.cluster.nodes.iter().any(|n| n.topo == t))
+            .collect();
+        for (t, &in_use) in used.iter().enumerate() {
+            let m = self.cluster.topologies[t].clone();
+            let npu = m.pus.len();
+            let mut table = Vec::new();
+            if in_use {
+                table = vec![self.self_class; npu * npu];
+                let index = ClassIndex::new(&m);
+                for a in 0..npu {
+                    for b in (a + 1)..npu {
+                        let c = self.intern(index.classify(&m, a, b).0.to_string());
+                        table[a * npu + b] = c;
+                        table[b * npu + a] = c;
+                    }
+                }
+            }
+            self.topo_npu.push(npu);
+            self.topo_class.push(table);
+        }
+        let net = self.intern("network".into());
+        self.net_class = vec![net];
+        for k in 1..=self.net_span.len() {
+            let c = self.intern(format!("switch{k}"));
+            self.net_class.push(c);
+        }
+    }
+
+    /// Number of slots (leaves).
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
+    /// Names of the locality classes, indexed by class id.
+    pub fn class_names(&self) -> &[String] {
+        &self.class_names
+    }
+
+    /// Class id of two leaves.
+    #[inline]
+    pub(crate) fn class(&self, a: u32, b: u32) -> u16 {
+        let (la, lb) = (&self.leaves[a as usize], &self.leaves[b as usize]);
+        if la.node != lb.node {
+            // Lowest network level whose group holds both nodes.
+            for (k, &s) in self.net_span.iter().enumerate() {
+                if la.node as usize / s == lb.node as usize / s {
+                    return self.net_class[k + 1];
+                }
+            }
+            return self.net_class[0];
+        }
+        if la.pu_pos == lb.pu_pos {
+            return self.self_class;
+        }
+        let t = self.cluster.nodes[la.node as usize].topo;
+        self.topo_class[t][la.pu_pos as usize * self.topo_npu[t] + lb.pu_pos as usize]
+    }
+
+    /// The slot (node, PU OS index) of a leaf.
+    pub fn slot_of_leaf(&self, leaf: u32) -> Slot {
+        let l = &self.leaves[leaf as usize];
+        Slot {
+            node: l.node,
+            pu: l.pu_os,
+        }
+    }
+
+    /// Leaf of the `i`-th slot given to [`Target::new`].
+    pub fn leaf_of_slot(&self, i: usize) -> u32 {
+        self.leaf_of_input[i]
+    }
+
+    pub fn slot_index_of_leaf(&self, leaf: u32) -> usize {
+        self.input_of_leaf[leaf as usize] as usize
+    }
+
+    /// Class id of the farthest pair (LCA = root): the reference weight of
+    /// the grouping phase.
+    pub(crate) fn top_class(&self) -> u16 {
+        let r = &self.tree[self.root as usize];
+        if r.children.len() < 2 {
+            return self.self_class;
+        }
+        let a = self.tree[r.children[0] as usize].lo;
+        let b = self.tree[r.children[1] as usize].lo;
+        self.class(a, b)
+    }
+
+    /// Short description: `2 node(s) x 16 PUs, 32 slots, levels Cluster:2 Package:2 ...`.
+    pub fn describe(&self) -> String {
+        let mut levels: Vec<(u32, u16, usize)> = Vec::new();
+        for t in &self.tree {
+            if !t.children.is_empty() {
+                match levels.iter_mut().find(|l| l.0 == t.depth && l.1 == t.label) {
+                    Some(l) => l.2 = l.2.max(t.children.len()),
+                    None => levels.push((t.depth, t.label, t.children.len())),
+                }
+            }
+        }
+        levels.sort();
+        let lv: Vec<String> = levels
+            .iter()
+            .map(|l| format!("{}:{}", self.labels[l.1 as usize], l.2))
+            .collect();
+        format!(
+            "{} node(s), {} slots; tree {}",
+            self.cluster.nodes.len(),
+            self.len(),
+            lv.join(" ")
+        )
+    }
+}
