@@ -119,13 +119,9 @@ pub(crate) fn group(target: &Target, g: &Graph, w: &[f64]) -> Option<Vec<u32>> {
                     if !avail[x as usize] || need[xs] == 0 || conn[x as usize] <= 0.0 {
                         continue;
                     }
+                    let gain = |y: u32| 2.0 * conn[y as usize] - tot[y as usize];
                     best = match best {
-                        Some(b)
-                            if conn[b as usize] > conn[x as usize]
-                                || (conn[b as usize] == conn[x as usize] && b < x) =>
-                        {
-                            Some(b)
-                        }
+                        Some(b) if gain(b) > gain(x) || (gain(b) == gain(x) && b < x) => Some(b),
                         _ => Some(x),
                     };
                 }
