@@ -89,7 +89,7 @@ fn read_inputs_reports_asymmetry_and_unknown_formats() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("x.csv");
     std::fs::write(&f, "0,1,10,1\n").unwrap();
-    let p = read_inputs(&[f.clone()], Some(4)).unwrap();
+    let p = read_inputs(std::slice::from_ref(&f), Some(4)).unwrap();
     assert_eq!(p.matrix.n, 4);
     assert!(p.notes.iter().any(|n| n.contains("symmetrized")));
     let g = dir.join("x.weird");
