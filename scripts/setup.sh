@@ -11,7 +11,7 @@ PACKAGES=(
   libhwloc-dev hwloc-nox libudev-dev
   openmpi-bin libopenmpi-dev
   mpich libmpich-dev
-  libscotch-dev
+  libscotch-dev scotch
 )
 
 missing=()

@@ -7,8 +7,8 @@
 //! trees, non-dividing arities, restricted slots and oversubscription are all
 //! the same case). A group is grown greedily: start from the first free unit
 //! in rank order, then repeatedly add the free unit of a still-needed shape
-//! with the heaviest traffic to the group, i.e. the one that removes the most
-//! traffic leaving it. After each level the graph is contracted (sparse,
+//! connected to the group that leaves the least traffic leaving it (largest
+//! `2 conn(x) - total(x)`, the Fiduccia-Mattheyses gain of the move). After each level the graph is contracted (sparse,
 //! O(edges)). Finally the groups are unfolded top-down onto the tree.
 
 use crate::graph::Graph;
@@ -96,6 +96,11 @@ pub(crate) fn group(target: &Target, g: &Graph, w: &[f64]) -> Option<Vec<u32>> {
             pools[arena[u as usize].shape as usize].push(li as u32);
         }
         let mut cursor = vec![0usize; nshapes];
+        // Total traffic of each unit: adding x to a group changes the
+        // traffic leaving the group by tot(x) - 2 conn(x).
+        let tot: Vec<f64> = (0..n)
+            .map(|x| csr.w[csr.xadj[x]..csr.xadj[x + 1]].iter().sum())
+            .collect();
         conn.clear();
         conn.resize(n, 0.0);
         let mut touched: Vec<u32> = Vec::new();
@@ -114,13 +119,9 @@ pub(crate) fn group(target: &Target, g: &Graph, w: &[f64]) -> Option<Vec<u32>> {
                     if !avail[x as usize] || need[xs] == 0 || conn[x as usize] <= 0.0 {
                         continue;
                     }
+                    let gain = |y: u32| 2.0 * conn[y as usize] - tot[y as usize];
                     best = match best {
-                        Some(b)
-                            if conn[b as usize] > conn[x as usize]
-                                || (conn[b as usize] == conn[x as usize] && b < x) =>
-                        {
-                            Some(b)
-                        }
+                        Some(b) if gain(b) > gain(x) || (gain(b) == gain(x) && b < x) => Some(b),
                         _ => Some(x),
                     };
                 }

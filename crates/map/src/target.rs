@@ -575,6 +575,40 @@ impl Target {
         self.class(a, b)
     }
 
+    /// For a symmetric tree (every object of a depth has the same arity and
+    /// the leaves are all at one depth): `(arity, class of two leaves that
+    /// split at that level)` from the root down. Used to build Scotch tleaf
+    /// targets.
+    pub fn levels_if_symmetric(&self) -> Option<Vec<(usize, String)>> {
+        let mut out = Vec::new();
+        let mut frontier = vec![self.root];
+        loop {
+            let first = &self.tree[frontier[0] as usize];
+            if first.children.is_empty() {
+                return frontier
+                    .iter()
+                    .all(|&v| self.tree[v as usize].children.is_empty())
+                    .then_some(out);
+            }
+            let arity = first.children.len();
+            if frontier
+                .iter()
+                .any(|&v| self.tree[v as usize].children.len() != arity)
+            {
+                return None;
+            }
+            let (a, b) = (
+                self.tree[first.children[0] as usize].lo,
+                self.tree[first.children[1] as usize].lo,
+            );
+            out.push((arity, self.class_names[self.class(a, b) as usize].clone()));
+            frontier = frontier
+                .iter()
+                .flat_map(|&v| self.tree[v as usize].children.clone())
+                .collect();
+        }
+    }
+
     /// Short description: `2 node(s) x 16 PUs, 32 slots, levels Cluster:2 Package:2 ...`.
     pub fn describe(&self) -> String {
         let mut levels: Vec<(u32, u16, usize)> = Vec::new();

@@ -1,0 +1,187 @@
+//! `topocomm map` end to end: output formats, evaluation, bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const TOPO: &str = "synthetic:pack:2 core:2 pu:1";
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-cli-map-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let p = dir().join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_topocomm"))
+        .args(args)
+        .env_remove("TOPOCOMM_TOPOLOGY")
+        .output()
+        .unwrap()
+}
+
+/// Two interleaved pairs: (0,2) and (1,3) talk.
+fn pairs() -> PathBuf {
+    write(
+        "pairs.csv",
+        "src,dst,bytes,msgs\n0,2,1000000,10\n2,0,1000000,10\n1,3,1000000,10\n3,1,1000000,10\n",
+    )
+}
+
+#[test]
+fn perm_output_and_evaluate_round_trip() {
+    let input = pairs();
+    let out = run(&["map", input.to_str().unwrap(), "--topology", TOPO]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<(u32, u32)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<u32> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            (f[0], f[1])
+        })
+        .collect();
+    assert_eq!(lines.len(), 4);
+    // Same package = PUs {0,1} or {2,3}.
+    assert_eq!(lines[0].1 / 2, lines[2].1 / 2, "{text}");
+    assert_eq!(lines[1].1 / 2, lines[3].1 / 2, "{text}");
+    let summary = String::from_utf8(out.stderr).unwrap();
+    for b in ["packed", "round-robin", "scatter", "random"] {
+        assert!(summary.contains(b), "{summary}");
+    }
+    let perm = write("m.perm", &text);
+    let ev = run(&[
+        "map",
+        input.to_str().unwrap(),
+        "--topology",
+        TOPO,
+        "--evaluate",
+        perm.to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+    ]);
+    assert!(
+        ev.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ev.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&ev.stdout).unwrap();
+    assert_eq!(v["strategy"], "given");
+    assert_eq!(v["ranks"].as_array().unwrap().len(), 4);
+    let cost = v["score"]["cost_us"].as_f64().unwrap();
+    let packed = v["baselines"][0]["score"]["cost_us"].as_f64().unwrap();
+    assert!(cost < packed, "{cost} vs {packed}");
+}
+
+#[test]
+fn launcher_formats() {
+    let input = pairs();
+    let i = input.to_str().unwrap();
+    let rf = String::from_utf8(
+        run(&["map", i, "--topology", TOPO, "--format", "rankfile", "-q"]).stdout,
+    )
+    .unwrap();
+    assert_eq!(rf.lines().count(), 4);
+    assert!(
+        rf.lines()
+            .all(|l| l.starts_with("rank ") && l.contains("=localhost slot=")),
+        "{rf}"
+    );
+    let hy =
+        String::from_utf8(run(&["map", i, "--topology", TOPO, "--format", "hydra", "-q"]).stdout)
+            .unwrap();
+    assert!(hy.trim().starts_with("-bind-to user:"), "{hy}");
+    assert_eq!(
+        hy.trim()
+            .trim_start_matches("-bind-to user:")
+            .split(',')
+            .count(),
+        4
+    );
+    let sl = String::from_utf8(
+        run(&[
+            "map",
+            i,
+            "--topology",
+            "synthetic:pack:1 core:2 pu:1",
+            "--nodes",
+            "2",
+            "--format",
+            "slurm",
+            "-q",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(sl.contains("--cpu-bind=map_cpu:"), "{sl}");
+    assert_eq!(
+        sl.lines().filter(|l| l.starts_with("node")).count(),
+        4,
+        "{sl}"
+    );
+    let hf = write("hosts", "alpha topology=synthetic:pack:1 core:2 pu:1\nbeta slots=0-1 topology=synthetic:pack:1 core:2 pu:1\n");
+    let rf2 = String::from_utf8(
+        run(&[
+            "map",
+            i,
+            "--hostfile",
+            hf.to_str().unwrap(),
+            "--format",
+            "rankfile",
+            "-q",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        rf2.contains("=alpha slot=") && rf2.contains("=beta slot="),
+        "{rf2}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_with_position() {
+    let bad = write("bad.csv", "0,1,10,1\n1,0,nan,1\n");
+    let out = run(&["map", bad.to_str().unwrap(), "--topology", TOPO]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("bad.csv:2:5:"), "{err}");
+    let big = write("big.csv", "0,9,10,1\n");
+    let out = run(&["map", big.to_str().unwrap(), "--topology", TOPO]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        !out.status.success() && err.contains("--oversubscribe"),
+        "{err}"
+    );
+    let out = run(&[
+        "map",
+        big.to_str().unwrap(),
+        "--topology",
+        TOPO,
+        "--oversubscribe",
+        "-q",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 10);
+    let out = run(&[
+        "map",
+        big.to_str().unwrap(),
+        "--topology",
+        TOPO,
+        "--slots",
+        "0,9",
+    ]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success() && err.contains("PU 9"), "{err}");
+}
