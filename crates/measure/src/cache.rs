@@ -151,8 +151,33 @@ pub struct CachePoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second: Option<u32>,
     pub unit: String,
+    /// Passes timed together per sample (>1 only where a pass keeps the state).
+    pub passes: usize,
+    /// False when the median timed span is under 10x the timer resolution:
+    /// the value is then dominated by clock granularity.
+    pub resolved: bool,
     pub samples: Vec<f64>,
     pub summary: Summary,
+}
+
+/// A timed span below this many timer ticks is flagged as unresolved.
+pub const RESOLVED_FACTOR: f64 = 10.0;
+
+/// How many passes one sample may time back to back: several only when the
+/// holder is the measuring core and the pass leaves the state as it was
+/// (loads keep M/E/S/O/F lines in their state; stores keep M lines M),
+/// enough to span about 64 KiB.
+pub fn passes(state: State, op: Op, holder_is_measurer: bool, size: u64) -> usize {
+    let keeps = holder_is_measurer
+        && match op {
+            Op::Load | Op::Chase => state != State::I,
+            Op::Store => state == State::M,
+        };
+    if keeps {
+        (65536 / size.max(1)).max(1) as usize
+    } else {
+        1
+    }
 }
 
 /// A (class, state) the configuration asked for but that cannot be produced here.
@@ -176,8 +201,10 @@ pub struct CacheConfig {
     pub chase_cap: usize,
     /// Bytes each involved core sweeps to empty its caches.
     pub evict_bytes: u64,
-    /// Timer overhead subtracted from each timed pass (ns).
+    /// Timer overhead subtracted from each timed span (ns).
     pub timer_overhead_ns: f64,
+    /// Timer resolution (ns), to flag spans too short to trust.
+    pub timer_resolution_ns: f64,
 }
 
 /// Sizes from 1 KiB to `4 * llc` by factors of 2 (4 when `quick`); the last is exactly 4x LLC.
@@ -337,7 +364,7 @@ fn spawn_worker<'s>(scope: &'s std::thread::Scope<'s, '_>, pu: u32, evict: u64) 
             let _ = done.send(Err(e));
             return;
         }
-        let sweeper = Sweeper::new(evict);
+        let mut sweeper: Option<Sweeper> = None;
         let mut token = 0u64;
         // Ends when the measuring thread drops its sender.
         while let Ok(job) = jobs.recv() {
@@ -348,7 +375,7 @@ fn spawn_worker<'s>(scope: &'s std::thread::Scope<'s, '_>, pu: u32, evict: u64) 
                     Reply::Buf(b)
                 }
                 Job::Sweep => {
-                    sweeper.sweep();
+                    sweeper.get_or_insert_with(|| Sweeper::new(evict)).sweep();
                     Reply::Done
                 }
             };
@@ -363,7 +390,8 @@ fn spawn_worker<'s>(scope: &'s std::thread::Scope<'s, '_>, pu: u32, evict: u64) 
 struct Bench<'a> {
     p: u32,
     workers: Vec<Worker>,
-    sweeper: Sweeper,
+    /// Created on the first flush (states M and O never need one).
+    sweeper: Option<Sweeper>,
     token: u64,
     cfg: &'a CacheConfig,
 }
@@ -415,7 +443,10 @@ impl Bench<'_> {
             w.tx.send(Job::Sweep)
                 .map_err(|_| format!("the helper thread on PU {} is gone", w.pu))?;
         }
-        self.sweeper.sweep();
+        let bytes = self.cfg.evict_bytes;
+        self.sweeper
+            .get_or_insert_with(|| Sweeper::new(bytes))
+            .sweep();
         for w in 0..self.workers.len() {
             self.recv(w)?;
         }
@@ -457,12 +488,32 @@ impl Bench<'_> {
         })
     }
 
-    /// One timed pass; returns GB/s or ns per load.
-    fn timed(&mut self, buf: &mut [Line], op: Op) -> f64 {
+    /// `reps` timed passes; returns (GB/s or ns per load, elapsed ns).
+    /// The loop code and the clock are warmed on a separate one-line buffer
+    /// first: a flush also evicts them, and their misses are not the data's.
+    fn timed(&mut self, buf: &mut [Line], op: Op, reps: usize) -> (f64, f64) {
+        let mut warm = [Line([0; 8])];
+        self.pass(&mut warm, op);
+        let _ = Instant::now();
+        let start = Instant::now();
+        let mut work = 0.0;
+        for _ in 0..reps {
+            work += self.pass(buf, op);
+        }
+        let elapsed = start.elapsed().as_nanos() as f64;
+        let ns = (elapsed - self.cfg.timer_overhead_ns).max(1.0);
+        let v = match op {
+            Op::Load | Op::Store => work / ns,
+            Op::Chase => ns / work,
+        };
+        (v, elapsed)
+    }
+
+    /// One pass; returns bytes moved (load/store) or loads done (chase).
+    fn pass(&mut self, buf: &mut [Line], op: Op) -> f64 {
         self.token += 1;
         let t = self.token;
-        let start = Instant::now();
-        let work = match op {
+        match op {
             Op::Load => {
                 let mut acc = [0u64; 8];
                 for l in buf.iter() {
@@ -490,11 +541,6 @@ impl Bench<'_> {
                 black_box(i);
                 steps as f64
             }
-        };
-        let ns = (start.elapsed().as_nanos() as f64 - self.cfg.timer_overhead_ns).max(1.0);
-        match op {
-            Op::Load | Op::Store => work / ns,
-            Op::Chase => ns / work,
         }
     }
 }
@@ -585,7 +631,7 @@ pub fn run(
             let mut b = Bench {
                 p: cfg.measurer,
                 workers,
-                sweeper: Sweeper::new(cfg.evict_bytes),
+                sweeper: None,
                 token: 0,
                 cfg,
             };
@@ -599,12 +645,19 @@ pub fn run(
                         let is_chase = op == Op::Chase;
                         let slot = if is_chase { &mut chase } else { &mut data };
                         let mut samples = Vec::with_capacity(cfg.samples);
+                        let mut elapsed = Vec::with_capacity(cfg.samples);
+                        let reps = passes(*state, op, h.q == cfg.measurer, size);
                         for _ in 0..cfg.samples {
                             let buf = slot.take().expect("buffer present between samples");
                             let mut buf = b.prepare(buf, is_chase, *state, h)?;
-                            samples.push(b.timed(&mut buf, op));
+                            let (v, ns) = b.timed(&mut buf, op, reps);
+                            samples.push(v);
+                            elapsed.push(ns);
                             *slot = Some(buf);
                         }
+                        elapsed.sort_by(f64::total_cmp);
+                        let resolved = elapsed[elapsed.len() / 2]
+                            >= RESOLVED_FACTOR * cfg.timer_resolution_ns.max(1.0);
                         let summary = Summary::of(&samples)
                             .ok_or_else(|| "a timed pass gave a non-finite value".to_string())?;
                         points.push(CachePoint {
@@ -615,6 +668,8 @@ pub fn run(
                             holder: h.q,
                             second: if state.needs_second() { h.r } else { None },
                             unit: op.unit().into(),
+                            passes: reps,
+                            resolved,
                             samples,
                             summary,
                         });
