@@ -26,6 +26,8 @@ enum Command {
     Map(Box<cmd::map::Args>),
     /// Run an MPI program with the PMPI tracer and write its communication matrix
     Trace(cmd::trace::Args),
+    /// Benchmarks: cache states, placement, per-pair matrix
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(&cli.global, a),
         Command::Map(a) => cmd::map::run(&cli.global, a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Bench(a) => cmd::bench::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,

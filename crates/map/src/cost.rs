@@ -51,11 +51,17 @@ pub struct Costs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)] // informative fields written by `bench matrix`, checked for type only
 struct CostsFile {
     classes: BTreeMap<String, ClassCost>,
     #[serde(default)]
-    #[allow(dead_code)]
     source: Option<String>,
+    #[serde(default)]
+    schema: Option<String>,
+    #[serde(default)]
+    fingerprint: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
 }
 
 /// Documented defaults (docs/formats/costs-json.md): rough orders of
@@ -259,5 +265,22 @@ pub fn evaluate(
             })
             .collect(),
         max_load: max_load.into_iter().map(|x| (x.1, x.2)).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_file_bench_matrix_writes() {
+        let text = r#"{"schema":"topocomm.costs/1","fingerprint":"fnv1a64:0","size":1048576,
+            "classes":{"l3":{"latency_us":0.033,"bandwidth_gbs":69.5,
+            "latency_source":"cacheline","bandwidth_source":"coherence-read"}}}"#;
+        let c = Costs::from_json("m.json", text).unwrap();
+        assert_eq!(c.classes["l3"].latency_us, 0.033);
+        assert_eq!(c.classes["l3"].bandwidth_gbs, 69.5);
+        let typo = r#"{"clases":{}}"#;
+        assert!(Costs::from_json("m.json", typo).is_err());
     }
 }

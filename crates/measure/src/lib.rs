@@ -4,10 +4,17 @@
 //! non-parametric 95% confidence interval, min, p99), a timer-resolution
 //! check, thread pinning to a PU, and the JSON sample-line format that the
 //! topocomm p2p worker and the MPI benchmark (`mpi/bench`) both print.
+//! The characterization kernels (issue 4) live in `cache` (coherence
+//! states), `matrix` (per-pair latency) and `placement` (CG + triad).
 
+pub mod cache;
+pub mod matrix;
+pub mod meta;
 pub mod pin;
+pub mod placement;
 pub mod record;
 pub mod stats;
+pub mod target;
 pub mod timer;
 
 pub use record::SampleLine;

@@ -4,6 +4,9 @@
 //! external scripts, styles or images) made of sections that each command
 //! contributes, SVG drawings (the topology tree), and HTML tables.
 
+pub mod heatmap;
+pub mod loglog;
+pub mod png;
 mod svg_tree;
 
 pub use svg_tree::svg_tree;

@@ -15,6 +15,9 @@ pub struct Args {
     /// Folder to write index.html and report.json into
     #[arg(long, default_value = "topocomm-report")]
     pub out: PathBuf,
+    /// Skip the benchmark sections (cache states, placement, pair matrix)
+    #[arg(long)]
+    pub no_bench: bool,
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
@@ -79,6 +82,12 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         );
     }
 
+    let bench = if a.no_bench {
+        serde_json::Value::Null
+    } else {
+        crate::cmd::bench_report::add_sections(&m, &mut r)
+    };
+
     let json = serde_json::json!({
         "schema": "topocomm.report/1",
         "version": env!("CARGO_PKG_VERSION"),
@@ -87,6 +96,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "machine": m,
         "classes": cm.classes(),
         "tree": tree,
+        "bench": bench,
     });
     let path = r
         .write(&a.out, &json)
