@@ -21,11 +21,9 @@ pub fn allowed_pus() -> Result<Vec<u32>, String> {
         .collect())
 }
 
-/// Binds the calling thread to the PU with this OS index. Fails with a clear
-/// message if the PU does not exist or is not allowed here (e.g. a synthetic
-/// topology larger than the machine).
-pub fn pin_current_thread(os_pu: u32) -> Result<(), String> {
-    let t = live()?;
+/// The cpuset of one usable PU, or an error naming the PU and the usable ones
+/// (e.g. when a synthetic topology is larger than the machine).
+fn usable_pu_set(os_pu: u32) -> Result<CpuSet, String> {
     let allowed = allowed_pus()?;
     if !allowed.contains(&os_pu) {
         return Err(format!(
@@ -35,6 +33,13 @@ pub fn pin_current_thread(os_pu: u32) -> Result<(), String> {
     }
     let mut set = CpuSet::new();
     set.set(os_pu as usize);
+    Ok(set)
+}
+
+/// Binds the calling thread to the PU with this OS index.
+pub fn pin_current_thread(os_pu: u32) -> Result<(), String> {
+    let set = usable_pu_set(os_pu)?;
+    let t = live()?;
     t.bind_cpu(&set, CpuBindingFlags::THREAD | CpuBindingFlags::STRICT)
         .or_else(|_| t.bind_cpu(&set, CpuBindingFlags::THREAD))
         .map_err(|e| format!("cannot bind the thread to PU {os_pu}: {e}"))
@@ -42,17 +47,9 @@ pub fn pin_current_thread(os_pu: u32) -> Result<(), String> {
 
 /// Binds the whole current process to the PU with this OS index.
 pub fn pin_current_process(os_pu: u32) -> Result<(), String> {
-    let t = live()?;
-    let allowed = allowed_pus()?;
-    if !allowed.contains(&os_pu) {
-        return Err(format!(
-            "PU {os_pu} does not exist or is not usable on this machine (usable PUs: {})",
-            topocomm_topo::PuSet::from_indexes(allowed)
-        ));
-    }
-    let mut set = CpuSet::new();
-    set.set(os_pu as usize);
-    t.bind_cpu(&set, CpuBindingFlags::PROCESS)
+    let set = usable_pu_set(os_pu)?;
+    live()?
+        .bind_cpu(&set, CpuBindingFlags::PROCESS)
         .map_err(|e| format!("cannot bind the process to PU {os_pu}: {e}"))
 }
 

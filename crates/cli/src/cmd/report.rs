@@ -2,7 +2,7 @@
 //! self-contained HTML page plus the same content as JSON. Later stages
 //! (measurements, model, tuning) add their sections here.
 
-use crate::cmd::topo::{device_row, inventory, level_chain, origin_text};
+use crate::cmd::topo::{class_rows, device_row, inventory, level_chain, origin_text};
 use crate::common::GlobalOpts;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -49,17 +49,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     }
     r.add("machine", "Machine", summary);
 
-    let rows: Vec<Vec<String>> = cm
-        .classes()
-        .iter()
-        .map(|c| {
-            vec![
-                c.class.to_string(),
-                c.pairs.to_string(),
-                format!("{},{}", c.representative.0, c.representative.1),
-            ]
-        })
-        .collect();
+    let rows = class_rows(&cm);
     r.add(
         "classes",
         "Locality classes",

@@ -188,17 +188,7 @@ pub fn summary(m: &Machine, cm: &ClassMatrix, full_tree: bool) -> String {
     }
     out.push('\n');
     let _ = writeln!(out, "Locality classes (nearest first):");
-    let rows: Vec<Vec<String>> = cm
-        .classes()
-        .iter()
-        .map(|c| {
-            vec![
-                c.class.to_string(),
-                c.pairs.to_string(),
-                format!("{},{}", c.representative.0, c.representative.1),
-            ]
-        })
-        .collect();
+    let rows = class_rows(cm);
     for l in text_table(&["class", "pairs", "example (OS P,Q)"], &rows).lines() {
         let _ = writeln!(out, "  {l}");
     }
@@ -223,6 +213,20 @@ pub fn summary(m: &Machine, cm: &ClassMatrix, full_tree: bool) -> String {
         }
     }
     out
+}
+
+/// One row per class present: name, pair count, representative pair.
+pub fn class_rows(cm: &ClassMatrix) -> Vec<Vec<String>> {
+    cm.classes()
+        .iter()
+        .map(|c| {
+            vec![
+                c.class.to_string(),
+                c.pairs.to_string(),
+                format!("{},{}", c.representative.0, c.representative.1),
+            ]
+        })
+        .collect()
 }
 
 pub fn device_row(m: &Machine, d: &topocomm_topo::Device) -> Vec<String> {
