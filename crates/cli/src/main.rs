@@ -22,6 +22,8 @@ enum Command {
     Topo(cmd::topo::Args),
     /// Write the self-contained HTML + JSON report of this machine
     Report(cmd::report::Args),
+    /// Benchmarks: `bench p2p` (topocomm vs Open MPI, MPICH and the physical limits)
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Topo(a) => cmd::topo::run(&cli.global, a),
         Command::Report(a) => cmd::report::run(&cli.global, a),
+        Command::Bench(a) => cmd::bench::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,

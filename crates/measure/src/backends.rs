@@ -214,6 +214,12 @@ fn run_job(
     require_meta: bool,
 ) -> Result<BackendRun, String> {
     let out = run_bounded(cmd, name, timeout)?;
+    if name == "topocomm" && out.stderr.contains("unrecognized subcommand") {
+        return Err(
+            "topocomm: this build has no transport worker yet (`topocomm run` / `bench-worker p2p` missing)"
+                .into(),
+        );
+    }
     if !out.status.success() {
         return Err(format!(
             "{name}: the job failed ({}): {}",
@@ -294,8 +300,9 @@ pub fn check_complete(lines: &[SampleLine], name: &str, params: &P2pParams) -> R
     Ok(())
 }
 
-/// The limits for every requested size: latency (one-way transfer) and bw
-/// (cross-core copy rate); bibw and msgrate have no measured limit.
+/// The limits for every requested size: latency (one-way transfer, sizes up
+/// to one cache line of payload) and bw (cross-core copy rate); bibw and
+/// msgrate have no measured limit.
 pub fn run_limits(
     pair: (u32, u32),
     params: &P2pParams,
@@ -312,7 +319,7 @@ pub fn run_limits(
     for t in &params.tests {
         for &s in &params.sizes {
             match t {
-                Test::Latency => {
+                Test::Latency if s <= limits::LATENCY_MAX_SIZE => {
                     progress(&format!("limit latency {s} B"));
                     out.push(limits::latency(&lp, s)?);
                 }

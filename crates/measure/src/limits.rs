@@ -2,9 +2,11 @@
 //!
 //! - **latency**: one-way time for `size` bytes just written on PU P to be
 //!   seen and read on PU Q. The two threads ping-pong a flag in one cache
-//!   line (Release store / Acquire load); payloads up to 56 bytes ride in the
-//!   flag's line (as a transport's inline messages do), larger ones in a
-//!   separate buffer per direction. One-way = round trip / 2.
+//!   line (Release store / Acquire load); payloads up to 64 bytes ride in the
+//!   flag's 128-byte block (as a transport's inline messages do). One-way =
+//!   round trip / 2. Only sizes up to [`LATENCY_MAX_SIZE`] are a bound: larger
+//!   payloads are moved word by word through atomics, slower than a real
+//!   copy, so the bw limit is the bound there.
 //! - **bw**: cross-core copy rate. Thread A (on P) dirties a buffer, thread B
 //!   (on Q) copies it into its own destination with `copy_from_slice`, timed
 //!   on B. GB/s = 1e9 B/s.
@@ -27,8 +29,10 @@ pub const IMPL: &str = "limit";
 /// A wait on the other thread longer than this is an error (a PU that never
 /// runs our thread), not a hang.
 const WAIT_LIMIT: Duration = Duration::from_secs(5);
-/// Words of payload that fit beside the flag in one 64-byte line.
-const INLINE_WORDS: usize = 7;
+/// Words of payload that fit beside the flag in its 128-byte block.
+const INLINE_WORDS: usize = 8;
+/// Largest message size whose latency limit is meaningful (one line of payload).
+pub const LATENCY_MAX_SIZE: u64 = 64;
 /// Hot copy batches cover at least this many bytes, so that a batch of small
 /// copies is long against the clock's resolution and stays in L2.
 const HOT_BATCH_BYTES: usize = 256 * 1024;
@@ -79,10 +83,11 @@ impl LimitParams {
     }
 }
 
-/// A cache line of its own (128-byte alignment also keeps the adjacent-line
-/// prefetcher from pulling in a neighbour).
+/// The flag and inline payload: a 128-byte block of its own (the alignment
+/// also keeps the adjacent-line prefetcher from pulling in a neighbour); the
+/// flag and up to 56 bytes of payload share the first line.
 #[repr(align(128))]
-struct Line([AtomicU64; 8]);
+struct Line([AtomicU64; 16]);
 
 impl Line {
     fn new() -> Self {

@@ -4,8 +4,10 @@
 //! external scripts, styles or images) made of sections that each command
 //! contributes, SVG drawings (the topology tree), and HTML tables.
 
+mod svg_chart;
 mod svg_tree;
 
+pub use svg_chart::{svg_loglog, Series};
 pub use svg_tree::svg_tree;
 
 use std::fmt::Write as _;

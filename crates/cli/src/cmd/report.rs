@@ -15,6 +15,9 @@ pub struct Args {
     /// Folder to write index.html and report.json into
     #[arg(long, default_value = "topocomm-report")]
     pub out: PathBuf,
+    /// Skip the quick point-to-point benchmark (about 10-30 s on 2 cores)
+    #[arg(long)]
+    pub no_bench: bool,
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
@@ -79,6 +82,18 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         );
     }
 
+    let p2p = if a.no_bench {
+        serde_json::Value::Null
+    } else {
+        let (html, json) = crate::cmd::bench::p2p::report_section(&m);
+        r.add(
+            "p2p",
+            "Point-to-point: topocomm, MPI peers, physical limits",
+            html,
+        );
+        json
+    };
+
     let json = serde_json::json!({
         "schema": "topocomm.report/1",
         "version": env!("CARGO_PKG_VERSION"),
@@ -87,6 +102,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "machine": m,
         "classes": cm.classes(),
         "tree": tree,
+        "p2p": p2p,
     });
     let path = r
         .write(&a.out, &json)
