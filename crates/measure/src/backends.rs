@@ -6,7 +6,7 @@
 
 use crate::limits::{self, LimitParams};
 use crate::p2p::{find_meta, verify_pinning, JobMeta, P2pParams, Test};
-use crate::procrun::{last_error_line, run_bounded};
+use crate::procrun::{last_error_line, run_bounded_with};
 use crate::record::SampleLine;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -180,8 +180,7 @@ impl Backend {
                     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
                 }
-                progress(&format!("{} on PUs {},{}", which.name(), pair.0, pair.1));
-                run_job(cmd, which.name(), pair, params, timeout, true)
+                run_job(cmd, which.name(), pair, params, timeout, true, progress)
             }
             Backend::Topocomm { exe } => {
                 let mut cmd = Command::new(exe);
@@ -196,8 +195,7 @@ impl Backend {
                 .arg(exe)
                 .args(["bench-worker", "p2p"])
                 .args(params.worker_args());
-                progress(&format!("topocomm on PUs {},{}", pair.0, pair.1));
-                run_job(cmd, "topocomm", pair, params, timeout, false)
+                run_job(cmd, "topocomm", pair, params, timeout, false, progress)
             }
         }
     }
@@ -212,8 +210,14 @@ fn run_job(
     params: &P2pParams,
     timeout: Duration,
     require_meta: bool,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<BackendRun, String> {
-    let out = run_bounded(cmd, name, timeout)?;
+    let mut on_line = |line: &str| {
+        if let Ok(l) = serde_json::from_str::<SampleLine>(line) {
+            progress(&format!("{} {} {} B", name, l.test, l.size));
+        }
+    };
+    let out = run_bounded_with(cmd, name, timeout, &mut on_line)?;
     if name == "topocomm" && out.stderr.contains("unrecognized subcommand") {
         return Err(
             "topocomm: this build has no transport worker yet (`topocomm run` / `bench-worker p2p` missing)"
@@ -308,12 +312,15 @@ pub fn run_limits(
     params: &P2pParams,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<SampleLine>, String> {
+    // Batches of at most 1 ms: long against the clock (20-30 ns here), short
+    // enough that on a busy machine most samples see no preemption of one of
+    // the two spinning threads, which would inflate a whole batch.
     let lp = LimitParams {
         pair,
         cold: params.cold,
         llc: params.llc,
         samples: params.samples,
-        min_time: Duration::from_secs_f64(params.min_time_ms / 1e3),
+        min_time: Duration::from_secs_f64(params.min_time_ms.min(1.0) / 1e3),
     };
     let mut out = Vec::new();
     for t in &params.tests {

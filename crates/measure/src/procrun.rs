@@ -2,7 +2,7 @@
 //! collecting stdout and stderr, and kills the whole job tree if it outlives
 //! its time bound: a stuck peer is an error, never a hang.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +18,18 @@ pub struct JobOutput {
 
 /// Runs `cmd` with a time bound. Errors name `what` and say why (cannot
 /// start, killed after the bound, non-zero exit with the last stderr line).
-pub fn run_bounded(mut cmd: Command, what: &str, limit: Duration) -> Result<JobOutput, String> {
+pub fn run_bounded(cmd: Command, what: &str, limit: Duration) -> Result<JobOutput, String> {
+    run_bounded_with(cmd, what, limit, &mut |_| {})
+}
+
+/// [`run_bounded`], calling `on_line` with each stdout line as it arrives
+/// (progress of long jobs).
+pub fn run_bounded_with(
+    mut cmd: Command,
+    what: &str,
+    limit: Duration,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<JobOutput, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -36,9 +47,23 @@ pub fn run_bounded(mut cmd: Command, what: &str, limit: Duration) -> Result<JobO
             String::from_utf8_lossy(&v).into_owned()
         })
     };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
     let err = drain(Box::new(child.stderr.take().expect("piped")));
     let status = loop {
+        while let Ok(line) = rx.try_recv() {
+            on_line(&line);
+        }
         match child.try_wait() {
             Ok(Some(s)) => break s,
             Ok(None) if start.elapsed() > limit => {

@@ -266,7 +266,7 @@ pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
                     eprintln!("bench p2p: {label} ...");
                 }
                 let mut progress = |what: &str| {
-                    if verbose && name == "limit" {
+                    if verbose {
                         eprintln!("bench p2p:   {what}");
                     }
                 };
