@@ -60,7 +60,7 @@ fn quick_run_writes_results_with_peers_and_limits() {
                 && r["size"] == size
                 && r["median"].as_f64().unwrap() > 0.0
                 && r["ci_low"].as_f64().unwrap() <= r["median"].as_f64().unwrap()
-                && r["samples"].as_array().unwrap().len() == 5
+                && r["samples"].as_array().unwrap().len() >= 5
         })
     };
     for imp in ["openmpi", "mpich"] {

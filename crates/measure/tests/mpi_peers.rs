@@ -72,6 +72,24 @@ fn tc_mpibench_under_both_mpis() {
         let meta = run.meta.expect("tc_mpibench reports its pinning");
         assert_eq!(meta.ranks[1].cpu, i64::from(pus[1]));
 
+        // Cold mode: rotating pools, the lines say so.
+        let mut cold = params.clone();
+        cold.cold = true;
+        cold.tests = vec![Test::Latency];
+        let run = b
+            .run(
+                (pus[0], pus[1]),
+                &cold,
+                Duration::from_secs(120),
+                &mut |_| {},
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            run.lines.iter().all(|l| l.cache == "cold"),
+            "{:?}",
+            run.lines
+        );
+
         // Bad arguments: one line naming the argument, non-zero exit.
         let mut bad = params.clone();
         bad.cold = true;

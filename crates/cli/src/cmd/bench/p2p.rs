@@ -12,7 +12,7 @@ use topocomm_measure::backends::{locate_mpi_build, parse_peers, Backend, MpiImpl
 use topocomm_measure::p2p::{default_sizes, parse_sizes, parse_tests, size_label, P2pParams, Test};
 use topocomm_measure::results::{num, ratios, table, Ratio, ResultRow};
 use topocomm_measure::timer::TimerInfo;
-use topocomm_measure::Summary;
+use topocomm_measure::{SampleLine, Summary};
 use topocomm_report::{esc, html_table, svg_loglog, Series};
 use topocomm_topo::{pair_class, parse_pair, ClassMatrix, LocalityClass, Machine};
 
@@ -236,14 +236,29 @@ fn backends(plan: &Plan) -> Vec<(String, Result<Backend, String>)> {
     out
 }
 
-/// Runs every backend on every pair and cache mode. Progress goes to stderr
-/// when `verbose`. A backend that fails is recorded, not fatal.
+/// Runs every backend on every pair and cache mode. The limits run in
+/// rounds interleaved with the job backends (before each and after the last,
+/// the samples split between rounds and pooled), so that a change of the
+/// machine's state during a long run (a VM's vCPUs moved by the host, other
+/// load) shows up in the limit's CI instead of skewing the ratios. Progress
+/// goes to stderr when `verbose`. A backend that fails is recorded, not fatal.
 pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
     let timer = topocomm_measure::timer::check();
     let list = backends(plan);
+    let (limit, jobs): (Vec<_>, Vec<_>) = list.into_iter().partition(|(n, _)| n == "limit");
+    let rounds = jobs.len() + 1;
+    let per_round = plan.params.samples.div_ceil(rounds).max(1);
+    // The schedule of one (pair, mode): limit round, job, limit round, ...
+    let mut schedule = Vec::new();
+    for j in &jobs {
+        schedule.extend(limit.iter().cloned().map(|l| (l, true)));
+        schedule.push((j.clone(), false));
+    }
+    schedule.extend(limit.iter().cloned().map(|l| (l, true)));
+
     let mut rows = Vec::new();
     let mut statuses = Vec::new();
-    let total = plan.pairs.len() * plan.modes.len() * list.len();
+    let total = plan.pairs.len() * plan.modes.len() * schedule.len();
     let mut step = 0;
     for c in &plan.pairs {
         for &cold in &plan.modes {
@@ -252,8 +267,17 @@ pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
                 ..plan.params.clone()
             };
             let timeout = plan.timeout.unwrap_or_else(|| params.time_bound());
-            for (name, backend) in &list {
+            let mut pooled: Vec<SampleLine> = Vec::new();
+            let mut limit_failed = false;
+            for ((name, backend), is_limit) in &schedule {
                 step += 1;
+                if *is_limit && limit_failed {
+                    continue;
+                }
+                let round_params = P2pParams {
+                    samples: if *is_limit { per_round } else { params.samples },
+                    ..params.clone()
+                };
                 let started = Instant::now();
                 let label = format!(
                     "[{step}/{total}] {name} on PUs {},{} ({}, {})",
@@ -272,42 +296,50 @@ pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
                 };
                 let result = backend
                     .clone()
-                    .and_then(|b| b.run(c.pair, &params, timeout, &mut progress));
+                    .and_then(|b| b.run(c.pair, &round_params, timeout, &mut progress));
                 let pair = format!("{},{}", c.pair.0, c.pair.1);
                 let elapsed_s = started.elapsed().as_secs_f64();
+                let mut status = BackendStatus {
+                    backend: name.clone(),
+                    pair,
+                    cache: params.cache().into(),
+                    status: "ok".into(),
+                    reason: None,
+                    elapsed_s,
+                    pinning: None,
+                };
                 match result {
                     Ok(run) => {
                         if verbose {
                             eprintln!("bench p2p: {label}: done in {elapsed_s:.1} s");
                         }
-                        rows.extend(
-                            run.lines
-                                .iter()
-                                .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
-                        );
-                        statuses.push(BackendStatus {
-                            backend: name.clone(),
-                            pair,
-                            cache: params.cache().into(),
-                            status: "ok".into(),
-                            reason: run.note,
-                            elapsed_s,
-                            pinning: run.meta,
-                        });
+                        if *is_limit {
+                            pool(&mut pooled, run.lines);
+                        } else {
+                            rows.extend(
+                                run.lines
+                                    .iter()
+                                    .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
+                            );
+                        }
+                        status.reason = run.note;
+                        status.pinning = run.meta;
                     }
                     Err(e) => {
                         eprintln!("bench p2p: {label}: skipped: {e}");
-                        statuses.push(BackendStatus {
-                            backend: name.clone(),
-                            pair,
-                            cache: params.cache().into(),
-                            status: "failed".into(),
-                            reason: Some(e),
-                            elapsed_s,
-                            pinning: None,
-                        });
+                        limit_failed |= *is_limit;
+                        status.status = "failed".into();
+                        status.reason = Some(e);
                     }
                 }
+                statuses.push(status);
+            }
+            if !limit_failed {
+                rows.extend(
+                    pooled
+                        .iter()
+                        .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
+                );
             }
         }
     }
@@ -322,6 +354,20 @@ pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
         backends: statuses,
         timer,
     })
+}
+
+/// Adds a round's lines to the pool: samples of the same (test, size) are
+/// appended in measurement order.
+fn pool(pooled: &mut Vec<SampleLine>, lines: Vec<SampleLine>) {
+    for l in lines {
+        match pooled
+            .iter_mut()
+            .find(|p| p.test == l.test && p.size == l.size && p.cache == l.cache)
+        {
+            Some(p) => p.samples.extend(l.samples),
+            None => pooled.push(l),
+        }
+    }
 }
 
 /// The terminal tables: per pair, cache mode and test, one line per size.
@@ -601,6 +647,24 @@ mod tests {
         let cls = ClassMatrix::new(&m).classes().last().unwrap().clone();
         let p = plan(&m, &parse(&["--class", &cls.class.to_string()]).unwrap()).unwrap();
         assert_eq!(p.pairs[0].pair, cls.representative);
+    }
+
+    #[test]
+    fn limit_rounds_pool_their_samples() {
+        let l = |size, samples: Vec<f64>| SampleLine {
+            implementation: "limit".into(),
+            test: "bw".into(),
+            size,
+            cache: "hot".into(),
+            unit: "GB/s".into(),
+            samples,
+        };
+        let mut p = Vec::new();
+        pool(&mut p, vec![l(8, vec![1.0, 2.0]), l(64, vec![5.0])]);
+        pool(&mut p, vec![l(8, vec![3.0])]);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].samples, vec![1.0, 2.0, 3.0]);
+        assert_eq!(p[1].samples, vec![5.0]);
     }
 
     #[test]
