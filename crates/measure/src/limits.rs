@@ -254,7 +254,12 @@ pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
             std::hint::black_box(sink);
             Ok(out)
         };
-        let result = run();
+        // On a thread of its own: pinning the caller would leave it (and
+        // every process it starts later, mpirun included) on one PU.
+        let result = s
+            .spawn(run)
+            .join()
+            .unwrap_or_else(|_| Err("timing thread panicked".to_string()));
         line.0[0].store(STOP, Ordering::Release);
         let echoed = echo
             .join()
@@ -396,7 +401,11 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
             }
             Ok(out)
         };
-        let result = run();
+        // On a thread of its own: the caller's affinity stays untouched.
+        let result = s
+            .spawn(run)
+            .join()
+            .unwrap_or_else(|_| Err("copy thread panicked".to_string()));
         writer
             .join()
             .map_err(|_| "writer thread panicked".to_string())?;
@@ -428,6 +437,28 @@ mod tests {
             samples: 5,
             min_time: Duration::from_micros(200),
         }
+    }
+
+    #[test]
+    fn the_callers_affinity_is_left_alone() {
+        let pus = crate::pin::allowed_pus().unwrap();
+        if pus.len() < 2 {
+            return;
+        }
+        let p = params((pus[0], pus[1]));
+        latency(&p, 8).unwrap();
+        copy_rate(&p, 4096).unwrap();
+        assert_eq!(crate::pin::allowed_pus().unwrap(), pus);
+        let own = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = own
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap()
+            .to_string();
+        assert!(
+            line.ends_with(&topocomm_topo::PuSet::from_indexes(pus.clone()).to_string()),
+            "{line}"
+        );
     }
 
     #[test]
