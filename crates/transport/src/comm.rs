@@ -207,6 +207,9 @@ pub struct Comm {
     timeout: Duration,
     broken: Option<Error>,
     finalized: bool,
+    /// Cells pushed plus cells consumed: a waiter that sees it move resets
+    /// its backoff.
+    activity: u64,
     _probe: Box<AtomicU64>,
 }
 
@@ -396,6 +399,7 @@ impl Comm {
             timeout,
             broken: None,
             finalized: false,
+            activity: 0,
             _probe: probe,
             seg,
         };
@@ -699,6 +703,7 @@ impl Comm {
             (*c).seq.store(pos + 1, Ordering::Release);
         }
         o.head += 1;
+        self.activity += 1;
     }
 
     /// Copies `len` bytes into the next fragment slot of `dst`.
@@ -1125,6 +1130,7 @@ impl Comm {
             self.ins[src].tail = pos + 1;
             n += 1;
         }
+        self.activity += n as u64;
         let i = &mut self.ins[src];
         if i.tail != i.published {
             i.published = i.tail;
@@ -1202,7 +1208,7 @@ impl Comm {
             };
             err = Some(Error::DeadPeer {
                 rank,
-                detail: "the launcher reported that it exited abnormally".into(),
+                detail: "the launcher saw it exit abnormally".into(),
             });
         }
         for p in 0..self.size {
@@ -1243,12 +1249,21 @@ impl Comm {
             ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
             _ => None,
         };
-        let start = Instant::now();
+        let mut start = Instant::now();
         let mut b = Backoff::new();
         let mut i = 0u32;
+        let mut seen = self.activity;
         loop {
             if self.reqs[r.idx as usize].done {
                 return self.take(r);
+            }
+            if self.activity != seen {
+                // Progress: spin again, and the stuck-exchange clock restarts.
+                seen = self.activity;
+                if !b.spinning() {
+                    start = Instant::now();
+                }
+                b.reset();
             }
             // A receive from one source polls that channel directly while
             // spinning (the latency path); the full engine runs every 16th turn.
