@@ -249,7 +249,12 @@ pub extern "C" fn tc_probe(src: c_int, tag: c_int, status: *mut TcStatus) -> i32
 
 /// Sets *flag to 1 and fills status if a matching message has arrived.
 #[no_mangle]
-pub extern "C" fn tc_iprobe(src: c_int, tag: c_int, flag: *mut c_int, status: *mut TcStatus) -> i32 {
+pub extern "C" fn tc_iprobe(
+    src: c_int,
+    tag: c_int,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
     with(|c| {
         if flag.is_null() {
             return Err(Error::Invalid("flag is NULL".into()));
