@@ -17,6 +17,8 @@
 
 mod error;
 mod topo;
+mod transport;
 
 pub use error::*;
 pub use topo::*;
+pub use transport::*;

@@ -207,6 +207,9 @@ pub struct Comm {
     timeout: Duration,
     broken: Option<Error>,
     finalized: bool,
+    /// Cells pushed plus cells consumed: a waiter that sees it move resets
+    /// its backoff.
+    activity: u64,
     _probe: Box<AtomicU64>,
 }
 
@@ -396,6 +399,7 @@ impl Comm {
             timeout,
             broken: None,
             finalized: false,
+            activity: 0,
             _probe: probe,
             seg,
         };
@@ -699,6 +703,7 @@ impl Comm {
             (*c).seq.store(pos + 1, Ordering::Release);
         }
         o.head += 1;
+        self.activity += 1;
     }
 
     /// Copies `len` bytes into the next fragment slot of `dst`.
@@ -1125,6 +1130,7 @@ impl Comm {
             self.ins[src].tail = pos + 1;
             n += 1;
         }
+        self.activity += n as u64;
         let i = &mut self.ins[src];
         if i.tail != i.published {
             i.published = i.tail;
@@ -1202,7 +1208,7 @@ impl Comm {
             };
             err = Some(Error::DeadPeer {
                 rank,
-                detail: "the launcher reported that it exited abnormally".into(),
+                detail: "the launcher saw it exit abnormally".into(),
             });
         }
         for p in 0..self.size {
@@ -1243,12 +1249,21 @@ impl Comm {
             ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
             _ => None,
         };
-        let start = Instant::now();
+        let mut start = Instant::now();
         let mut b = Backoff::new();
         let mut i = 0u32;
+        let mut seen = self.activity;
         loop {
             if self.reqs[r.idx as usize].done {
                 return self.take(r);
+            }
+            if self.activity != seen {
+                // Progress: spin again, and the stuck-exchange clock restarts.
+                seen = self.activity;
+                if !b.spinning() {
+                    start = Instant::now();
+                }
+                b.reset();
             }
             // A receive from one source polls that channel directly while
             // spinning (the latency path); the full engine runs every 16th turn.
@@ -1423,5 +1438,94 @@ impl Comm {
 impl Drop for Comm {
     fn drop(&mut self) {
         let _ = self.finalize();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn solo() -> Comm {
+        std::env::remove_var("TOPOCOMM_SHM_FD");
+        Comm::init().expect("job of one rank")
+    }
+
+    #[test]
+    fn self_messages_keep_order_per_tag_and_match_any_tag() {
+        let mut c = solo();
+        assert_eq!((c.rank(), c.size()), (0, 1));
+        // Inline, eager and rendezvous sizes, queued as unexpected messages.
+        let sizes = [0usize, 5, 40, 41, 5000, 16384, 200_000];
+        let mut bufs = Vec::new();
+        let mut reqs = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let b: Vec<u8> = (0..n).map(|k| (k + i) as u8).collect();
+            // SAFETY: `b` is kept alive in `bufs` until the wait_all below.
+            reqs.push(unsafe { c.isend_raw(b.as_ptr(), n, 0, (i % 2) as i32).unwrap() });
+            bufs.push(b);
+        }
+        let st = c
+            .iprobe(0, 1)
+            .unwrap()
+            .expect("a tag-1 message has arrived");
+        assert_eq!((st.tag, st.count), (1, 5));
+        let mut out = vec![0u8; 300_000];
+        // Tag 1 first: messages 1, 3, 5 in order.
+        for i in [1usize, 3, 5] {
+            let mut r = out.clone();
+            let rq = unsafe { c.irecv_raw(r.as_mut_ptr(), r.len(), 0, 1).unwrap() };
+            let st = c.wait(rq).unwrap();
+            assert_eq!(st.count, sizes[i]);
+            assert_eq!(&r[..st.count], &bufs[i][..]);
+        }
+        // Then ANY_TAG gets the rest in order: 0, 2, 4, 6.
+        for i in [0usize, 2, 4, 6] {
+            let rq = unsafe {
+                c.irecv_raw(out.as_mut_ptr(), out.len(), ANY_SOURCE, ANY_TAG)
+                    .unwrap()
+            };
+            let st = c.wait(rq).unwrap();
+            assert_eq!((st.source, st.tag, st.count), (0, 0, sizes[i]));
+            assert_eq!(&out[..st.count], &bufs[i][..]);
+        }
+        c.wait_all(&reqs).unwrap();
+        assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
+    }
+
+    #[test]
+    fn truncation_is_an_error_and_consumes_the_message() {
+        let mut c = solo();
+        let big = vec![1u8; 100_000];
+        for n in [30usize, 1000, 100_000] {
+            let s = unsafe { c.isend_raw(big.as_ptr(), n, 0, 3).unwrap() };
+            let mut small = [0u8; 8];
+            let e = c.recv(&mut small, 0, 3).unwrap_err();
+            assert!(
+                matches!(e, Error::Truncated { len, cap: 8, .. } if len == n),
+                "{e}"
+            );
+            c.wait(s).unwrap();
+        }
+        c.send(b"ok", 0, 4).unwrap();
+        let mut b = [0u8; 2];
+        assert_eq!(c.recv(&mut b, 0, 4).unwrap().count, 2);
+    }
+
+    #[test]
+    fn posted_receives_match_in_posting_order_and_bad_arguments_fail() {
+        let mut c = solo();
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        let ra = unsafe { c.irecv_raw(a.as_mut_ptr(), 4, ANY_SOURCE, ANY_TAG).unwrap() };
+        let rb = unsafe { c.irecv_raw(b.as_mut_ptr(), 4, 0, 9).unwrap() };
+        c.send(b"one", 0, 9).unwrap();
+        c.send(b"two", 0, 9).unwrap();
+        assert_eq!(c.wait(ra).unwrap().count, 3);
+        assert_eq!(c.wait(rb).unwrap().count, 3);
+        assert_eq!((&a[..3], &b[..3]), (&b"one"[..], &b"two"[..]));
+        assert!(c.wait(ra).is_err(), "a completed request is gone");
+        assert!(matches!(c.send(b"x", 3, 0), Err(Error::Invalid(_))));
+        assert!(matches!(c.send(b"x", 0, -5), Err(Error::Invalid(_))));
+        let mut z = [0u8; 1];
+        assert!(matches!(c.recv(&mut z, 7, 0), Err(Error::Invalid(_))));
     }
 }

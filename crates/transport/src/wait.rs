@@ -30,6 +30,13 @@ impl Backoff {
         }
     }
 
+    /// Back to spinning: called when the engine made progress, so a long
+    /// transfer never sleeps between fragments.
+    pub fn reset(&mut self) {
+        self.iter = 0;
+        self.sleep_us = 20;
+    }
+
     /// Whether the waiter is still in its spinning phase.
     pub fn spinning(&self) -> bool {
         self.iter < SPIN
