@@ -7,7 +7,7 @@ CARGO ?= cargo
 REPORT_DIR ?= topocomm-report
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup build report test lint test-rust clean
+.PHONY: setup build report test lint test-rust clean pkgconfig
 
 setup:
 	@bash scripts/setup.sh
@@ -15,6 +15,15 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace
 	$(MAKE) -C mpi
+	$(MAKE) pkgconfig
+
+# target/release/topocomm.pc for the C library built in place
+# (PKG_CONFIG_PATH=$(CURDIR)/target/release pkg-config --cflags --libs topocomm).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+pkgconfig:
+	mkdir -p target/release
+	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/target/release|' \
+	    -e 's|@VERSION@|$(VERSION)|' crates/capi/topocomm.pc.in > target/release/topocomm.pc
 
 
 report: build

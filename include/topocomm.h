@@ -8,6 +8,7 @@
 #define TOPOCOMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,10 @@ extern "C" {
 #define TC_ERR_TOPOLOGY (-2)
 #define TC_ERR_NOT_FOUND (-3)
 #define TC_ERR_TRUNCATED (-4)
+#define TC_ERR_DEAD_PEER (-5)
+#define TC_ERR_TIMEOUT (-6)
+#define TC_ERR_NOT_INITIALIZED (-7)
+#define TC_ERR_TRANSPORT (-8)
 #define TC_ERR_INTERNAL (-99)
 
 /* Message of the last failed call on this thread ("" if none). Valid until
@@ -53,6 +58,44 @@ int tc_pair_class(const tc_machine *m, unsigned p, unsigned q, char *buf, size_t
 int tc_map_to_slots(const char *topology_spec, int nodes, int n, const int *slot_node, const int *slot_pu,
                     long m, const int *src, const int *dst, const double *bytes, const double *msgs,
                     int *vertex_of_slot);
+
+/* ---- Shared-memory transport (docs/capi.md) ------------------------------
+ * Run the program with `topocomm run -n N -- prog`; without the launcher it
+ * is a job of one rank. Use from the thread that called tc_init. Tags are
+ * >= 0. Errors: TC_ERR_TRUNCATED (message longer than the buffer; the
+ * message is consumed), TC_ERR_DEAD_PEER (a rank died or the job was
+ * stopped), TC_ERR_TIMEOUT (no completion within TOPOCOMM_TIMEOUT seconds,
+ * default 60). */
+#define TC_ANY_SOURCE (-1)
+#define TC_ANY_TAG (-1)
+#define TC_REQUEST_NULL ((tc_request)0)
+typedef uint64_t tc_request;
+typedef struct {
+    int source;   /* rank the message came from */
+    int tag;      /* its tag */
+    size_t count; /* its length in bytes */
+} tc_status;
+
+int tc_init(void);
+int tc_finalize(void);
+/* Rank / number of ranks (>= 0), or a negative error code. */
+int tc_rank(void);
+int tc_size(void);
+int tc_send(const void *buf, size_t len, int dst, int tag);
+/* status may be NULL. src may be TC_ANY_SOURCE, tag TC_ANY_TAG. */
+int tc_recv(void *buf, size_t cap, int src, int tag, tc_status *status);
+/* Non-blocking: buf must stay valid and untouched until tc_wait/tc_test
+ * completes the request. */
+int tc_isend(const void *buf, size_t len, int dst, int tag, tc_request *req);
+int tc_irecv(void *buf, size_t cap, int src, int tag, tc_request *req);
+/* Completes *req and sets it to TC_REQUEST_NULL; status may be NULL. */
+int tc_wait(tc_request *req, tc_status *status);
+/* *flag = 1 when complete (then *req = TC_REQUEST_NULL), else 0. */
+int tc_test(tc_request *req, int *flag, tc_status *status);
+/* Status of the first matching message that has arrived, not yet received. */
+int tc_probe(int src, int tag, tc_status *status);
+int tc_iprobe(int src, int tag, int *flag, tc_status *status);
+int tc_barrier(void);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,10 @@ pub const TC_ERR_INVALID_ARGUMENT: i32 = -1;
 pub const TC_ERR_TOPOLOGY: i32 = -2;
 pub const TC_ERR_NOT_FOUND: i32 = -3;
 pub const TC_ERR_TRUNCATED: i32 = -4;
+pub const TC_ERR_DEAD_PEER: i32 = -5;
+pub const TC_ERR_TIMEOUT: i32 = -6;
+pub const TC_ERR_NOT_INITIALIZED: i32 = -7;
+pub const TC_ERR_TRANSPORT: i32 = -8;
 pub const TC_ERR_INTERNAL: i32 = -99;
 
 thread_local! {

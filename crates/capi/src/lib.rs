@@ -18,7 +18,9 @@
 mod error;
 mod map;
 mod topo;
+mod transport;
 
 pub use error::*;
 pub use map::*;
 pub use topo::*;
+pub use transport::*;

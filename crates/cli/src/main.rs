@@ -28,6 +28,16 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Benchmarks: cache states, placement, per-pair matrix
     Bench(cmd::bench::Args),
+    /// Benchmarks: `bench p2p` (topocomm vs Open MPI, MPICH and the physical limits)
+    /// Launch N ranks of a program over the shared-memory transport
+    Run(cmd::run::Args),
+    /// Show the transport plan (protocol parameters) per locality class
+    Plan(cmd::plan::Args),
+    /// Benchmark worker run by `topocomm bench` under `topocomm run`
+    #[command(hide = true)]
+    BenchWorker(cmd::bench_worker::Args),
+    /// Transport self-checks, run under `topocomm run`
+    Selftest(cmd::selftest::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +48,10 @@ fn main() -> ExitCode {
         Command::Map(a) => cmd::map::run(&cli.global, a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Bench(a) => cmd::bench::run(&cli.global, a),
+        Command::Run(a) => cmd::run::run(&cli.global, a),
+        Command::Plan(a) => cmd::plan::run(&cli.global, a),
+        Command::BenchWorker(a) => cmd::bench_worker::run(&cli.global, a),
+        Command::Selftest(a) => cmd::selftest::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,

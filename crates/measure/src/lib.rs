@@ -7,12 +7,17 @@
 //! The characterization kernels (issue 4) live in `cache` (coherence
 //! states), `matrix` (per-pair latency) and `placement` (CG + triad).
 
+pub mod backends;
 pub mod cache;
+pub mod limits;
 pub mod matrix;
 pub mod meta;
+pub mod p2p;
 pub mod pin;
 pub mod placement;
+pub mod procrun;
 pub mod record;
+pub mod results;
 pub mod stats;
 pub mod target;
 pub mod timer;

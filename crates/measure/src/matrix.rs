@@ -78,7 +78,10 @@ pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<
             }
             r
         });
-        let ping = (|| -> Result<Vec<f64>, String> {
+        // The ping side runs on its own thread too: pinning the caller would
+        // leave its affinity restricted for the processes it starts later
+        // (the transport worker of the same matrix run).
+        let ping = s.spawn(move || -> Result<Vec<f64>, String> {
             crate::pin::pin_current_thread(p)?;
             let mut out = Vec::with_capacity(samples);
             for k in 0..total {
@@ -93,7 +96,10 @@ pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<
                 }
             }
             Ok(out)
-        })();
+        });
+        let ping = ping
+            .join()
+            .map_err(|_| "the measuring thread panicked".to_string())?;
         if ping.is_err() {
             flag.0.store(ABORT, Ordering::Release);
         }

@@ -7,8 +7,10 @@
 pub mod heatmap;
 pub mod loglog;
 pub mod png;
+mod svg_chart;
 mod svg_tree;
 
+pub use svg_chart::{svg_loglog, Series};
 pub use svg_tree::svg_tree;
 
 use std::fmt::Write as _;

@@ -15,7 +15,7 @@ pub struct Args {
     /// Folder to write index.html and report.json into
     #[arg(long, default_value = "topocomm-report")]
     pub out: PathBuf,
-    /// Skip the benchmark sections (cache states, placement, pair matrix)
+    /// Skip the benchmark sections (point-to-point, pair matrix, cache states, placement)
     #[arg(long)]
     pub no_bench: bool,
 }
@@ -72,6 +72,17 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         );
     }
 
+    let p2p = if a.no_bench {
+        serde_json::Value::Null
+    } else {
+        let (html, json) = crate::cmd::bench::p2p::report_section(&m);
+        r.add(
+            "p2p",
+            "Point-to-point: topocomm, MPI peers, physical limits",
+            html,
+        );
+        json
+    };
     let bench = if a.no_bench {
         serde_json::Value::Null
     } else {
@@ -87,6 +98,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "classes": cm.classes(),
         "tree": tree,
         "bench": bench,
+        "p2p": p2p,
     });
     let path = r
         .write(&a.out, &json)

@@ -1,0 +1,276 @@
+//! The shared-memory transport from C: one communicator per process, used
+//! from the thread that called `tc_init` (like MPI_THREAD_SINGLE/FUNNELED).
+
+use crate::error::*;
+use std::cell::RefCell;
+use std::ffi::{c_int, c_void};
+use topocomm_transport::{Comm, Error, Request, Status};
+
+/// `tc_status` in C.
+#[repr(C)]
+pub struct TcStatus {
+    pub source: c_int,
+    pub tag: c_int,
+    pub count: usize,
+}
+
+pub const TC_ANY_SOURCE: c_int = topocomm_transport::ANY_SOURCE;
+pub const TC_ANY_TAG: c_int = topocomm_transport::ANY_TAG;
+
+thread_local! {
+    static COMM: RefCell<Option<Comm>> = const { RefCell::new(None) };
+}
+
+fn code_of(e: &Error) -> i32 {
+    let code = match e {
+        Error::Truncated { .. } => TC_ERR_TRUNCATED,
+        Error::DeadPeer { .. } => TC_ERR_DEAD_PEER,
+        Error::Timeout(_) => TC_ERR_TIMEOUT,
+        Error::Invalid(_) => TC_ERR_INVALID_ARGUMENT,
+        Error::Setup(_) | Error::Cma { .. } => TC_ERR_TRANSPORT,
+    };
+    fail(code, e.to_string())
+}
+
+/// Runs `f` on this thread's communicator.
+fn with(f: impl FnOnce(&mut Comm) -> Result<i32, Error>) -> i32 {
+    guard(|| {
+        COMM.with(|c| match c.borrow_mut().as_mut() {
+            Some(comm) => f(comm).unwrap_or_else(|e| code_of(&e)),
+            None => fail(
+                TC_ERR_NOT_INITIALIZED,
+                "tc_init was not called on this thread",
+            ),
+        })
+    })
+}
+
+fn put_status(out: *mut TcStatus, s: Status) {
+    if !out.is_null() {
+        // SAFETY: non-NULL status pointers point to a writable tc_status.
+        unsafe {
+            *out = TcStatus {
+                source: s.source,
+                tag: s.tag,
+                count: s.count,
+            }
+        };
+    }
+}
+
+fn take_req(req: *mut u64) -> Result<Request, Error> {
+    if req.is_null() {
+        return Err(Error::Invalid("request pointer is NULL".into()));
+    }
+    // SAFETY: non-NULL, points to a tc_request (documented).
+    let v = unsafe { *req };
+    if v == 0 {
+        return Err(Error::Invalid("request is TC_REQUEST_NULL".into()));
+    }
+    Ok(Request::from_u64(v))
+}
+
+/// Joins the job started by `topocomm run` (or a job of one rank).
+#[no_mangle]
+pub extern "C" fn tc_init() -> i32 {
+    guard(|| {
+        COMM.with(|c| {
+            if c.borrow().is_some() {
+                return fail(TC_ERR_INVALID_ARGUMENT, "tc_init called twice");
+            }
+            match Comm::init() {
+                Ok(comm) => {
+                    *c.borrow_mut() = Some(comm);
+                    TC_OK
+                }
+                Err(e) => code_of(&e),
+            }
+        })
+    })
+}
+
+/// Completes queued sends and leaves the job.
+#[no_mangle]
+pub extern "C" fn tc_finalize() -> i32 {
+    guard(|| {
+        COMM.with(|c| match c.borrow_mut().take() {
+            Some(mut comm) => match comm.finalize() {
+                Ok(()) => TC_OK,
+                Err(e) => code_of(&e),
+            },
+            None => fail(TC_ERR_NOT_INITIALIZED, "tc_init was not called"),
+        })
+    })
+}
+
+/// This process's rank, or a negative error code.
+#[no_mangle]
+pub extern "C" fn tc_rank() -> i32 {
+    with(|c| Ok(c.rank() as i32))
+}
+
+/// Number of ranks, or a negative error code.
+#[no_mangle]
+pub extern "C" fn tc_size() -> i32 {
+    with(|c| Ok(c.size() as i32))
+}
+
+fn rank_arg(r: c_int, what: &str) -> Result<usize, Error> {
+    usize::try_from(r).map_err(|_| Error::Invalid(format!("{what} rank {r} is negative")))
+}
+
+/// Blocking send.
+#[no_mangle]
+pub extern "C" fn tc_send(buf: *const c_void, len: usize, dst: c_int, tag: c_int) -> i32 {
+    with(|c| {
+        if buf.is_null() && len > 0 {
+            return Err(Error::Invalid("buf is NULL".into()));
+        }
+        let dst = rank_arg(dst, "destination")?;
+        // SAFETY: the caller provides len readable bytes, kept until the
+        // wait below returns.
+        let r = unsafe { c.isend_raw(buf.cast(), len, dst, tag)? };
+        c.wait(r).map(|_| TC_OK)
+    })
+}
+
+/// Blocking receive; `status` may be NULL.
+#[no_mangle]
+pub extern "C" fn tc_recv(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        if buf.is_null() && cap > 0 {
+            return Err(Error::Invalid("buf is NULL".into()));
+        }
+        // SAFETY: the caller provides cap writable bytes until the wait returns.
+        let r = unsafe { c.irecv_raw(buf.cast(), cap, src, tag)? };
+        let s = c.wait(r)?;
+        put_status(status, s);
+        Ok(TC_OK)
+    })
+}
+
+/// Non-blocking send; `buf` must stay untouched until completion.
+#[no_mangle]
+pub extern "C" fn tc_isend(
+    buf: *const c_void,
+    len: usize,
+    dst: c_int,
+    tag: c_int,
+    req: *mut u64,
+) -> i32 {
+    with(|c| {
+        if req.is_null() || (buf.is_null() && len > 0) {
+            return Err(Error::Invalid("buf or req is NULL".into()));
+        }
+        let dst = rank_arg(dst, "destination")?;
+        // SAFETY: the caller keeps buf valid until tc_wait/tc_test completes it.
+        let r = unsafe { c.isend_raw(buf.cast(), len, dst, tag)? };
+        // SAFETY: req is non-NULL and writable.
+        unsafe { *req = r.to_u64() };
+        Ok(TC_OK)
+    })
+}
+
+/// Non-blocking receive; `buf` must stay untouched until completion.
+#[no_mangle]
+pub extern "C" fn tc_irecv(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    req: *mut u64,
+) -> i32 {
+    with(|c| {
+        if req.is_null() || (buf.is_null() && cap > 0) {
+            return Err(Error::Invalid("buf or req is NULL".into()));
+        }
+        // SAFETY: the caller keeps buf valid until tc_wait/tc_test completes it.
+        let r = unsafe { c.irecv_raw(buf.cast(), cap, src, tag)? };
+        // SAFETY: req is non-NULL and writable.
+        unsafe { *req = r.to_u64() };
+        Ok(TC_OK)
+    })
+}
+
+/// Waits for a request and sets it to TC_REQUEST_NULL.
+#[no_mangle]
+pub extern "C" fn tc_wait(req: *mut u64, status: *mut TcStatus) -> i32 {
+    with(|c| {
+        let r = take_req(req)?;
+        // SAFETY: take_req checked req is non-NULL.
+        unsafe { *req = 0 };
+        let s = c.wait(r)?;
+        put_status(status, s);
+        Ok(TC_OK)
+    })
+}
+
+/// Sets *flag to 1 (and the request to TC_REQUEST_NULL) if complete, else 0.
+#[no_mangle]
+pub extern "C" fn tc_test(req: *mut u64, flag: *mut c_int, status: *mut TcStatus) -> i32 {
+    with(|c| {
+        if flag.is_null() {
+            return Err(Error::Invalid("flag is NULL".into()));
+        }
+        let r = take_req(req)?;
+        let done = c.test(&r);
+        // SAFETY: flag non-NULL (checked), req non-NULL (take_req).
+        unsafe {
+            *flag = 0;
+            match &done {
+                Ok(Some(_)) | Err(_) => *req = 0,
+                Ok(None) => {}
+            }
+        }
+        if let Some(s) = done? {
+            put_status(status, s);
+            // SAFETY: as above.
+            unsafe { *flag = 1 };
+        }
+        Ok(TC_OK)
+    })
+}
+
+/// Blocks until a matching message has arrived; fills status.
+#[no_mangle]
+pub extern "C" fn tc_probe(src: c_int, tag: c_int, status: *mut TcStatus) -> i32 {
+    with(|c| {
+        let s = c.probe(src, tag)?;
+        put_status(status, s);
+        Ok(TC_OK)
+    })
+}
+
+/// Sets *flag to 1 and fills status if a matching message has arrived.
+#[no_mangle]
+pub extern "C" fn tc_iprobe(
+    src: c_int,
+    tag: c_int,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        if flag.is_null() {
+            return Err(Error::Invalid("flag is NULL".into()));
+        }
+        let s = c.iprobe(src, tag)?;
+        // SAFETY: flag is non-NULL (checked).
+        unsafe { *flag = c_int::from(s.is_some()) };
+        if let Some(s) = s {
+            put_status(status, s);
+        }
+        Ok(TC_OK)
+    })
+}
+
+/// Blocks until every rank has called tc_barrier.
+#[no_mangle]
+pub extern "C" fn tc_barrier() -> i32 {
+    with(|c| c.barrier().map(|_| TC_OK))
+}

@@ -1,0 +1,92 @@
+//! `topocomm bench ...`: the benchmark commands, one module per benchmark.
+//! To add one: a module here, a variant in [`BenchCommand`], a match arm in
+//! [`run`].
+
+pub mod p2p;
+
+use crate::common::GlobalOpts;
+use anyhow::Result;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Point-to-point latency/bandwidth of topocomm vs Open MPI, MPICH and the physical limits
+    P2p(p2p::Args),
+    /// Load/store throughput and pointer-chase latency per cache state (M/E/S/O/F/I) and locality class
+    Cache(crate::cmd::bench_cache::Args),
+    /// CG (27-point stencil) and STREAM triad under several worker-to-PU mappings
+    Placement(crate::cmd::bench_placement::Args),
+    /// Per-PU-pair latency, bandwidth and message rate, with topology-ordered heatmaps
+    Matrix(crate::cmd::bench_matrix::Args),
+}
+
+pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    match &a.command {
+        BenchCommand::P2p(x) => p2p::run(g, x),
+        BenchCommand::Cache(x) => crate::cmd::bench_cache::run(g, x),
+        BenchCommand::Placement(x) => crate::cmd::bench_placement::run(g, x),
+        BenchCommand::Matrix(x) => crate::cmd::bench_matrix::run(g, x),
+    }
+}
+
+/// Metadata every benchmark file carries (DESIGN.md "Data flow").
+pub fn common_meta(m: &topocomm_topo::Machine) -> serde_json::Value {
+    serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "command": std::env::args().collect::<Vec<_>>(),
+        "cpu_model": m.cpu_model.clone().or_else(live_cpu_model),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+        "topology_fingerprint": m.fingerprint,
+        "date": utc_now(),
+    })
+}
+
+fn live_cpu_model() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    })
+}
+
+/// The current time as `YYYY-MM-DDTHH:MM:SSZ` (no date crate needed).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn date_is_iso() {
+        let d = super::utc_now();
+        assert_eq!(d.len(), 20, "{d}");
+        assert!(d.starts_with("20") && d.ends_with('Z'), "{d}");
+    }
+}

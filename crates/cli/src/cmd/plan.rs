@@ -1,0 +1,113 @@
+//! `topocomm plan`: the transport plan per locality class present, after the
+//! single-copy probe (docs/commands/plan.md).
+
+use crate::common::{text_table, GlobalOpts};
+use anyhow::{anyhow, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use topocomm_topo::{human_bytes, ClassMatrix};
+use topocomm_transport::{Params, Rules};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Rules file (TOML) to resolve instead of the built-in model
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// JSON on stdout: {"source", "cma": {"available", "note"}, "classes": [...]}
+    #[arg(long)]
+    pub json: bool,
+    /// Print the resolved rules as a TOML rules file (a starting point for --rules)
+    #[arg(long, conflicts_with = "json")]
+    pub toml: bool,
+}
+
+fn mechanism(p: &Params, cma: bool) -> String {
+    match (p.cma, cma) {
+        (true, true) => format!(
+            "two-copy, single copy (CMA) from {}",
+            human_bytes(p.cma_threshold)
+        ),
+        (true, false) => "two-copy (CMA wanted but unavailable)".into(),
+        (false, _) => "two-copy".into(),
+    }
+}
+
+pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    let m = g.machine()?;
+    let rules = match &a.rules {
+        Some(f) => Rules::load(f, &m).map_err(|e| anyhow!(e))?,
+        None => Rules::builtin(&m),
+    };
+    if a.toml {
+        print!("{}", rules.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let probe = topocomm_transport::cma::probe_fork();
+    let cma = probe.is_ok();
+    let note = match &probe {
+        Ok(()) => "single copy (process_vm_readv) available".to_string(),
+        Err(e) => format!("single copy unavailable ({e}); every class falls back to two-copy"),
+    };
+    let mut rows = Vec::new();
+    let present: Vec<(String, u64)> = ClassMatrix::new(&m)
+        .classes()
+        .iter()
+        .map(|c| (c.class.to_string(), c.pairs))
+        .collect();
+    let mut entries: Vec<(String, Option<u64>, &Params)> = present
+        .iter()
+        .map(|(c, n)| (c.clone(), Some(*n), rules.params_for(Some(c))))
+        .collect();
+    entries.push(("default".into(), None, &rules.default));
+    if a.json {
+        let classes: Vec<_> = entries
+            .iter()
+            .map(|(c, pairs, p)| {
+                serde_json::json!({"class": c, "pairs": pairs, "params": p, "mechanism": mechanism(p, cma)})
+            })
+            .collect();
+        let v = serde_json::json!({
+            "source": rules.source,
+            "cma": {"available": cma, "note": note},
+            "classes": classes,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (c, pairs, p) in &entries {
+        rows.push(vec![
+            c.clone(),
+            pairs.map_or("-".into(), |n| n.to_string()),
+            p.inline_max.to_string(),
+            human_bytes(p.eager_max),
+            format!("{} x {}", human_bytes(p.fragment), p.depth),
+            format!("{:?}", p.copy).to_lowercase()
+                + &if p.copy == topocomm_transport::CopyKind::Nontemporal {
+                    format!(" from {}", human_bytes(p.nt_threshold))
+                } else {
+                    String::new()
+                },
+            format!("{:?}", p.buffer_owner).to_lowercase(),
+            mechanism(p, cma),
+        ]);
+    }
+    println!("rules: {}", rules.source);
+    println!("{note}");
+    print!(
+        "{}",
+        text_table(
+            &[
+                "class",
+                "pairs",
+                "inline",
+                "eager",
+                "fragment",
+                "copy",
+                "owner",
+                "mechanism"
+            ],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,79 @@
+//! `topocomm run`: launch N ranks of a program on this node over the
+//! shared-memory transport (docs/commands/run.md).
+
+use crate::common::GlobalOpts;
+use anyhow::{anyhow, bail, Result};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use topocomm_transport::launch::{self, Bind, Launch};
+use topocomm_transport::Rules;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Number of ranks
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub n: usize,
+    /// Pinning: none, core (round-robin over cores in topology order), pu,
+    /// or PU OS indexes per rank like 0,4 (default: core when there are at
+    /// least N cores, else none)
+    #[arg(long, value_name = "POLICY", conflicts_with = "map")]
+    pub bind: Option<String>,
+    /// Placement file from `topocomm map --format perm`: one `<node> <pu>` line per rank
+    #[arg(long, value_name = "FILE")]
+    pub map: Option<PathBuf>,
+    /// Transport rules file (TOML, docs/formats/rules-toml.md) instead of the built-in model
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Seconds a blocking call may wait before failing (exported as TOPOCOMM_TIMEOUT; default 60)
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Program and its arguments
+    #[arg(last = true, required = true, value_name = "PROG [ARGS]")]
+    pub command: Vec<OsString>,
+}
+
+pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    if a.n == 0 || a.n > 4096 {
+        bail!("-n {}: expected 1..=4096 ranks", a.n);
+    }
+    if let Some(t) = a.timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            bail!("--timeout {t}: expected a positive number of seconds");
+        }
+    }
+    let m = g.machine()?;
+    let pus = match (&a.map, &a.bind) {
+        (Some(f), _) => launch::read_map(f, &m, a.n).map_err(|e| anyhow!(e))?,
+        (None, Some(b)) => {
+            let b: Bind = b.parse().map_err(|e: String| anyhow!(e))?;
+            launch::bind_pus(&m, &b, a.n).map_err(|e| anyhow!(e))?
+        }
+        (None, None) => {
+            let cores = m
+                .objects
+                .iter()
+                .filter(|o| o.kind == topocomm_topo::ObjectKind::Core)
+                .count();
+            let b = if a.n <= cores { Bind::Core } else { Bind::None };
+            launch::bind_pus(&m, &b, a.n).map_err(|e| anyhow!(e))?
+        }
+    };
+    let rules = match &a.rules {
+        Some(f) => Rules::load(f, &m).map_err(|e| anyhow!(e))?,
+        None => Rules::builtin(&m),
+    };
+    let plans = topocomm_transport::plan::resolve(&m, &rules, &pus).map_err(|e| anyhow!(e))?;
+    let (program, args) = a.command.split_first().expect("clap requires a program");
+    let code = launch::run(&Launch {
+        pus,
+        plans,
+        timeout: a.timeout,
+        grace: Duration::from_secs(2),
+        program: program.clone(),
+        args: args.to_vec(),
+    })
+    .map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}

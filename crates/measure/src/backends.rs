@@ -1,0 +1,393 @@
+//! The producers of p2p sample lines for one PU pair: the physical limits
+//! (in-process threads), tc_mpibench under Open MPI and MPICH (mpirun), and
+//! topocomm's own transport (`topocomm run ... bench-worker p2p`). Each is
+//! one [`Backend`]; a backend that cannot run is reported by the caller, it
+//! does not stop the others.
+
+use crate::limits::{self, LimitParams};
+use crate::p2p::{find_meta, verify_pinning, JobMeta, P2pParams, Test};
+use crate::procrun::{last_error_line, run_bounded_with};
+use crate::record::SampleLine;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Environment variable naming the folder with `<impl>/tc_mpibench`.
+pub const MPI_BUILD_ENV: &str = "TOPOCOMM_MPI_BUILD";
+
+/// An MPI implementation installed as a Debian package.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MpiImpl {
+    OpenMpi,
+    Mpich,
+}
+
+impl MpiImpl {
+    pub const ALL: [MpiImpl; 2] = [MpiImpl::OpenMpi, MpiImpl::Mpich];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MpiImpl::OpenMpi => "openmpi",
+            MpiImpl::Mpich => "mpich",
+        }
+    }
+
+    pub fn mpirun(self) -> &'static str {
+        match self {
+            MpiImpl::OpenMpi => "mpirun.openmpi",
+            MpiImpl::Mpich => "mpirun.mpich",
+        }
+    }
+
+    /// Launcher options that pin rank 0 on `p` and rank 1 on `q` (OS indexes).
+    pub fn bind_args(self, (p, q): (u32, u32)) -> Vec<String> {
+        match self {
+            MpiImpl::OpenMpi => vec![
+                "--cpu-list".into(),
+                format!("{p},{q}"),
+                "--bind-to".into(),
+                "cpu-list:ordered".into(),
+            ],
+            MpiImpl::Mpich => vec!["-bind-to".into(), format!("user:{p},{q}")],
+        }
+    }
+}
+
+/// Parses `--vs`: `openmpi,mpich`, `openmpi`, or `none`.
+pub fn parse_peers(text: &str) -> Result<Vec<MpiImpl>, String> {
+    if text.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let m = MpiImpl::ALL
+            .into_iter()
+            .find(|m| m.name() == part)
+            .ok_or_else(|| format!("unknown peer '{part}' (expected openmpi, mpich, or none)"))?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    if out.is_empty() {
+        return Err("empty list of peers (use none to measure no peer)".into());
+    }
+    Ok(out)
+}
+
+/// Folder holding `openmpi/tc_mpibench` and `mpich/tc_mpibench`: the first of
+/// `$TOPOCOMM_MPI_BUILD`, `<dir of exe>/../../mpi/build`, `./mpi/build` that
+/// exists.
+pub fn locate_mpi_build(exe: Option<&Path>) -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    if let Some(d) = std::env::var_os(MPI_BUILD_ENV) {
+        let d = PathBuf::from(d);
+        if d.is_dir() {
+            return Ok(d);
+        }
+        return Err(format!(
+            "${MPI_BUILD_ENV} is '{}', which is not a folder (build the MPI benchmark with `make build` or `make -C mpi`)",
+            d.display()
+        ));
+    }
+    if let Some(dir) = exe.and_then(Path::parent) {
+        tried.push(dir.join("../../mpi/build"));
+    }
+    tried.push(PathBuf::from("mpi/build"));
+    for d in &tried {
+        if d.is_dir() {
+            return Ok(d.canonicalize().unwrap_or_else(|_| d.clone()));
+        }
+    }
+    Err(format!(
+        "the MPI benchmark is not built (looked in {}); build it with `make build` (or `make -C mpi`), or set ${MPI_BUILD_ENV}",
+        tried
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// What one backend produced for one pair and cache mode.
+#[derive(Clone, Debug)]
+pub struct BackendRun {
+    /// `topocomm`, `openmpi`, `mpich`, `limit`.
+    pub name: String,
+    pub lines: Vec<SampleLine>,
+    /// Where the ranks ran, when the backend says.
+    pub meta: Option<JobMeta>,
+    /// Something the reader should know (e.g. pinning not verifiable).
+    pub note: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// A producer of sample lines.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// topocomm's transport: `<exe> run -n 2 --bind P,Q -- <exe> bench-worker p2p ARGS`.
+    Topocomm { exe: PathBuf },
+    /// tc_mpibench under an MPI, from the build folder.
+    Mpi { which: MpiImpl, build: PathBuf },
+    /// The physical limits (latency and bw only).
+    Limit,
+}
+
+impl Backend {
+    pub fn name(&self) -> &str {
+        match self {
+            Backend::Topocomm { .. } => "topocomm",
+            Backend::Mpi { which, .. } => which.name(),
+            Backend::Limit => limits::IMPL,
+        }
+    }
+
+    /// Runs the backend on `pair` with a time bound (job backends only).
+    pub fn run(
+        &self,
+        pair: (u32, u32),
+        params: &P2pParams,
+        timeout: Duration,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<BackendRun, String> {
+        let start = std::time::Instant::now();
+        match self {
+            Backend::Limit => {
+                let lines = run_limits(pair, params, progress)?;
+                Ok(BackendRun {
+                    name: self.name().into(),
+                    lines,
+                    meta: None,
+                    note: None,
+                    elapsed: start.elapsed(),
+                })
+            }
+            Backend::Mpi { which, build } => {
+                let bin = build.join(which.name()).join("tc_mpibench");
+                if !bin.is_file() {
+                    return Err(format!(
+                        "{} not found; build it with `make build` (or `make -C mpi`)",
+                        bin.display()
+                    ));
+                }
+                let mut cmd = Command::new(which.mpirun());
+                cmd.args(["-n", "2"])
+                    .args(which.bind_args(pair))
+                    .arg(&bin)
+                    .args(params.worker_args())
+                    .args(["--impl", which.name()]);
+                if *which == MpiImpl::OpenMpi {
+                    // Open MPI refuses root without these (containers, CI).
+                    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+                }
+                run_job(cmd, which.name(), pair, params, timeout, true, progress)
+            }
+            Backend::Topocomm { exe } => {
+                let mut cmd = Command::new(exe);
+                cmd.args([
+                    "run",
+                    "-n",
+                    "2",
+                    "--bind",
+                    &format!("{},{}", pair.0, pair.1),
+                ])
+                .arg("--")
+                .arg(exe)
+                .args(["bench-worker", "p2p"])
+                .args(params.worker_args());
+                run_job(cmd, "topocomm", pair, params, timeout, false, progress)
+            }
+        }
+    }
+}
+
+/// Runs a 2-rank job, checks its pinning and parses its sample lines.
+/// `require_meta`: refuse a job that does not say where its ranks ran.
+fn run_job(
+    cmd: Command,
+    name: &str,
+    pair: (u32, u32),
+    params: &P2pParams,
+    timeout: Duration,
+    require_meta: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<BackendRun, String> {
+    let mut on_line = |line: &str| {
+        if let Ok(l) = serde_json::from_str::<SampleLine>(line) {
+            progress(&format!("{} {} {} B", name, l.test, l.size));
+        }
+    };
+    let out = run_bounded_with(cmd, name, timeout, &mut on_line)?;
+    if name == "topocomm" && out.stderr.contains("unrecognized subcommand") {
+        return Err(
+            "topocomm: this build has no transport worker yet (`topocomm run` / `bench-worker p2p` missing)"
+                .into(),
+        );
+    }
+    if !out.status.success() {
+        return Err(format!(
+            "{name}: the job failed ({}): {}",
+            out.status,
+            last_error_line(&out.stderr)
+        ));
+    }
+    let meta = find_meta(&out.stderr).or_else(|| find_meta(&out.stdout));
+    let note = match &meta {
+        Some(m) => {
+            verify_pinning(m, pair, name)?;
+            None
+        }
+        None if require_meta => {
+            return Err(format!(
+                "{name}: the job did not report where its ranks ran; refusing unverified pinning"
+            ))
+        }
+        None => Some(format!(
+            "{name}: pinning not verified (the job printed no meta line)"
+        )),
+    };
+    let lines = SampleLine::parse_all(
+        &out.stdout
+            .lines()
+            .filter(|l| !l.contains("_meta\""))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        name,
+    )?;
+    check_complete(&lines, name, params)?;
+    Ok(BackendRun {
+        name: name.into(),
+        lines,
+        meta,
+        note,
+        elapsed: out.elapsed,
+    })
+}
+
+/// Every requested (test, size) is present once, with the expected impl,
+/// cache, unit and number of samples.
+pub fn check_complete(lines: &[SampleLine], name: &str, params: &P2pParams) -> Result<(), String> {
+    for l in lines {
+        if l.implementation != name || l.cache != params.cache() {
+            return Err(format!(
+                "{name}: unexpected line for impl '{}', cache '{}'",
+                l.implementation, l.cache
+            ));
+        }
+        let t: Test = l.test.parse().map_err(|e| format!("{name}: {e}"))?;
+        if l.unit != t.unit() {
+            return Err(format!(
+                "{name}: {} in '{}', expected '{}'",
+                l.test,
+                l.unit,
+                t.unit()
+            ));
+        }
+        if l.samples.iter().any(|x| !x.is_finite() || *x <= 0.0) {
+            return Err(format!(
+                "{name}: {} {} B has a non-positive or non-finite sample",
+                l.test, l.size
+            ));
+        }
+    }
+    let mut missing = Vec::new();
+    for t in &params.tests {
+        for s in &params.sizes {
+            if !lines.iter().any(|l| l.test == t.name() && l.size == *s) {
+                missing.push(format!("{t} {s} B"));
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!("{name}: no result for {}", missing.join(", ")));
+    }
+    Ok(())
+}
+
+/// The limits for every requested size: latency (one-way transfer, sizes up
+/// to one cache line of payload) and bw (cross-core copy rate); bibw and
+/// msgrate have no measured limit.
+pub fn run_limits(
+    pair: (u32, u32),
+    params: &P2pParams,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<SampleLine>, String> {
+    // Batches of at most 1 ms: long against the clock (20-30 ns here), short
+    // enough that on a busy machine most samples see no preemption of one of
+    // the two spinning threads, which would inflate a whole batch.
+    let lp = LimitParams {
+        pair,
+        cold: params.cold,
+        llc: params.llc,
+        samples: params.samples,
+        min_time: Duration::from_secs_f64(params.min_time_ms.min(1.0) / 1e3),
+    };
+    let mut out = Vec::new();
+    for t in &params.tests {
+        for &s in &params.sizes {
+            match t {
+                Test::Latency if s <= limits::LATENCY_MAX_SIZE => {
+                    progress(&format!("limit latency {s} B"));
+                    out.push(limits::latency(&lp, s)?);
+                }
+                Test::Bw => {
+                    progress(&format!("limit copy rate {s} B"));
+                    out.push(limits::copy_rate(&lp, s)?);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_and_binding_options() {
+        assert_eq!(
+            parse_peers("openmpi,mpich").unwrap(),
+            vec![MpiImpl::OpenMpi, MpiImpl::Mpich]
+        );
+        assert!(parse_peers("none").unwrap().is_empty());
+        assert!(parse_peers("intelmpi").unwrap_err().contains("intelmpi"));
+        assert_eq!(
+            MpiImpl::Mpich.bind_args((2, 5)),
+            vec!["-bind-to", "user:2,5"]
+        );
+        assert_eq!(
+            MpiImpl::OpenMpi.bind_args((2, 5)).join(" "),
+            "--cpu-list 2,5 --bind-to cpu-list:ordered"
+        );
+    }
+
+    #[test]
+    fn incomplete_or_foreign_lines_are_refused() {
+        let p = P2pParams {
+            tests: vec![Test::Latency],
+            sizes: vec![8, 64],
+            cold: false,
+            llc: 1 << 20,
+            samples: 3,
+            min_time_ms: 1.0,
+            window: 4,
+        };
+        let l = |size, imp: &str, unit: &str| SampleLine {
+            implementation: imp.into(),
+            test: "latency".into(),
+            size,
+            cache: "hot".into(),
+            unit: unit.into(),
+            samples: vec![1.0, 2.0, 3.0],
+        };
+        check_complete(&[l(8, "mpich", "us"), l(64, "mpich", "us")], "mpich", &p).unwrap();
+        let e = check_complete(&[l(8, "mpich", "us")], "mpich", &p).unwrap_err();
+        assert!(e.contains("no result for latency 64 B"), "{e}");
+        let e = check_complete(&[l(8, "openmpi", "us")], "mpich", &p).unwrap_err();
+        assert!(e.contains("unexpected"), "{e}");
+        let e = check_complete(&[l(8, "mpich", "GB/s")], "mpich", &p).unwrap_err();
+        assert!(e.contains("expected 'us'"), "{e}");
+    }
+}

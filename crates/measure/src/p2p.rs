@@ -1,0 +1,336 @@
+//! Point-to-point benchmark parameters shared by every backend (the topocomm
+//! worker, tc_mpibench under each MPI, the physical limits), and the pinning
+//! check of a job's meta line.
+
+use serde::Deserialize;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+use topocomm_topo::PuSet;
+
+/// One of the four p2p tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Test {
+    /// One-way time per message (ping-pong round trip / 2), us.
+    Latency,
+    /// Window of W non-blocking sends then a small ack (osu_bw), GB/s.
+    Bw,
+    /// Both directions at once, summed, GB/s.
+    Bibw,
+    /// The bw exchange counted in messages, Mmsg/s.
+    Msgrate,
+}
+
+impl Test {
+    pub const ALL: [Test; 4] = [Test::Latency, Test::Bw, Test::Bibw, Test::Msgrate];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Latency => "latency",
+            Test::Bw => "bw",
+            Test::Bibw => "bibw",
+            Test::Msgrate => "msgrate",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Test::Latency => "us",
+            Test::Bw | Test::Bibw => "GB/s",
+            Test::Msgrate => "Mmsg/s",
+        }
+    }
+
+    /// Whether a larger value is better (rates) or worse (times).
+    pub fn higher_is_better(self) -> bool {
+        !matches!(self, Test::Latency)
+    }
+}
+
+impl fmt::Display for Test {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Test {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Test::ALL
+            .into_iter()
+            .find(|t| t.name() == s.trim())
+            .ok_or_else(|| format!("unknown test '{s}' (expected latency, bw, bibw, msgrate)"))
+    }
+}
+
+/// Parses a comma-separated list of tests (`latency,bw`), no repeats.
+pub fn parse_tests(text: &str) -> Result<Vec<Test>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let t: Test = part.parse()?;
+        if out.contains(&t) {
+            return Err(format!("test '{t}' is listed twice"));
+        }
+        out.push(t);
+    }
+    if out.is_empty() {
+        return Err("empty list of tests".into());
+    }
+    Ok(out)
+}
+
+/// Parses `8`, `4K`, `4KiB`, `1M`, `64MiB`, `1G` (binary multiples).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad size '{text}' (expected bytes such as 8, 4K, 1MiB)"))?;
+    let mul: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "bad size '{text}' (unknown suffix '{suffix}'; use K, M or G)"
+            ))
+        }
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("size '{text}' is too large"))
+}
+
+/// Parses a comma-separated list of message sizes, 1 B to 1 GiB each.
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let s = parse_size(part)?;
+        if s == 0 || s > 1 << 30 {
+            return Err(format!("size '{part}' is out of range (1 B to 1 GiB)"));
+        }
+        out.push(s);
+    }
+    if out.is_empty() {
+        return Err("empty list of sizes".into());
+    }
+    if out.len() > 64 {
+        return Err("at most 64 sizes".into());
+    }
+    Ok(out)
+}
+
+/// `1`, `4K`, `64M`: sizes as people write them.
+pub fn size_label(n: u64) -> String {
+    if n >= 1 << 30 && n % (1 << 30) == 0 {
+        format!("{}G", n >> 30)
+    } else if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{}M", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{}K", n >> 10)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Default sizes: powers of 4 from 1 B to 64 MiB.
+pub fn default_sizes() -> Vec<u64> {
+    (0..14).map(|i| 1u64 << (2 * i)).collect()
+}
+
+/// What every backend is asked to measure for one pair and one cache mode;
+/// [`P2pParams::worker_args`] is the common command-line contract of the
+/// topocomm worker and tc_mpibench.
+#[derive(Clone, Debug, PartialEq)]
+pub struct P2pParams {
+    pub tests: Vec<Test>,
+    pub sizes: Vec<u64>,
+    pub cold: bool,
+    pub llc: u64,
+    pub samples: usize,
+    pub min_time_ms: f64,
+    pub window: u32,
+}
+
+impl P2pParams {
+    pub fn cache(&self) -> &'static str {
+        if self.cold {
+            "cold"
+        } else {
+            "hot"
+        }
+    }
+
+    /// `--tests .. --sizes .. --cache .. --llc .. --samples .. --min-time-ms .. --window ..`
+    pub fn worker_args(&self) -> Vec<String> {
+        let join = |v: Vec<String>| v.join(",");
+        vec![
+            "--tests".into(),
+            join(self.tests.iter().map(|t| t.name().to_string()).collect()),
+            "--sizes".into(),
+            join(self.sizes.iter().map(u64::to_string).collect()),
+            "--cache".into(),
+            self.cache().into(),
+            "--llc".into(),
+            self.llc.to_string(),
+            "--samples".into(),
+            self.samples.to_string(),
+            "--min-time-ms".into(),
+            format!("{}", self.min_time_ms),
+            "--window".into(),
+            self.window.to_string(),
+        ]
+    }
+
+    /// A generous bound on one backend's run: start-up, then per (test,
+    /// size) the warm-up and samples, each at least one batch, assuming a
+    /// pessimistic 0.5 GB/s for windows of large messages.
+    pub fn time_bound(&self) -> Duration {
+        let mut secs = 30.0;
+        for t in &self.tests {
+            for &s in &self.sizes {
+                let bytes = match t {
+                    Test::Latency => 2.0 * s as f64,
+                    Test::Bibw => 2.0 * s as f64 * f64::from(self.window),
+                    _ => s as f64 * f64::from(self.window),
+                };
+                let batch = (self.min_time_ms / 1e3).max(bytes / 0.5e9 + 1e-3);
+                // Calibration (a few batches) + warm-up + samples.
+                secs += batch * (self.samples as f64 + 8.0) * 2.0;
+            }
+        }
+        Duration::from_secs_f64(secs.min(6.0 * 3600.0))
+    }
+}
+
+/// Where one rank of a job ran, as its meta line says.
+#[derive(Clone, Debug, Deserialize, PartialEq, serde::Serialize)]
+pub struct RankPlace {
+    pub rank: u32,
+    /// `sched_getcpu()` when the rank reported.
+    pub cpu: i64,
+    /// The rank's affinity list (`0`, `0-3`).
+    pub affinity: String,
+}
+
+#[derive(Deserialize)]
+struct MetaBody {
+    #[serde(default)]
+    ranks: Vec<RankPlace>,
+    #[serde(default)]
+    wtick: Option<f64>,
+}
+
+/// The pinning meta of a job: `{"tc_mpibench_meta":{...}}` (tc_mpibench) or
+/// `{"bench_meta":{...}}` (other workers), found on stderr or stdout.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct JobMeta {
+    pub ranks: Vec<RankPlace>,
+    /// The job's clock tick in seconds, if it says.
+    pub wtick: Option<f64>,
+}
+
+/// Finds the meta line in a job's output, if any.
+pub fn find_meta(text: &str) -> Option<JobMeta> {
+    for line in text.lines().map(str::trim).filter(|l| l.starts_with('{')) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        for key in ["tc_mpibench_meta", "bench_meta"] {
+            if let Some(body) = v.get(key) {
+                if let Ok(b) = serde_json::from_value::<MetaBody>(body.clone()) {
+                    return Some(JobMeta {
+                        ranks: b.ranks,
+                        wtick: b.wtick,
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Refuses a job whose ranks did not run exactly where asked: rank 0 on P,
+/// rank 1 on Q, each bound to that one PU.
+pub fn verify_pinning(meta: &JobMeta, pair: (u32, u32), what: &str) -> Result<(), String> {
+    for (rank, want) in [(0u32, pair.0), (1u32, pair.1)] {
+        let r = meta
+            .ranks
+            .iter()
+            .find(|r| r.rank == rank)
+            .ok_or_else(|| format!("{what}: rank {rank} did not report where it ran"))?;
+        let aff = PuSet::parse_list(&r.affinity).map_err(|e| {
+            format!(
+                "{what}: rank {rank} reported affinity '{}': {e}",
+                r.affinity
+            )
+        })?;
+        if aff.indexes() != [want] || r.cpu != i64::from(want) {
+            return Err(format!(
+                "{what}: rank {rank} should be bound to PU {want} but ran on CPU {} with affinity {}; refusing a silently wrong binding",
+                r.cpu, r.affinity
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tests_and_sizes() {
+        assert_eq!(
+            parse_tests("latency,bw").unwrap(),
+            vec![Test::Latency, Test::Bw]
+        );
+        assert!(parse_tests("latency,latency")
+            .unwrap_err()
+            .contains("twice"));
+        assert!(parse_tests("lat")
+            .unwrap_err()
+            .contains("unknown test 'lat'"));
+        assert_eq!(parse_sizes("1,4K,64MiB").unwrap(), vec![1, 4096, 64 << 20]);
+        assert!(parse_sizes("0").unwrap_err().contains("out of range"));
+        assert!(parse_sizes("4X").unwrap_err().contains("suffix"));
+        assert!(parse_sizes("").is_err());
+        assert_eq!(default_sizes().first(), Some(&1));
+        assert_eq!(default_sizes().last(), Some(&(64 << 20)));
+        assert_eq!(size_label(65536), "64K");
+        assert_eq!(size_label(1000), "1000");
+    }
+
+    #[test]
+    fn worker_args_round_trip_the_contract() {
+        let p = P2pParams {
+            tests: vec![Test::Latency, Test::Bibw],
+            sizes: vec![8, 65536],
+            cold: true,
+            llc: 32 << 20,
+            samples: 9,
+            min_time_ms: 2.5,
+            window: 64,
+        };
+        assert_eq!(
+            p.worker_args().join(" "),
+            "--tests latency,bibw --sizes 8,65536 --cache cold --llc 33554432 --samples 9 --min-time-ms 2.5 --window 64"
+        );
+        assert!(p.time_bound() > Duration::from_secs(30));
+    }
+
+    #[test]
+    fn pinning_is_checked() {
+        let text = "noise\n{\"tc_mpibench_meta\":{\"impl\":\"x\",\"wtick\":1e-09,\"ranks\":[{\"rank\":0,\"cpu\":0,\"affinity\":\"0\"},{\"rank\":1,\"cpu\":1,\"affinity\":\"1\"}]}}\n";
+        let m = find_meta(text).unwrap();
+        assert_eq!(m.wtick, Some(1e-9));
+        verify_pinning(&m, (0, 1), "t").unwrap();
+        let e = verify_pinning(&m, (1, 0), "t").unwrap_err();
+        assert!(e.contains("rank 0 should be bound to PU 1"), "{e}");
+        let loose = "{\"bench_meta\":{\"ranks\":[{\"rank\":0,\"cpu\":0,\"affinity\":\"0-1\"},{\"rank\":1,\"cpu\":1,\"affinity\":\"1\"}]}}";
+        let e = verify_pinning(&find_meta(loose).unwrap(), (0, 1), "t").unwrap_err();
+        assert!(e.contains("affinity 0-1"), "{e}");
+        assert!(find_meta("{\"impl\":\"x\"}").is_none());
+    }
+}

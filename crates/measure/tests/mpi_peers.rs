@@ -1,0 +1,102 @@
+//! tc_mpibench under Open MPI and MPICH, pinned on two PUs of this machine,
+//! produces valid sample lines (small sizes, few samples).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use topocomm_measure::backends::{Backend, MpiImpl};
+use topocomm_measure::p2p::{P2pParams, Test};
+use topocomm_measure::pin::allowed_pus;
+
+/// The repository's mpi/build, built here if needed (make is incremental).
+fn build() -> Option<PathBuf> {
+    let root = topocomm_topo::testdata::repo_root();
+    let ok = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root.join("mpi"))
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "make -C mpi failed");
+    Some(root.join("mpi/build"))
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn tc_mpibench_under_both_mpis() {
+    let pus = allowed_pus().unwrap();
+    if pus.len() < 2 {
+        eprintln!("notice: fewer than 2 usable PUs; skipping");
+        return;
+    }
+    let Some(build) = build() else { return };
+    let params = P2pParams {
+        tests: vec![Test::Latency, Test::Bw, Test::Bibw, Test::Msgrate],
+        sizes: vec![8, 4096],
+        cold: false,
+        llc: 1 << 20,
+        samples: 3,
+        min_time_ms: 0.5,
+        window: 4,
+    };
+    for which in MpiImpl::ALL {
+        if !have(which.mpirun()) {
+            eprintln!("notice: {} absent; skipping it", which.mpirun());
+            continue;
+        }
+        let b = Backend::Mpi {
+            which,
+            build: build.clone(),
+        };
+        let run = b
+            .run(
+                (pus[0], pus[1]),
+                &params,
+                Duration::from_secs(120),
+                &mut |_| {},
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(run.lines.len(), 8, "{:?}", run.lines);
+        for l in &run.lines {
+            assert_eq!(l.implementation, which.name());
+            assert_eq!(l.samples.len(), 3);
+            assert!(l.samples.iter().all(|x| *x > 0.0 && x.is_finite()));
+        }
+        let meta = run.meta.expect("tc_mpibench reports its pinning");
+        assert_eq!(meta.ranks[1].cpu, i64::from(pus[1]));
+
+        // Cold mode: rotating pools, the lines say so.
+        let mut cold = params.clone();
+        cold.cold = true;
+        cold.tests = vec![Test::Latency];
+        let run = b
+            .run(
+                (pus[0], pus[1]),
+                &cold,
+                Duration::from_secs(120),
+                &mut |_| {},
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            run.lines.iter().all(|l| l.cache == "cold"),
+            "{:?}",
+            run.lines
+        );
+
+        // Bad arguments: one line naming the argument, non-zero exit.
+        let mut bad = params.clone();
+        bad.cold = true;
+        bad.llc = 0;
+        let e = b
+            .run((pus[0], pus[1]), &bad, Duration::from_secs(60), &mut |_| {})
+            .unwrap_err();
+        assert!(e.contains("--llc"), "{e}");
+    }
+}

@@ -1,0 +1,284 @@
+//! Point-to-point benchmark kernels between ranks 0 and 1 (used by
+//! `topocomm bench-worker p2p`, which `topocomm bench p2p` runs under
+//! `topocomm run -n 2 --bind P,Q`).
+//!
+//! Every sample times one batch sized on rank 0 (doubling until it lasts
+//! `min_time`); rank 0 tells rank 1 each batch's iteration count with a
+//! small control message outside the timed region. One untimed batch warms
+//! up each (test, size, cache) point.
+
+use crate::comm::{Comm, Error, Request, Result};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+const TAG_CTRL: i32 = 1_000_001;
+const TAG_DATA: i32 = 1_000_002;
+const TAG_ACK: i32 = 1_000_003;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Test {
+    Latency,
+    Bw,
+    Bibw,
+    Msgrate,
+}
+
+impl Test {
+    pub fn parse(s: &str) -> std::result::Result<Test, String> {
+        Ok(match s.trim() {
+            "latency" => Test::Latency,
+            "bw" => Test::Bw,
+            "bibw" => Test::Bibw,
+            "msgrate" => Test::Msgrate,
+            o => {
+                return Err(format!(
+                    "unknown test '{o}' (expected latency, bw, bibw or msgrate)"
+                ))
+            }
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Latency => "latency",
+            Test::Bw => "bw",
+            Test::Bibw => "bibw",
+            Test::Msgrate => "msgrate",
+        }
+    }
+    pub fn unit(self) -> &'static str {
+        match self {
+            Test::Latency => "us",
+            Test::Bw | Test::Bibw => "GB/s",
+            Test::Msgrate => "Mmsg/s",
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub tests: Vec<Test>,
+    pub sizes: Vec<usize>,
+    /// `false` = hot (one buffer reused), `true` = cold (rotating buffers
+    /// over a pool larger than twice the LLC).
+    pub cold: Vec<bool>,
+    pub llc: usize,
+    pub samples: usize,
+    pub min_time: Duration,
+    pub window: usize,
+}
+
+/// One measured point; serialized in exactly the worker's JSON line format.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    #[serde(rename = "impl")]
+    pub implementation: &'static str,
+    pub test: &'static str,
+    pub size: usize,
+    pub cache: &'static str,
+    pub unit: &'static str,
+    pub samples: Vec<f64>,
+}
+
+/// Message buffers: one (hot) or a rotating pool beyond 2x the LLC (cold).
+struct Pool {
+    mem: Vec<u8>,
+    stride: usize,
+    count: usize,
+    next: usize,
+}
+
+impl Pool {
+    fn new(size: usize, cold: bool, llc: usize, min_count: usize) -> Pool {
+        let stride = size.max(64).div_ceil(4096) * 4096;
+        let count = if cold {
+            (2 * llc).div_ceil(stride).max(1) + 1
+        } else {
+            1
+        }
+        .max(min_count);
+        // Written once so the pages exist before timing.
+        let mem = vec![0xa5u8; stride * count];
+        Pool {
+            mem,
+            stride,
+            count,
+            next: 0,
+        }
+    }
+    fn next(&mut self) -> *mut u8 {
+        let i = self.next;
+        self.next = (self.next + 1) % self.count;
+        // SAFETY: i < count, inside `mem`.
+        unsafe { self.mem.as_mut_ptr().add(i * self.stride) }
+    }
+}
+
+fn peer_of(c: &Comm) -> Result<usize> {
+    if c.size() != 2 {
+        return Err(Error::Invalid(format!(
+            "the p2p benchmark needs exactly 2 ranks, got {}",
+            c.size()
+        )));
+    }
+    Ok(1 - c.rank())
+}
+
+/// One batch of `k` iterations of `test`; returns its duration.
+fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Pool) -> Result<f64> {
+    let peer = peer_of(c)?;
+    let me = c.rank();
+    let mut ack = [0u8; 4];
+    let mut reqs: Vec<Request> = Vec::with_capacity(2 * w);
+    let t0 = Instant::now();
+    for _ in 0..k {
+        match test {
+            Test::Latency => {
+                let b = pool.next();
+                // SAFETY (all raw calls below): buffers come from `pool`,
+                // which outlives the batch, and every request is waited for
+                // before the batch returns.
+                unsafe {
+                    if me == 0 {
+                        let r = c.isend_raw(b, size, peer, TAG_DATA)?;
+                        c.wait(r)?;
+                        let r = c.irecv_raw(b, size, peer as i32, TAG_DATA)?;
+                        c.wait(r)?;
+                    } else {
+                        let r = c.irecv_raw(b, size, peer as i32, TAG_DATA)?;
+                        c.wait(r)?;
+                        let r = c.isend_raw(b, size, peer, TAG_DATA)?;
+                        c.wait(r)?;
+                    }
+                }
+            }
+            Test::Bw | Test::Msgrate => {
+                reqs.clear();
+                // SAFETY: as above.
+                unsafe {
+                    if me == 0 {
+                        for _ in 0..w {
+                            reqs.push(c.isend_raw(pool.next(), size, peer, TAG_DATA)?);
+                        }
+                        c.wait_all(&reqs)?;
+                        c.recv(&mut ack, peer as i32, TAG_ACK)?;
+                    } else {
+                        for _ in 0..w {
+                            reqs.push(c.irecv_raw(pool.next(), size, peer as i32, TAG_DATA)?);
+                        }
+                        c.wait_all(&reqs)?;
+                        c.send(&ack, peer, TAG_ACK)?;
+                    }
+                }
+            }
+            Test::Bibw => {
+                reqs.clear();
+                // SAFETY: as above; receive and send buffers differ.
+                unsafe {
+                    for _ in 0..w {
+                        reqs.push(c.irecv_raw(pool.next(), size, peer as i32, TAG_DATA)?);
+                    }
+                    for _ in 0..w {
+                        reqs.push(c.isend_raw(pool.next(), size, peer, TAG_DATA)?);
+                    }
+                }
+                c.wait_all(&reqs)?;
+            }
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// Converts one batch time into the test's unit.
+fn value(test: Test, size: usize, k: u64, w: usize, secs: f64) -> f64 {
+    let secs = secs.max(1e-12);
+    match test {
+        Test::Latency => secs / (2.0 * k as f64) * 1e6,
+        Test::Bw => (size * w) as f64 * k as f64 / secs / 1e9,
+        Test::Bibw => 2.0 * (size * w) as f64 * k as f64 / secs / 1e9,
+        Test::Msgrate => w as f64 * k as f64 / secs / 1e6,
+    }
+}
+
+/// Rank 0 decides `k` and tells rank 1; `k == 0` ends the point.
+fn agree(c: &mut Comm, k: u64) -> Result<u64> {
+    let peer = peer_of(c)?;
+    let mut b = k.to_ne_bytes();
+    if c.rank() == 0 {
+        c.send(&b, peer, TAG_CTRL)?;
+        Ok(k)
+    } else {
+        c.recv(&mut b, peer as i32, TAG_CTRL)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+}
+
+/// Measures one (test, size, cache) point on both ranks; rank 0 returns it.
+pub fn measure(
+    c: &mut Comm,
+    spec: &Spec,
+    test: Test,
+    size: usize,
+    cold: bool,
+) -> Result<Option<Point>> {
+    let w = if test == Test::Latency {
+        1
+    } else {
+        spec.window.max(1)
+    };
+    // bibw needs separate send and receive buffers.
+    let min_count = if test == Test::Bibw { 2 } else { 1 };
+    let mut pool = Pool::new(size, cold, spec.llc, min_count);
+    // Calibrate on rank 0 (the calibration batches double as warm-up).
+    let mut k = 1u64;
+    let mut samples = Vec::with_capacity(spec.samples);
+    if c.rank() == 0 {
+        loop {
+            agree(c, k)?;
+            let t = batch(c, test, size, k, w, &mut pool)?;
+            if t >= spec.min_time.as_secs_f64() || k >= 1 << 30 {
+                break;
+            }
+            let grow = (spec.min_time.as_secs_f64() / t.max(1e-9) * 1.2).clamp(1.5, 16.0);
+            k = ((k as f64) * grow).ceil() as u64;
+        }
+        for _ in 0..spec.samples {
+            agree(c, k)?;
+            let t = batch(c, test, size, k, w, &mut pool)?;
+            samples.push(value(test, size, k, w, t));
+        }
+        agree(c, 0)?;
+        Ok(Some(Point {
+            implementation: "topocomm",
+            test: test.name(),
+            size,
+            cache: if cold { "cold" } else { "hot" },
+            unit: test.unit(),
+            samples,
+        }))
+    } else {
+        loop {
+            let k = agree(c, 0)?;
+            if k == 0 {
+                return Ok(None);
+            }
+            batch(c, test, size, k, w, &mut pool)?;
+        }
+    }
+}
+
+/// Runs every point of `spec`, calling `emit` on rank 0 for each.
+pub fn run(c: &mut Comm, spec: &Spec, mut emit: impl FnMut(&Point)) -> Result<()> {
+    peer_of(c)?;
+    for &cold in &spec.cold {
+        for &test in &spec.tests {
+            for &size in &spec.sizes {
+                if let Some(p) = measure(c, spec, test, size, cold)? {
+                    emit(&p);
+                }
+            }
+        }
+    }
+    c.barrier()
+}

@@ -1,0 +1,125 @@
+//! Single copy between processes with `process_vm_readv` (Cross Memory
+//! Attach): start-up permission setup and probing, and chunked reads.
+
+use std::io;
+
+/// Lets any process of ours read this one's memory under Yama
+/// `ptrace_scope = 1` (siblings are not ancestors). Harmless elsewhere.
+pub fn allow_peers() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+    }
+}
+
+/// Yama's ptrace scope, if the module is present.
+pub fn ptrace_scope() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Reads `len` bytes at `remote` in process `pid` into `local`, in chunks of
+/// `chunk` bytes (each call pins at most `chunk` bytes of pages, so a long
+/// transfer stays interruptible and the caller can check for faults).
+///
+/// # Safety
+/// `local` must be valid for `len` writable bytes.
+pub unsafe fn read(
+    pid: i32,
+    local: *mut u8,
+    remote: u64,
+    len: usize,
+    chunk: usize,
+) -> io::Result<()> {
+    let mut off = 0usize;
+    while off < len {
+        let n = (len - off).min(chunk.max(4096));
+        let l = libc::iovec {
+            // SAFETY: off + n <= len, inside the caller's buffer.
+            iov_base: unsafe { local.add(off) }.cast(),
+            iov_len: n,
+        };
+        let r = libc::iovec {
+            iov_base: (remote as usize + off) as *mut libc::c_void,
+            iov_len: n,
+        };
+        // SAFETY: one valid local iovec; the remote one is checked by the kernel.
+        let got = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if got == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+        }
+        off += got as usize;
+    }
+    Ok(())
+}
+
+/// Probes single copy without peers: forks a child that allows any tracer,
+/// then reads a word of its memory. `Ok(())` when CMA works, else the reason.
+pub fn probe_fork() -> Result<(), String> {
+    static WORD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let want = 0x5eed_0000_0000_0000u64 | u64::from(std::process::id());
+    WORD.store(want, std::sync::atomic::Ordering::Relaxed);
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe into a two-int array.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(format!("pipe: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: the child calls only async-signal-safe functions, then _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: async-signal-safe calls in the forked child.
+        unsafe {
+            libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            let b = 1u8;
+            libc::write(fds[1], (&b as *const u8).cast(), 1);
+            libc::close(fds[1]);
+            // Killed by the parent (or by PDEATHSIG if the parent dies).
+            loop {
+                libc::pause();
+            }
+        }
+    }
+    let mut b = 0u8;
+    // SAFETY: closing our write end first, so a child that dies before
+    // writing gives EOF instead of blocking us; then reading one byte.
+    unsafe {
+        libc::close(fds[1]);
+        libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+    }
+    let mut got = 0u64;
+    // SAFETY: `got` is 8 writable bytes; the remote address is WORD's in the
+    // child, identical after fork.
+    let res = unsafe {
+        read(
+            pid,
+            (&mut got as *mut u64).cast(),
+            WORD.as_ptr() as u64,
+            8,
+            4096,
+        )
+    };
+    // SAFETY: killing and reaping our own child; closing our pipe.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(fds[0]);
+    }
+    match res {
+        Ok(()) if got == want => Ok(()),
+        Ok(()) => Err("trial read returned wrong data".into()),
+        Err(e) => Err(format!(
+            "process_vm_readv: {e}{}",
+            ptrace_scope()
+                .map(|s| format!(" (Yama ptrace_scope = {s})"))
+                .unwrap_or_default()
+        )),
+    }
+}

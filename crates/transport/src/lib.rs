@@ -1,0 +1,32 @@
+//! # topocomm-transport
+//!
+//! The multi-tuned shared-memory transport (docs/transport.md): one
+//! single-producer/single-consumer channel per directed pair of ranks in an
+//! anonymous shared segment, a per-pair [`Plan`] resolved from [`Rules`] by
+//! locality class, MPI-like matching ([`Comm`]), and the launcher behind
+//! `topocomm run` ([`launch`]).
+//!
+//! ```no_run
+//! let mut c = topocomm_transport::Comm::init().unwrap();
+//! if c.rank() == 0 {
+//!     c.send(b"hello", 1, 7).unwrap();
+//! } else if c.rank() == 1 {
+//!     let mut buf = [0u8; 16];
+//!     let st = c.recv(&mut buf, topocomm_transport::ANY_SOURCE, 7).unwrap();
+//!     assert_eq!(&buf[..st.count], b"hello");
+//! }
+//! ```
+
+pub mod bench;
+pub mod cma;
+mod comm;
+mod copy;
+pub mod launch;
+pub mod plan;
+pub mod rules;
+mod segment;
+mod wait;
+
+pub use comm::{Comm, Error, Request, Result, Status, ANY_SOURCE, ANY_TAG};
+pub use plan::Plan;
+pub use rules::{CopyKind, Owner, Params, Rules};

@@ -1,0 +1,460 @@
+//! Rules (locality class -> transport parameters), their TOML form
+//! (docs/formats/rules-toml.md) and the built-in cache-size model.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use topocomm_topo::{LocalityClass, Machine, ObjectKind};
+
+/// Bytes of payload carried inside one 64-byte cell (the rest is header).
+pub const CELL_PAYLOAD: usize = 40;
+
+/// Copy routine used to move data into and out of fragment slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyKind {
+    Plain,
+    Nontemporal,
+}
+
+/// Which side's pages hold a channel's fragment slots (first touch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Owner {
+    Sender,
+    Receiver,
+}
+
+/// The transport parameters of one locality class (or of one directed pair,
+/// once resolved into a [`Plan`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Messages up to this size travel inside the cell (<= 40 bytes).
+    pub inline_max: u64,
+    /// Messages up to this size are copied into one fragment slot without
+    /// waiting for the receiver (<= fragment).
+    pub eager_max: u64,
+    /// Fragment (slot) size of the pipelined two-copy protocol.
+    pub fragment: u64,
+    /// Number of fragment slots per channel (pipeline depth).
+    pub depth: u64,
+    /// Whether single copy through `process_vm_readv` may be used.
+    pub cma: bool,
+    /// Messages of at least this size use single copy (when `cma`).
+    pub cma_threshold: u64,
+    /// Bytes per `process_vm_readv` call.
+    pub cma_chunk: u64,
+    /// Copy routine for fragments of messages >= `nt_threshold`.
+    pub copy: CopyKind,
+    pub nt_threshold: u64,
+    /// Side that first-touches (and so NUMA-places) the fragment slots.
+    pub buffer_owner: Owner,
+}
+
+/// Partial parameters as written in a rules file section.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParamsFile {
+    inline_max: Option<u64>,
+    eager_max: Option<u64>,
+    fragment: Option<u64>,
+    depth: Option<u64>,
+    cma: Option<bool>,
+    cma_threshold: Option<u64>,
+    cma_chunk: Option<u64>,
+    copy: Option<CopyKind>,
+    nt_threshold: Option<u64>,
+    buffer_owner: Option<Owner>,
+}
+
+impl Params {
+    fn overlay(&mut self, f: &ParamsFile) {
+        macro_rules! set {
+            ($($k:ident),*) => { $( if let Some(v) = f.$k.clone() { self.$k = v; } )* };
+        }
+        set!(
+            inline_max,
+            eager_max,
+            fragment,
+            depth,
+            cma,
+            cma_threshold,
+            cma_chunk,
+            copy,
+            nt_threshold,
+            buffer_owner
+        );
+    }
+
+    /// Checks the invariants the protocols rely on; the error names the field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.inline_max > CELL_PAYLOAD as u64 {
+            return Err((
+                "inline_max",
+                format!("must be <= {CELL_PAYLOAD} (one cell)"),
+            ));
+        }
+        if !(4096..=(64 << 20)).contains(&self.fragment) {
+            return Err(("fragment", "must be between 4096 and 67108864".into()));
+        }
+        if !(1..=64).contains(&self.depth) {
+            return Err(("depth", "must be between 1 and 64".into()));
+        }
+        if self.eager_max > self.fragment {
+            return Err((
+                "eager_max",
+                format!("must be <= fragment ({})", self.fragment),
+            ));
+        }
+        if self.eager_max < self.inline_max {
+            return Err((
+                "eager_max",
+                format!("must be >= inline_max ({})", self.inline_max),
+            ));
+        }
+        if self.cma_chunk < 4096 {
+            return Err(("cma_chunk", "must be >= 4096".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A rules table: `default` plus per-class parameters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rules {
+    pub default: Params,
+    pub classes: BTreeMap<String, Params>,
+    /// Where the rules came from (`built-in model` or a file path).
+    pub source: String,
+}
+
+/// Data cache shared by the two PUs of a class, if any (bytes).
+fn class_shared_cache(m: &Machine, class: &LocalityClass) -> Option<u64> {
+    match class {
+        LocalityClass::SamePu | LocalityClass::Smt => m.cache_size(1).or(m.cache_size(2)),
+        LocalityClass::Cache(l) => m.cache_size(*l),
+        _ => None,
+    }
+}
+
+/// Largest cache private to one core (what the sender's freshly written
+/// fragments live in before the receiver pulls them).
+fn private_cache(m: &Machine) -> u64 {
+    let mut best = 0;
+    for o in &m.objects {
+        if o.kind == ObjectKind::Cache {
+            if let Some(c) = &o.cache {
+                let mut cores: Vec<Option<u32>> = m
+                    .pus
+                    .iter()
+                    .filter(|p| o.cpuset.contains(p.os_index))
+                    .map(|p| p.core)
+                    .collect();
+                cores.dedup();
+                let cores_below = cores.len();
+                if cores_below <= 1 && c.size > best {
+                    best = c.size;
+                }
+            }
+        }
+    }
+    if best == 0 {
+        256 << 10
+    } else {
+        best
+    }
+}
+
+fn pow2_floor(x: u64) -> u64 {
+    if x == 0 {
+        0
+    } else {
+        1u64 << (63 - x.leading_zeros())
+    }
+}
+
+/// The cache-size model of seed 000 (justified in docs/formats/rules-toml.md):
+/// - classes sharing a cache keep `depth * fragment` (the slot ring) inside
+///   a quarter of that shared cache but larger than the receiver's private
+///   cache (4x): a slot the sender reuses has then left the receiver's
+///   private cache, so the sender's stores do not wait for invalidations in
+///   the peer core (measured: 2.5 GB/s with a 512 KiB ring, 8-13 GB/s with
+///   2-4 MiB on the dev machine); they keep two-copy up to 4x the LLC,
+///   because a single-copy syscall that pins pages loses to two cores
+///   copying through a shared cache;
+/// - classes without a shared cache (NUMA, die, package, machine) use
+///   receiver-side slots, non-temporal copies for large messages, and single
+///   copy from 256 KiB, since two-copy crosses the interconnect twice.
+pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
+    let llc = m.llc_size().unwrap_or(8 << 20);
+    let private = private_cache(m);
+    let shared = class.and_then(|c| class_shared_cache(m, c));
+    match shared {
+        Some(sh) => {
+            let depth = 32u64;
+            let ring = (4 * private).min(sh / 4).max(depth * (16 << 10));
+            let fragment = pow2_floor(ring / depth).clamp(16 << 10, 512 << 10);
+            Params {
+                inline_max: CELL_PAYLOAD as u64,
+                eager_max: fragment.min(16 << 10),
+                fragment,
+                depth,
+                cma: true,
+                cma_threshold: 4 * llc,
+                cma_chunk: 1 << 20,
+                copy: CopyKind::Plain,
+                nt_threshold: 4 * llc,
+                buffer_owner: Owner::Sender,
+            }
+        }
+        None => {
+            let depth = 8u64;
+            let cross_numa = !matches!(class, Some(LocalityClass::Numa) | None);
+            let fragment = pow2_floor(private / 2 / depth).clamp(16 << 10, 256 << 10);
+            Params {
+                inline_max: CELL_PAYLOAD as u64,
+                eager_max: fragment.min(8 << 10),
+                fragment,
+                depth,
+                cma: true,
+                cma_threshold: if cross_numa { 256 << 10 } else { 1 << 20 },
+                cma_chunk: 1 << 20,
+                copy: if cross_numa {
+                    CopyKind::Nontemporal
+                } else {
+                    CopyKind::Plain
+                },
+                nt_threshold: llc / 2,
+                buffer_owner: if cross_numa {
+                    Owner::Receiver
+                } else {
+                    Owner::Sender
+                },
+            }
+        }
+    }
+}
+
+/// Classes that may appear in a rules file although not present here.
+fn known_class(name: &str) -> bool {
+    match name.parse::<LocalityClass>() {
+        Ok(LocalityClass::Group(g)) => {
+            g.starts_with("group") && g[5..].parse::<u32>().is_ok()
+                || matches!(g.as_str(), "cluster" | "module" | "tile" | "compute_unit")
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    }
+}
+
+/// 1-based line of `key` inside `[section]` of `text` (best effort).
+fn locate(text: &str, section: &str, key: Option<&str>) -> Option<usize> {
+    let mut in_section = false;
+    let mut section_line = None;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_section = t.trim_start_matches('[').trim_end_matches(']').trim() == section;
+            if in_section {
+                section_line = Some(i + 1);
+            }
+            continue;
+        }
+        if in_section {
+            if let Some(k) = key {
+                if t.split('=').next().map(str::trim) == Some(k) {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    section_line
+}
+
+fn line_of_offset(text: &str, off: usize) -> usize {
+    text[..off.min(text.len())].matches('\n').count() + 1
+}
+
+impl Rules {
+    /// The built-in rules of machine `m`: a `default` section (used for
+    /// unbound ranks) and one section per class present.
+    pub fn builtin(m: &Machine) -> Rules {
+        let mut classes = BTreeMap::new();
+        for c in topocomm_topo::ClassMatrix::new(m).classes() {
+            classes.insert(c.class.to_string(), model_params(m, Some(&c.class)));
+        }
+        Rules {
+            default: model_params(m, None),
+            classes,
+            source: "built-in model".into(),
+        }
+    }
+
+    /// Parameters for a class: the class section, else `default`.
+    pub fn params_for(&self, class: Option<&str>) -> &Params {
+        class
+            .and_then(|c| self.classes.get(c))
+            .unwrap_or(&self.default)
+    }
+
+    /// Parses a rules file over the built-in rules of `m`: a section
+    /// overrides the listed keys of the built-in class parameters, and
+    /// `[default]` overrides keys of every class. Errors are one line naming
+    /// the file, line and field.
+    pub fn from_toml(path: &Path, text: &str, m: &Machine) -> Result<Rules, String> {
+        let file = path.display();
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map(|s| format!("line {}: ", line_of_offset(text, s.start)))
+                .unwrap_or_default();
+            format!("{file}: {line}{}", e.message().trim().replace('\n', " "))
+        })?;
+        let mut sections: BTreeMap<String, ParamsFile> = BTreeMap::new();
+        for (name, value) in table {
+            let at = |key: Option<&str>| {
+                locate(text, &name, key)
+                    .map(|l| format!("line {l}: "))
+                    .unwrap_or_default()
+            };
+            if name != "default" && !known_class(&name) {
+                return Err(format!(
+                    "{file}: {}unknown locality class [{name}] (expected default, self, smt, l1..l5, numa, die, package, machine, network, groupN or cluster)",
+                    at(None)
+                ));
+            }
+            let toml::Value::Table(t) = value else {
+                return Err(format!(
+                    "{file}: {}'{name}' must be a table like [{name}] with parameter keys",
+                    at(None)
+                ));
+            };
+            // Key by key, so a type error names its key and line.
+            for (k, v) in &t {
+                let mut one = toml::Table::new();
+                one.insert(k.clone(), v.clone());
+                toml::Value::Table(one).try_into::<ParamsFile>().map_err(
+                    |e: toml::de::Error| {
+                        format!(
+                            "{file}: {}[{name}] {k}: {}",
+                            at(Some(k)),
+                            e.message().trim().replace('\n', " ")
+                        )
+                    },
+                )?;
+            }
+            let parsed: ParamsFile =
+                toml::Value::Table(t)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| {
+                        format!("{file}: [{name}]: {}", e.message().trim())
+                    })?;
+            sections.insert(name, parsed);
+        }
+        let mut rules = Rules::builtin(m);
+        rules.source = path.display().to_string();
+        let dflt = sections.remove("default").unwrap_or_default();
+        rules.default.overlay(&dflt);
+        for p in rules.classes.values_mut() {
+            p.overlay(&dflt);
+        }
+        for (name, f) in &sections {
+            let p = rules
+                .classes
+                .entry(name.clone())
+                .or_insert_with(|| rules.default.clone());
+            p.overlay(f);
+        }
+        let all = std::iter::once(("default".to_string(), &rules.default))
+            .chain(rules.classes.iter().map(|(k, v)| (k.clone(), v)));
+        for (name, p) in all {
+            if let Err((field, why)) = p.validate() {
+                let line = locate(text, &name, Some(field))
+                    .or_else(|| locate(text, "default", Some(field)))
+                    .map(|l| format!("line {l}: "))
+                    .unwrap_or_default();
+                return Err(format!("{file}: {line}[{name}] {field} {why}"));
+            }
+        }
+        Ok(rules)
+    }
+
+    /// Reads and parses a rules file.
+    pub fn load(path: &Path, m: &Machine) -> Result<Rules, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read rules file: {e}", path.display()))?;
+        Rules::from_toml(path, &text, m)
+    }
+
+    /// Writes the rules as a TOML rules file.
+    pub fn to_toml(&self) -> String {
+        let mut t = toml::Table::new();
+        let v = |p: &Params| toml::Value::try_from(p).expect("params serialize");
+        t.insert("default".into(), v(&self.default));
+        for (k, p) in &self.classes {
+            t.insert(k.clone(), v(p));
+        }
+        toml::to_string(&t).expect("rules serialize")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> Machine {
+        topocomm_topo::load(&"synthetic:pack:2 l3:1 l2:2 core:1 pu:2".parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn builtin_has_every_class_and_validates() {
+        let m = machine();
+        let r = Rules::builtin(&m);
+        for c in ["smt", "l3", "machine"] {
+            assert!(
+                r.classes.contains_key(c),
+                "{c} missing: {:?}",
+                r.classes.keys()
+            );
+        }
+        for p in r.classes.values() {
+            p.validate().unwrap();
+        }
+        // Cross-package pairs use receiver-side buffers, shared-L3 pairs do not.
+        assert_eq!(r.classes["machine"].buffer_owner, Owner::Receiver);
+        assert_eq!(r.classes["l3"].buffer_owner, Owner::Sender);
+        assert!(r.classes["l3"].cma_threshold > r.classes["machine"].cma_threshold);
+    }
+
+    #[test]
+    fn overlay_and_roundtrip() {
+        let m = machine();
+        let text = "[default]\ndepth = 4\n\n[l3]\nfragment = 32768\ncopy = \"nontemporal\"\n";
+        let r = Rules::from_toml(Path::new("r.toml"), text, &m).unwrap();
+        assert_eq!(r.classes["l3"].fragment, 32768);
+        assert_eq!(r.classes["l3"].depth, 4);
+        assert_eq!(r.classes["smt"].depth, 4);
+        assert_eq!(r.classes["l3"].copy, CopyKind::Nontemporal);
+        let again = Rules::from_toml(Path::new("x"), &r.to_toml(), &m).unwrap();
+        assert_eq!(again.classes, r.classes);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let m = machine();
+        let e = Rules::from_toml(Path::new("r.toml"), "[l3]\nfragment = \n", &m).unwrap_err();
+        assert!(e.starts_with("r.toml: line 2"), "{e}");
+        let e = Rules::from_toml(Path::new("r.toml"), "[L3]\nfragment = 4096\n", &m).unwrap_err();
+        assert!(
+            e.contains("line 1") && e.contains("unknown locality class"),
+            "{e}"
+        );
+        let e = Rules::from_toml(Path::new("r.toml"), "[l3]\nfragmnt = 4096\n", &m).unwrap_err();
+        assert!(e.contains("fragmnt"), "{e}");
+        let e = Rules::from_toml(Path::new("r.toml"), "[l3]\ndepth = 0\n", &m).unwrap_err();
+        assert!(e.contains("line 2") && e.contains("depth"), "{e}");
+        let e = Rules::from_toml(Path::new("r.toml"), "[l3]\ndepth = \"x\"\n", &m).unwrap_err();
+        assert!(e.contains("line 2") && e.contains("depth"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+}

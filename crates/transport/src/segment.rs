@@ -1,0 +1,344 @@
+//! The shared segment: an anonymous `memfd` created by the launcher and
+//! inherited by the ranks, so nothing ever appears in `/dev/shm` and the
+//! memory disappears with the last process that maps it, even after
+//! `kill -9`.
+//!
+//! Layout (all offsets 64-byte aligned, channels 4096-byte aligned):
+//! ```text
+//! Header | RankSlot[n] | doorbell[n] (one padded bitmap per receiver)
+//!        | PlanRaw[n*n] | channel(0->0) | channel(0->1) | ... | channel(n-1->n-1)
+//! channel = RecvCtrl (64 B) | Cell[RING] | slots[depth * fragment]
+//! ```
+
+use crate::rules::{CopyKind, Owner, Params};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub const MAGIC: u64 = 0x3176_6f63_6f70_6f74; // "topocov1"
+/// Cells per channel ring.
+pub const RING: u64 = 128;
+pub const MAX_RANKS: usize = 4096;
+pub const CELL: usize = 64;
+
+/// Segment header, written once by the creator before any rank starts.
+#[repr(C, align(64))]
+pub struct Header {
+    pub magic: u64,
+    pub nranks: u64,
+    pub size: u64,
+    /// Set non-zero (1 + rank, or u64::MAX for the launcher) when the job is
+    /// being torn down; ranks poll it in their slow wait path. Relaxed: a
+    /// hint that only makes waits fail sooner.
+    pub abort: AtomicU64,
+    /// Start-up barrier counter (the only multi-writer atomic; start-up only).
+    pub arrived: AtomicU64,
+}
+
+/// Rank states published in `RankSlot::state` (0 = not started yet).
+pub const ST_UP: u64 = 1;
+pub const ST_FINALIZED: u64 = 2;
+
+/// Per-rank identity and start-up probe words, one cache line each.
+#[repr(C, align(64))]
+pub struct RankSlot {
+    pub pid: AtomicU64,
+    pub state: AtomicU64,
+    /// Address and expected value of a word the peers read with CMA.
+    pub probe_addr: AtomicU64,
+    pub probe_val: AtomicU64,
+    /// 1 when this rank could read its neighbour's probe word, 2 when not.
+    pub cma_ok: AtomicU64,
+}
+
+/// Receiver-owned control line of a channel: the sender only reads it when
+/// its cached copy says the ring or the slots are full.
+#[repr(C, align(64))]
+pub struct RecvCtrl {
+    /// Cells consumed so far.
+    pub tail: AtomicU64,
+    /// Fragment slots released so far.
+    pub frags_done: AtomicU64,
+}
+
+/// One 64-byte cell: header and up to 40 bytes of payload in a single cache
+/// line. `seq == position + 1` publishes the cell (lap-safe: a stale cell
+/// from the previous lap holds `position + 1 - RING`).
+#[repr(C, align(64))]
+pub struct Cell {
+    pub seq: AtomicU64,
+    pub kind: u32,
+    pub tag: i32,
+    pub len: u64,
+    pub body: [u8; 40],
+}
+
+pub const K_INLINE: u32 = 1;
+pub const K_EAGER: u32 = 2;
+pub const K_RTS: u32 = 3;
+pub const K_FRAG: u32 = 4;
+pub const K_CTS: u32 = 5;
+pub const K_FIN: u32 = 6;
+
+/// A directed pair's plan as stored in the segment (plain old data).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PlanRaw {
+    pub offset: u64,
+    pub inline_max: u64,
+    pub eager_max: u64,
+    pub fragment: u64,
+    pub depth: u64,
+    pub cma: u64,
+    pub cma_threshold: u64,
+    pub cma_chunk: u64,
+    pub nontemporal: u64,
+    pub nt_threshold: u64,
+    pub receiver_owned: u64,
+    pub class: [u8; 40],
+}
+
+impl PlanRaw {
+    pub fn from_params(class: &str, p: &Params, offset: u64) -> PlanRaw {
+        let mut name = [0u8; 40];
+        let b = class.as_bytes();
+        name[..b.len().min(39)].copy_from_slice(&b[..b.len().min(39)]);
+        PlanRaw {
+            offset,
+            inline_max: p.inline_max,
+            eager_max: p.eager_max,
+            fragment: p.fragment,
+            depth: p.depth,
+            cma: u64::from(p.cma),
+            cma_threshold: p.cma_threshold,
+            cma_chunk: p.cma_chunk,
+            nontemporal: u64::from(p.copy == CopyKind::Nontemporal),
+            nt_threshold: p.nt_threshold,
+            receiver_owned: u64::from(p.buffer_owner == Owner::Receiver),
+            class: name,
+        }
+    }
+
+    pub fn class_name(&self) -> String {
+        let end = self.class.iter().position(|&c| c == 0).unwrap_or(40);
+        String::from_utf8_lossy(&self.class[..end]).into_owned()
+    }
+
+    pub fn params(&self) -> Params {
+        Params {
+            inline_max: self.inline_max,
+            eager_max: self.eager_max,
+            fragment: self.fragment,
+            depth: self.depth,
+            cma: self.cma != 0,
+            cma_threshold: self.cma_threshold,
+            cma_chunk: self.cma_chunk,
+            copy: if self.nontemporal != 0 {
+                CopyKind::Nontemporal
+            } else {
+                CopyKind::Plain
+            },
+            nt_threshold: self.nt_threshold,
+            buffer_owner: if self.receiver_owned != 0 {
+                Owner::Receiver
+            } else {
+                Owner::Sender
+            },
+        }
+    }
+}
+
+fn align(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+/// Offsets of the fixed tables for `n` ranks.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub ranks: u64,
+    pub doorbells: u64,
+    pub doorbell_stride: u64,
+    pub plans: u64,
+    pub channels: u64,
+}
+
+impl Layout {
+    pub fn new(n: usize) -> Layout {
+        let ranks = align(std::mem::size_of::<Header>() as u64, 64);
+        let doorbells = ranks + 64 * n as u64;
+        let doorbell_stride = align(8 * n.div_ceil(64) as u64, 64);
+        let plans = doorbells + doorbell_stride * n as u64;
+        let channels = align(
+            plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64,
+            4096,
+        );
+        Layout {
+            ranks,
+            doorbells,
+            doorbell_stride,
+            plans,
+            channels,
+        }
+    }
+
+    pub fn channel_bytes(p: &Params) -> u64 {
+        align(64 + RING * CELL as u64 + p.depth * p.fragment, 4096)
+    }
+}
+
+/// A mapped segment. Dropping it unmaps and closes the descriptor.
+pub struct Segment {
+    pub fd: i32,
+    pub base: *mut u8,
+    pub size: usize,
+}
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+impl Segment {
+    /// Creates an anonymous segment for `n` ranks with the given per-pair
+    /// params (`plans[s * n + r]` for the channel s -> r, with its class).
+    pub fn create(n: usize, plans: &[(String, Params)]) -> Result<Segment, String> {
+        if n == 0 || n > MAX_RANKS {
+            return Err(format!("number of ranks must be 1..={MAX_RANKS}, got {n}"));
+        }
+        assert_eq!(plans.len(), n * n);
+        let lay = Layout::new(n);
+        let mut off = lay.channels;
+        let mut raws = Vec::with_capacity(n * n);
+        for (class, p) in plans {
+            raws.push(PlanRaw::from_params(class, p, off));
+            off += Layout::channel_bytes(p);
+        }
+        let size = off as usize;
+        // SAFETY: memfd_create with a static NUL-terminated name; result checked.
+        let fd = unsafe { libc::memfd_create(c"topocomm".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(os_err("memfd_create"));
+        }
+        // SAFETY: fd is a fresh memfd we own.
+        if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+            let e = os_err("ftruncate of the shared segment");
+            // SAFETY: closing our own fd.
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        let seg = Segment::map(fd, size)?;
+        // SAFETY: the mapping is `size` bytes, freshly zeroed by the kernel,
+        // and no other process has it yet, so plain writes cannot race.
+        unsafe {
+            let h = seg.base as *mut Header;
+            (*h).magic = MAGIC;
+            (*h).nranks = n as u64;
+            (*h).size = size as u64;
+            let pl = seg.base.add(lay.plans as usize) as *mut PlanRaw;
+            for (i, r) in raws.iter().enumerate() {
+                pl.add(i).write(*r);
+            }
+        }
+        Ok(seg)
+    }
+
+    fn map(fd: i32, size: usize) -> Result<Segment, String> {
+        // SAFETY: mapping `size` bytes of a file we hold open; result checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os_err("mmap of the shared segment"));
+        }
+        Ok(Segment {
+            fd,
+            base: base as *mut u8,
+            size,
+        })
+    }
+
+    /// Maps an inherited segment descriptor and checks its header.
+    pub fn attach(fd: i32) -> Result<Segment, String> {
+        // SAFETY: fstat into a zeroed struct; result checked.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(os_err(&format!("TOPOCOMM_SHM_FD={fd}")));
+        }
+        let size = st.st_size as usize;
+        if size < std::mem::size_of::<Header>() {
+            return Err(format!(
+                "TOPOCOMM_SHM_FD={fd} is not a topocomm segment (size {size})"
+            ));
+        }
+        let seg = Segment::map(fd, size)?;
+        let h = seg.header();
+        if h.magic != MAGIC || h.size as usize != size {
+            return Err(format!("TOPOCOMM_SHM_FD={fd} is not a topocomm segment"));
+        }
+        Ok(seg)
+    }
+
+    pub fn header(&self) -> &Header {
+        // SAFETY: base is a live mapping at least size_of::<Header>() long;
+        // the plain fields are immutable after creation, the rest atomic.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    pub fn nranks(&self) -> usize {
+        self.header().nranks as usize
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout::new(self.nranks())
+    }
+
+    pub fn rank_slot(&self, r: usize) -> &RankSlot {
+        assert!(r < self.nranks());
+        // SAFETY: in bounds of the rank table; all fields are atomics.
+        unsafe { &*(self.base.add(self.layout().ranks as usize + 64 * r) as *const RankSlot) }
+    }
+
+    /// Doorbell word `w` of receiver `r`.
+    pub fn doorbell(&self, r: usize, w: usize) -> &AtomicU64 {
+        let l = self.layout();
+        // SAFETY: r < n and w < ceil(n/64) keep this inside the doorbell table.
+        unsafe {
+            &*(self
+                .base
+                .add((l.doorbells + l.doorbell_stride * r as u64) as usize + 8 * w)
+                as *const AtomicU64)
+        }
+    }
+
+    pub fn plan(&self, s: usize, r: usize) -> PlanRaw {
+        let n = self.nranks();
+        assert!(s < n && r < n);
+        // SAFETY: in bounds of the plan table, immutable after creation.
+        unsafe {
+            (self.base.add(self.layout().plans as usize) as *const PlanRaw)
+                .add(s * n + r)
+                .read()
+        }
+    }
+
+    /// Marks the job as aborted (launcher side).
+    pub fn set_abort(&self, why: u64) {
+        self.header().abort.store(why, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping and closing our own descriptor.
+        unsafe {
+            libc::munmap(self.base.cast(), self.size);
+            if self.fd >= 0 {
+                libc::close(self.fd);
+            }
+        }
+    }
+}

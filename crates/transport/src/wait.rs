@@ -1,0 +1,69 @@
+//! Waiting policy: spin briefly (the peer is probably running on another
+//! core), then `sched_yield` (the peer may need our core), then sleep with a
+//! growing period (many more processes than cores). The phase also tells
+//! the caller when to run its slow-path checks (full channel sweep, peer
+//! liveness, deadline).
+
+use std::time::{Duration, Instant};
+
+const SPIN: u32 = 4000;
+const YIELD: u32 = 2000;
+
+pub struct Backoff {
+    iter: u32,
+    sleep_us: u64,
+    last_check: Instant,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Backoff {
+    pub fn new() -> Backoff {
+        Backoff {
+            iter: 0,
+            sleep_us: 20,
+            last_check: Instant::now(),
+        }
+    }
+
+    /// Back to spinning: called when the engine made progress, so a long
+    /// transfer never sleeps between fragments.
+    pub fn reset(&mut self) {
+        self.iter = 0;
+        self.sleep_us = 20;
+    }
+
+    /// Whether the waiter is still in its spinning phase.
+    pub fn spinning(&self) -> bool {
+        self.iter < SPIN
+    }
+
+    /// Waits a little, longer each time.
+    pub fn snooze(&mut self) {
+        self.iter = self.iter.saturating_add(1);
+        if self.iter < SPIN {
+            std::hint::spin_loop();
+        } else if self.iter < SPIN + YIELD {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(self.sleep_us));
+            self.sleep_us = (self.sleep_us * 2).min(1000);
+        }
+    }
+
+    /// True at most every 2 ms once spinning is over: time for slow checks.
+    pub fn slow_check_due(&mut self) -> bool {
+        if self.iter < SPIN && self.iter % 1024 != 1023 {
+            return false;
+        }
+        if self.iter >= SPIN + YIELD || self.last_check.elapsed() >= Duration::from_millis(2) {
+            self.last_check = Instant::now();
+            return true;
+        }
+        false
+    }
+}
