@@ -25,7 +25,7 @@ pub struct Args {
     /// default: one representative pair per class present
     #[arg(long, value_name = "NAME")]
     pub class: Option<String>,
-    /// Message sizes in bytes (K, M, G suffixes), comma-separated; default powers of 4 from 1 B to 64 MiB
+    /// Message sizes in bytes (K, M, G suffixes), comma-separated; default powers of 4 from 1 B to 64 MiB, plus 8 B
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
     /// Smoke run for tests and CI: sizes 8,4K,64K, latency and bw, 5 samples,
