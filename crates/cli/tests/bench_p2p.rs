@@ -69,6 +69,14 @@ fn quick_run_writes_results_with_peers_and_limits() {
         }
     }
     assert!(has("limit", "latency", 8) && has("limit", "bw", 4096));
+    // topocomm's own transport, through `topocomm run` + `bench-worker p2p`.
+    for (t, s) in [("latency", 8), ("bw", 4096)] {
+        assert!(
+            has("topocomm", t, s),
+            "topocomm {t} {s}: {stdout}\n{stderr}"
+        );
+    }
+    assert!(stdout.contains("topocomm/openmpi"), "{stdout}");
     let meta = &v["meta"];
     assert_eq!(meta["pair"], "0,1");
     assert!(meta["timer_resolution_ns"].as_f64().unwrap() > 0.0);

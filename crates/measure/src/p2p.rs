@@ -134,9 +134,12 @@ pub fn size_label(n: u64) -> String {
     }
 }
 
-/// Default sizes: powers of 4 from 1 B to 64 MiB.
+/// Default sizes: powers of 4 from 1 B to 64 MiB, plus 8 B (the size of the
+/// small-message latency targets).
 pub fn default_sizes() -> Vec<u64> {
-    (0..14).map(|i| 1u64 << (2 * i)).collect()
+    let mut v: Vec<u64> = (0..14).map(|i| 1u64 << (2 * i)).collect();
+    v.insert(2, 8);
+    v
 }
 
 /// What every backend is asked to measure for one pair and one cache mode;
@@ -296,7 +299,7 @@ mod tests {
         assert!(parse_sizes("0").unwrap_err().contains("out of range"));
         assert!(parse_sizes("4X").unwrap_err().contains("suffix"));
         assert!(parse_sizes("").is_err());
-        assert_eq!(default_sizes().first(), Some(&1));
+        assert_eq!(default_sizes()[..4], [1, 4, 8, 16]);
         assert_eq!(default_sizes().last(), Some(&(64 << 20)));
         assert_eq!(size_label(65536), "64K");
         assert_eq!(size_label(1000), "1000");

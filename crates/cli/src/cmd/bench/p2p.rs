@@ -25,7 +25,7 @@ pub struct Args {
     /// default: one representative pair per class present
     #[arg(long, value_name = "NAME")]
     pub class: Option<String>,
-    /// Message sizes in bytes (K, M, G suffixes), comma-separated; default powers of 4 from 1 B to 64 MiB
+    /// Message sizes in bytes (K, M, G suffixes), comma-separated; default powers of 4 from 1 B to 64 MiB, plus 8 B
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
     /// Smoke run for tests and CI: sizes 8,4K,64K, latency and bw, 5 samples,
@@ -207,6 +207,8 @@ pub struct Outcome {
     pub ratios: Vec<Ratio>,
     pub backends: Vec<BackendStatus>,
     pub timer: TimerInfo,
+    /// UTC start of the run (the meta `date`).
+    pub started: String,
 }
 
 /// The backends of a run, in the order they run; `None` with a reason for
@@ -243,6 +245,7 @@ fn backends(plan: &Plan) -> Vec<(String, Result<Backend, String>)> {
 /// load) shows up in the limit's CI instead of skewing the ratios. Progress
 /// goes to stderr when `verbose`. A backend that fails is recorded, not fatal.
 pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
+    let started = super::utc_now();
     let timer = topocomm_measure::timer::check();
     let list = backends(plan);
     let (limit, jobs): (Vec<_>, Vec<_>) = list.into_iter().partition(|(n, _)| n == "limit");
@@ -353,6 +356,7 @@ pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
         ratios,
         backends: statuses,
         timer,
+        started,
     })
 }
 
@@ -427,6 +431,8 @@ pub fn to_json(o: &Outcome, m: &Machine) -> serde_json::Value {
     let p = &o.plan.params;
     let extra = serde_json::json!({
         "schema": "topocomm.bench.p2p/1",
+        "date": o.started,
+        "finished": super::utc_now(),
         "timer_resolution_ns": o.timer.resolution_ns,
         "timer_overhead_ns": o.timer.overhead_ns,
         "pairs": pairs,
