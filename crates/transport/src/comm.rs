@@ -425,7 +425,7 @@ impl Comm {
         if rank == 0 && !comm.cma_ok && std::env::var_os("TOPOCOMM_QUIET").is_none() {
             let wanted = (0..size).any(|r| comm.ins[r].plan.cma != 0);
             if wanted {
-                eprintln!("topocomm: {}", comm.cma_note);
+                crate::say!("topocomm: {}", comm.cma_note);
             }
         }
         Ok(comm)
