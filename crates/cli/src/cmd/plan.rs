@@ -52,7 +52,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let present: Vec<(String, u64)> = ClassMatrix::new(&m)
         .classes()
         .iter()
-        .map(|c| (c.class.to_string(), c.pairs as u64))
+        .map(|c| (c.class.to_string(), c.pairs))
         .collect();
     let mut entries: Vec<(String, Option<u64>, &Params)> = present
         .iter()
