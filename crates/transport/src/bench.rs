@@ -135,27 +135,23 @@ fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Poo
     for _ in 0..k {
         match test {
             Test::Latency => {
-                let b = pool.next();
-                // SAFETY (all raw calls below): buffers come from `pool`,
-                // which outlives the batch, and every request is waited for
-                // before the batch returns.
-                unsafe {
-                    if me == 0 {
-                        let r = c.isend_raw(b, size, peer, TAG_DATA)?;
-                        c.wait(r)?;
-                        let r = c.irecv_raw(b, size, peer as i32, TAG_DATA)?;
-                        c.wait(r)?;
-                    } else {
-                        let r = c.irecv_raw(b, size, peer as i32, TAG_DATA)?;
-                        c.wait(r)?;
-                        let r = c.isend_raw(b, size, peer, TAG_DATA)?;
-                        c.wait(r)?;
-                    }
+                // Blocking send/recv, as osu_latency does.
+                // SAFETY: the pool block holds at least `size` bytes and no
+                // other reference to it exists during this iteration.
+                let b = unsafe { std::slice::from_raw_parts_mut(pool.next(), size) };
+                if me == 0 {
+                    c.send(b, peer, TAG_DATA)?;
+                    c.recv(b, peer as i32, TAG_DATA)?;
+                } else {
+                    c.recv(b, peer as i32, TAG_DATA)?;
+                    c.send(b, peer, TAG_DATA)?;
                 }
             }
             Test::Bw | Test::Msgrate => {
                 reqs.clear();
-                // SAFETY: as above.
+                // SAFETY (raw calls): buffers come from `pool`, which
+                // outlives the batch, and every request is waited for
+                // before the batch returns.
                 unsafe {
                     if me == 0 {
                         for _ in 0..w {
