@@ -422,13 +422,37 @@ impl Comm {
             Ok(()) => "single copy unavailable on some rank; two-copy only".into(),
             Err(e) => format!("single copy unavailable ({e}); two-copy only"),
         };
-        if rank == 0 && !comm.cma_ok && std::env::var_os("TOPOCOMM_QUIET").is_none() {
+        if rank == 0 && std::env::var_os("TOPOCOMM_QUIET").is_none() {
             let wanted = (0..size).any(|r| comm.ins[r].plan.cma != 0);
-            if wanted {
+            if !comm.cma_ok && wanted {
                 crate::say!("topocomm: {}", comm.cma_note);
+            }
+            if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {
+                comm.print_mechanisms();
             }
         }
         Ok(comm)
+    }
+
+    /// One line per class used by the job: its mechanism for large messages.
+    fn print_mechanisms(&self) {
+        let mut seen = std::collections::BTreeMap::new();
+        for s in 0..self.size {
+            for r in 0..self.size {
+                if s != r || self.size == 1 {
+                    let p = self.seg.plan(s, r);
+                    let mech = if p.cma != 0 && self.cma_ok {
+                        format!("two-copy, single copy (CMA) from {} B", p.cma_threshold)
+                    } else {
+                        "two-copy".to_string()
+                    };
+                    seen.insert(p.class_name(), (mech, p.fragment, p.depth));
+                }
+            }
+        }
+        for (class, (mech, frag, depth)) in seen {
+            crate::say!("topocomm: class {class}: {mech} (fragment {frag} B x {depth})");
+        }
     }
 
     fn probe_neighbour(&self) -> std::result::Result<(), String> {
