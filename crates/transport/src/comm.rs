@@ -177,8 +177,14 @@ struct In {
 }
 
 enum Payload {
+    /// An inline message, kept without a heap allocation.
+    Small([u8; 40]),
     Data(Vec<u8>),
-    Rts { msg_id: u64, cma: bool, addr: u64 },
+    Rts {
+        msg_id: u64,
+        cma: bool,
+        addr: u64,
+    },
 }
 
 struct Unexp {
@@ -908,6 +914,7 @@ impl Comm {
             Some(i) => {
                 let u = self.unexp.remove(i).expect("index from position");
                 match u.payload {
+                    Payload::Small(b) => self.deliver(idx, u.src, u.tag, b.as_ptr(), u.len),
                     Payload::Data(v) => self.deliver(idx, u.src, u.tag, v.as_ptr(), v.len()),
                     Payload::Rts { msg_id, cma, addr } => {
                         self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr)?
@@ -1060,7 +1067,7 @@ impl Comm {
                         src,
                         tag,
                         len,
-                        payload: Payload::Data(body[..len].to_vec()),
+                        payload: Payload::Small(body),
                     }),
                 },
                 K_EAGER => {
@@ -1273,7 +1280,9 @@ impl Comm {
             ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
             _ => None,
         };
-        let mut start = Instant::now();
+        // The stuck-exchange clock starts at the first slow check (no clock
+        // read on the fast path).
+        let mut start: Option<Instant> = None;
         let mut b = Backoff::new();
         let mut i = 0u32;
         let mut seen = self.activity;
@@ -1284,9 +1293,7 @@ impl Comm {
             if self.activity != seen {
                 // Progress: spin again, and the stuck-exchange clock restarts.
                 seen = self.activity;
-                if !b.spinning() {
-                    start = Instant::now();
-                }
+                start = None;
                 b.reset();
             }
             // A receive from one source polls that channel directly while
@@ -1307,9 +1314,8 @@ impl Comm {
                     return self.take(r);
                 }
                 self.health(direct)?;
-                if start.elapsed() > self.timeout {
-                    let e = Error::Timeout(self.timeout);
-                    return Err(e);
+                if start.get_or_insert_with(Instant::now).elapsed() > self.timeout {
+                    return Err(Error::Timeout(self.timeout));
                 }
             }
             b.snooze();

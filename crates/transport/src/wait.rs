@@ -12,7 +12,9 @@ const YIELD: u32 = 2000;
 pub struct Backoff {
     iter: u32,
     sleep_us: u64,
-    last_check: Instant,
+    /// Read lazily: a clock read costs tens of ns in a VM, as much as a
+    /// whole small message, so the fast path never reads it.
+    last_check: Option<Instant>,
 }
 
 impl Default for Backoff {
@@ -26,7 +28,7 @@ impl Backoff {
         Backoff {
             iter: 0,
             sleep_us: 20,
-            last_check: Instant::now(),
+            last_check: None,
         }
     }
 
@@ -55,15 +57,19 @@ impl Backoff {
         }
     }
 
-    /// True at most every 2 ms once spinning is over: time for slow checks.
+    /// True at most every 2 ms once spinning is over (and every 1024 spins
+    /// before that, to bound a spin phase that never sees progress).
     pub fn slow_check_due(&mut self) -> bool {
-        if self.iter < SPIN && self.iter % 1024 != 1023 {
-            return false;
+        if self.iter < SPIN {
+            return self.iter % 1024 == 1023;
         }
-        if self.iter >= SPIN + YIELD || self.last_check.elapsed() >= Duration::from_millis(2) {
-            self.last_check = Instant::now();
-            return true;
+        let now = Instant::now();
+        match self.last_check {
+            Some(t) if now.duration_since(t) < Duration::from_millis(2) => false,
+            _ => {
+                self.last_check = Some(now);
+                true
+            }
         }
-        false
     }
 }
