@@ -650,7 +650,8 @@ impl Comm {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        let plan = self.outs[dst].plan;
+        // Field reads, not a copy of the whole 128-byte plan.
+        let plan = &self.outs[dst].plan;
         let proto = if (len as u64) <= plan.inline_max {
             Proto::Inline
         } else if (len as u64) <= plan.eager_max {
