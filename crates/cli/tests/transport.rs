@@ -389,7 +389,7 @@ fn plan_json_lists_classes_and_mechanism() {
 
 #[test]
 fn bench_worker_prints_the_agreed_json_lines() {
-    let out = run_ok(&[
+    let o = topocomm(&[
         "run",
         "-n",
         "2",
@@ -412,6 +412,19 @@ fn bench_worker_prints_the_agreed_json_lines() {
         "--window",
         "4",
     ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let meta = err
+        .lines()
+        .find(|l| l.starts_with(r#"{"bench_meta""#))
+        .expect("pinning meta line on stderr");
+    let v: serde_json::Value = serde_json::from_str(meta).unwrap();
+    assert_eq!(
+        v["bench_meta"]["ranks"].as_array().unwrap().len(),
+        2,
+        "{meta}"
+    );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 16, "{out}");
     assert!(

@@ -278,3 +278,41 @@ pub fn run(c: &mut Comm, spec: &Spec, mut emit: impl FnMut(&Point)) -> Result<()
     }
     c.barrier()
 }
+
+/// Where this process runs: `sched_getcpu()` and its affinity list as in
+/// `/proc/self/status` (`Cpus_allowed_list`).
+pub fn place() -> (i64, String) {
+    // SAFETY: sched_getcpu has no arguments and no memory effects.
+    let cpu = i64::from(unsafe { libc::sched_getcpu() });
+    let aff = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (cpu, aff)
+}
+
+/// The job's pinning meta line, `{"bench_meta":{"ranks":[{"rank":0,"cpu":..,"affinity":".."},..]}}`,
+/// gathered on rank 0 (`None` on the other ranks). Every rank must call it.
+pub fn meta_line(c: &mut Comm) -> Result<Option<String>> {
+    let (cpu, aff) = place();
+    let mine = serde_json::json!({"rank": c.rank(), "cpu": cpu, "affinity": aff}).to_string();
+    if c.rank() != 0 {
+        c.send(mine.as_bytes(), 0, TAG_CTRL)?;
+        return Ok(None);
+    }
+    let mut ranks = vec![serde_json::from_str::<serde_json::Value>(&mine).expect("own json")];
+    let mut buf = vec![0u8; 4096];
+    for r in 1..c.size() {
+        let st = c.recv(&mut buf, r as i32, TAG_CTRL)?;
+        let v = serde_json::from_slice(&buf[..st.count])
+            .map_err(|e| Error::Invalid(format!("meta from rank {r}: {e}")))?;
+        ranks.push(v);
+    }
+    Ok(Some(
+        serde_json::json!({"bench_meta": {"ranks": ranks}}).to_string(),
+    ))
+}
