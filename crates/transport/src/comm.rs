@@ -307,6 +307,13 @@ impl Comm {
 
     fn start(seg: Segment, rank: usize, timeout: Duration) -> Result<Comm> {
         let size = seg.nranks();
+        // SAFETY: sysconf with a constant name.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        crate::wait::set_spin(if cpus > 0 && size <= cpus as usize {
+            crate::wait::SPIN_DEDICATED
+        } else {
+            crate::wait::SPIN_SHARED
+        });
         let mut outs = Vec::with_capacity(size);
         let mut ins = Vec::with_capacity(size);
         let chan = |s: usize, r: usize| {

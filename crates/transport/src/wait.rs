@@ -6,8 +6,24 @@
 
 use std::time::{Duration, Instant};
 
-const SPIN: u32 = 4000;
+/// Spin turns before yielding when the job has more ranks than CPUs.
+pub const SPIN_SHARED: u32 = 4000;
+/// Spin turns before yielding when every rank can have its own CPU: keep
+/// the core, as MPI libraries do, instead of handing it to other programs
+/// (a pipelined copy needs both ranks running at once).
+pub const SPIN_DEDICATED: u32 = 400_000;
 const YIELD: u32 = 2000;
+
+static SPIN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(SPIN_SHARED);
+
+/// Sets the spin phase length for this process (see the constants).
+pub fn set_spin(turns: u32) {
+    SPIN.store(turns, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn spin() -> u32 {
+    SPIN.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 pub struct Backoff {
     iter: u32,
@@ -41,15 +57,15 @@ impl Backoff {
 
     /// Whether the waiter is still in its spinning phase.
     pub fn spinning(&self) -> bool {
-        self.iter < SPIN
+        self.iter < spin()
     }
 
     /// Waits a little, longer each time.
     pub fn snooze(&mut self) {
         self.iter = self.iter.saturating_add(1);
-        if self.iter < SPIN {
+        if self.iter < spin() {
             std::hint::spin_loop();
-        } else if self.iter < SPIN + YIELD {
+        } else if self.iter < spin() + YIELD {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(self.sleep_us));
@@ -60,7 +76,7 @@ impl Backoff {
     /// True at most every 2 ms once spinning is over (and every 1024 spins
     /// before that, to bound a spin phase that never sees progress).
     pub fn slow_check_due(&mut self) -> bool {
-        if self.iter < SPIN {
+        if self.iter < spin() {
             return self.iter % 1024 == 1023;
         }
         let now = Instant::now();
