@@ -58,7 +58,9 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line: the chain of causes joined, no backtrace.
             let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("topocomm: error: {}", msg.join(": "));
+            // One write per line: ranks of a job share this stderr.
+            let line = format!("topocomm: error: {}\n", msg.join(": "));
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::from(2)
         }
     }

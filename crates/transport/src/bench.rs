@@ -135,27 +135,23 @@ fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Poo
     for _ in 0..k {
         match test {
             Test::Latency => {
-                let b = pool.next();
-                // SAFETY (all raw calls below): buffers come from `pool`,
-                // which outlives the batch, and every request is waited for
-                // before the batch returns.
-                unsafe {
-                    if me == 0 {
-                        let r = c.isend_raw(b, size, peer, TAG_DATA)?;
-                        c.wait(r)?;
-                        let r = c.irecv_raw(b, size, peer as i32, TAG_DATA)?;
-                        c.wait(r)?;
-                    } else {
-                        let r = c.irecv_raw(b, size, peer as i32, TAG_DATA)?;
-                        c.wait(r)?;
-                        let r = c.isend_raw(b, size, peer, TAG_DATA)?;
-                        c.wait(r)?;
-                    }
+                // Blocking send/recv, as osu_latency does.
+                // SAFETY: the pool block holds at least `size` bytes and no
+                // other reference to it exists during this iteration.
+                let b = unsafe { std::slice::from_raw_parts_mut(pool.next(), size) };
+                if me == 0 {
+                    c.send(b, peer, TAG_DATA)?;
+                    c.recv(b, peer as i32, TAG_DATA)?;
+                } else {
+                    c.recv(b, peer as i32, TAG_DATA)?;
+                    c.send(b, peer, TAG_DATA)?;
                 }
             }
             Test::Bw | Test::Msgrate => {
                 reqs.clear();
-                // SAFETY: as above.
+                // SAFETY (raw calls): buffers come from `pool`, which
+                // outlives the batch, and every request is waited for
+                // before the batch returns.
                 unsafe {
                     if me == 0 {
                         for _ in 0..w {
@@ -281,4 +277,42 @@ pub fn run(c: &mut Comm, spec: &Spec, mut emit: impl FnMut(&Point)) -> Result<()
         }
     }
     c.barrier()
+}
+
+/// Where this process runs: `sched_getcpu()` and its affinity list as in
+/// `/proc/self/status` (`Cpus_allowed_list`).
+pub fn place() -> (i64, String) {
+    // SAFETY: sched_getcpu has no arguments and no memory effects.
+    let cpu = i64::from(unsafe { libc::sched_getcpu() });
+    let aff = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (cpu, aff)
+}
+
+/// The job's pinning meta line, `{"bench_meta":{"ranks":[{"rank":0,"cpu":..,"affinity":".."},..]}}`,
+/// gathered on rank 0 (`None` on the other ranks). Every rank must call it.
+pub fn meta_line(c: &mut Comm) -> Result<Option<String>> {
+    let (cpu, aff) = place();
+    let mine = serde_json::json!({"rank": c.rank(), "cpu": cpu, "affinity": aff}).to_string();
+    if c.rank() != 0 {
+        c.send(mine.as_bytes(), 0, TAG_CTRL)?;
+        return Ok(None);
+    }
+    let mut ranks = vec![serde_json::from_str::<serde_json::Value>(&mine).expect("own json")];
+    let mut buf = vec![0u8; 4096];
+    for r in 1..c.size() {
+        let st = c.recv(&mut buf, r as i32, TAG_CTRL)?;
+        let v = serde_json::from_slice(&buf[..st.count])
+            .map_err(|e| Error::Invalid(format!("meta from rank {r}: {e}")))?;
+        ranks.push(v);
+    }
+    Ok(Some(
+        serde_json::json!({"bench_meta": {"ranks": ranks}}).to_string(),
+    ))
 }

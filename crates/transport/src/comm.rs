@@ -177,8 +177,14 @@ struct In {
 }
 
 enum Payload {
+    /// An inline message, kept without a heap allocation.
+    Small([u8; 40]),
     Data(Vec<u8>),
-    Rts { msg_id: u64, cma: bool, addr: u64 },
+    Rts {
+        msg_id: u64,
+        cma: bool,
+        addr: u64,
+    },
 }
 
 struct Unexp {
@@ -301,6 +307,13 @@ impl Comm {
 
     fn start(seg: Segment, rank: usize, timeout: Duration) -> Result<Comm> {
         let size = seg.nranks();
+        // SAFETY: sysconf with a constant name.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        crate::wait::set_spin(if cpus > 0 && size <= cpus as usize {
+            crate::wait::SPIN_DEDICATED
+        } else {
+            crate::wait::SPIN_SHARED
+        });
         let mut outs = Vec::with_capacity(size);
         let mut ins = Vec::with_capacity(size);
         let chan = |s: usize, r: usize| {
@@ -422,13 +435,37 @@ impl Comm {
             Ok(()) => "single copy unavailable on some rank; two-copy only".into(),
             Err(e) => format!("single copy unavailable ({e}); two-copy only"),
         };
-        if rank == 0 && !comm.cma_ok && std::env::var_os("TOPOCOMM_QUIET").is_none() {
+        if rank == 0 && std::env::var_os("TOPOCOMM_QUIET").is_none() {
             let wanted = (0..size).any(|r| comm.ins[r].plan.cma != 0);
-            if wanted {
-                eprintln!("topocomm: {}", comm.cma_note);
+            if !comm.cma_ok && wanted {
+                crate::say!("topocomm: {}", comm.cma_note);
+            }
+            if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {
+                comm.print_mechanisms();
             }
         }
         Ok(comm)
+    }
+
+    /// One line per class used by the job: its mechanism for large messages.
+    fn print_mechanisms(&self) {
+        let mut seen = std::collections::BTreeMap::new();
+        for s in 0..self.size {
+            for r in 0..self.size {
+                if s != r || self.size == 1 {
+                    let p = self.seg.plan(s, r);
+                    let mech = if p.cma != 0 && self.cma_ok {
+                        format!("two-copy, single copy (CMA) from {} B", p.cma_threshold)
+                    } else {
+                        "two-copy".to_string()
+                    };
+                    seen.insert(p.class_name(), (mech, p.fragment, p.depth));
+                }
+            }
+        }
+        for (class, (mech, frag, depth)) in seen {
+            crate::say!("topocomm: class {class}: {mech} (fragment {frag} B x {depth})");
+        }
     }
 
     fn probe_neighbour(&self) -> std::result::Result<(), String> {
@@ -620,7 +657,8 @@ impl Comm {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        let plan = self.outs[dst].plan;
+        // Field reads, not a copy of the whole 128-byte plan.
+        let plan = &self.outs[dst].plan;
         let proto = if (len as u64) <= plan.inline_max {
             Proto::Inline
         } else if (len as u64) <= plan.eager_max {
@@ -884,6 +922,7 @@ impl Comm {
             Some(i) => {
                 let u = self.unexp.remove(i).expect("index from position");
                 match u.payload {
+                    Payload::Small(b) => self.deliver(idx, u.src, u.tag, b.as_ptr(), u.len),
                     Payload::Data(v) => self.deliver(idx, u.src, u.tag, v.as_ptr(), v.len()),
                     Payload::Rts { msg_id, cma, addr } => {
                         self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr)?
@@ -1036,7 +1075,7 @@ impl Comm {
                         src,
                         tag,
                         len,
-                        payload: Payload::Data(body[..len].to_vec()),
+                        payload: Payload::Small(body),
                     }),
                 },
                 K_EAGER => {
@@ -1249,7 +1288,9 @@ impl Comm {
             ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
             _ => None,
         };
-        let mut start = Instant::now();
+        // The stuck-exchange clock starts at the first slow check (no clock
+        // read on the fast path).
+        let mut start: Option<Instant> = None;
         let mut b = Backoff::new();
         let mut i = 0u32;
         let mut seen = self.activity;
@@ -1260,9 +1301,7 @@ impl Comm {
             if self.activity != seen {
                 // Progress: spin again, and the stuck-exchange clock restarts.
                 seen = self.activity;
-                if !b.spinning() {
-                    start = Instant::now();
-                }
+                start = None;
                 b.reset();
             }
             // A receive from one source polls that channel directly while
@@ -1283,9 +1322,8 @@ impl Comm {
                     return self.take(r);
                 }
                 self.health(direct)?;
-                if start.elapsed() > self.timeout {
-                    let e = Error::Timeout(self.timeout);
-                    return Err(e);
+                if start.get_or_insert_with(Instant::now).elapsed() > self.timeout {
+                    return Err(Error::Timeout(self.timeout));
                 }
             }
             b.snooze();
@@ -1336,9 +1374,66 @@ impl Comm {
 
     /// Receives into `buf`; a longer message is a `Truncated` error.
     pub fn recv(&mut self, buf: &mut [u8], src: i32, tag: i32) -> Result<Status> {
+        let direct = src >= 0 && (src as usize) < self.size && tag >= 0;
+        if direct
+            && self.posted.is_empty()
+            && self.broken.is_none()
+            && !self.unexp.iter().any(|u| matches(src, tag, u.src, u.tag))
+        {
+            if let Some(st) = self.recv_fast(buf, src as usize, tag) {
+                return Ok(st);
+            }
+        }
         // SAFETY: `buf` is exclusively borrowed until the wait returns.
         let r = unsafe { self.irecv_raw(buf.as_mut_ptr(), buf.len(), src, tag)? };
         self.wait(r)
+    }
+
+    /// Latency path of a blocking receive: spins on the next cell of one
+    /// channel and takes an inline or eager message with the wanted tag
+    /// straight into `buf`, with no request. Nothing is posted and nothing
+    /// matching is queued (checked by the caller), and only the channel's
+    /// next cell is taken, so MPI order holds. Anything else (another kind
+    /// or tag, sends to push, a long wait) returns `None` and the general
+    /// engine takes over.
+    fn recv_fast(&mut self, buf: &mut [u8], s: usize, tag: i32) -> Option<Status> {
+        for _ in 0..2000 {
+            let pos = self.ins[s].tail;
+            // SAFETY: cell index < RING inside the mapping.
+            let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
+            // Acquire pairs with the sender's Release (ordering 1).
+            if c.seq.load(Ordering::Acquire) == pos + 1 {
+                let len = c.len as usize;
+                if (c.kind != K_INLINE && c.kind != K_EAGER) || c.tag != tag || len > buf.len() {
+                    return None;
+                }
+                if c.kind == K_INLINE {
+                    buf[..len].copy_from_slice(&c.body[..len]);
+                } else {
+                    let data = self.cur_slot(s);
+                    // SAFETY: the slot holds len <= fragment published bytes.
+                    unsafe { copy_plain(buf.as_mut_ptr(), data, len) };
+                    self.release_slot(s);
+                }
+                let i = &mut self.ins[s];
+                i.tail = pos + 1;
+                i.published = i.tail;
+                // SAFETY: ctrl points into the mapping; we are its only
+                // writer. Release: ordering 2.
+                unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
+                self.activity += 1;
+                return Some(Status {
+                    source: s as i32,
+                    tag,
+                    count: len,
+                });
+            }
+            if !self.pending_outs.is_empty() {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+        None
     }
 
     /// Non-blocking probe: the status of the first matching message that has

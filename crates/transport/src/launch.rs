@@ -291,7 +291,7 @@ pub fn run(l: &Launch) -> Result<i32, String> {
             let (c, what) = describe(status);
             if c != 0 && code.is_none() {
                 code = Some(c);
-                eprintln!("topocomm run: rank {rank} (pid {pid}) {what}; stopping the job");
+                crate::say!("topocomm run: rank {rank} (pid {pid}) {what}; stopping the job");
                 seg.set_abort(rank as u64 + 1);
                 kill_at = Some(Instant::now() + l.grace);
             }
@@ -301,7 +301,7 @@ pub fn run(l: &Launch) -> Result<i32, String> {
         }
         let sig = SIGNALLED.swap(0, Ordering::Relaxed);
         if sig != 0 {
-            eprintln!("topocomm run: received signal {sig}; terminating the ranks");
+            crate::say!("topocomm run: received signal {sig}; terminating the ranks");
             code.get_or_insert(128 + sig);
             seg.set_abort(u64::MAX);
             kill_all(&pids, &alive, libc::SIGTERM);

@@ -27,6 +27,15 @@ pub mod rules;
 mod segment;
 mod wait;
 
+/// `eprintln!` as one write, so lines of concurrent ranks never interleave.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let line = format!("{}\n", format_args!($($t)*));
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }};
+}
+pub(crate) use say;
+
 pub use comm::{Comm, Error, Request, Result, Status, ANY_SOURCE, ANY_TAG};
 pub use plan::Plan;
 pub use rules::{CopyKind, Owner, Params, Rules};

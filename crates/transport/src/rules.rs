@@ -84,6 +84,10 @@ impl Params {
             nt_threshold,
             buffer_owner
         );
+        // A smaller fragment set alone carries the eager limit down with it.
+        if f.fragment.is_some() && f.eager_max.is_none() {
+            self.eager_max = self.eager_max.min(self.fragment);
+        }
     }
 
     /// Checks the invariants the protocols rely on; the error names the field.
@@ -196,7 +200,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
             let fragment = pow2_floor(ring / depth).clamp(16 << 10, 512 << 10);
             Params {
                 inline_max: CELL_PAYLOAD as u64,
-                eager_max: fragment.min(16 << 10),
+                eager_max: fragment.min(64 << 10),
                 fragment,
                 depth,
                 cma: true,

@@ -1,7 +1,8 @@
 //! `topocomm bench-worker p2p` (hidden): the topocomm side of
 //! `topocomm bench p2p`, run as two ranks under
 //! `topocomm run -n 2 --bind P,Q`. Rank 0 prints one JSON line per
-//! (test, size, cache): `{"impl":"topocomm","test":..,"size":..,"cache":..,"unit":..,"samples":[..]}`.
+//! (test, size, cache): `{"impl":"topocomm","test":..,"size":..,"cache":..,"unit":..,"samples":[..]}`,
+//! and one pinning line on stderr: `{"bench_meta":{"ranks":[{"rank":0,"cpu":0,"affinity":"0"},..]}}`.
 
 use crate::common::GlobalOpts;
 use anyhow::{anyhow, bail, Result};
@@ -79,6 +80,10 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         window: p.window.max(1),
     };
     let mut comm = topocomm_transport::Comm::init()?;
+    // Where the ranks run, on stderr, for the orchestrator's pinning check.
+    if let Some(meta) = bench::meta_line(&mut comm)? {
+        let _ = std::io::stderr().write_all(format!("{meta}\n").as_bytes());
+    }
     let out = std::io::stdout();
     bench::run(&mut comm, &spec, |pt| {
         let mut o = out.lock();

@@ -5,6 +5,7 @@
 use crate::common::GlobalOpts;
 use anyhow::{bail, Result};
 use std::collections::{HashMap, VecDeque};
+use std::io::Write;
 use std::process::ExitCode;
 use topocomm_transport::{Comm, Error, ANY_SOURCE, ANY_TAG};
 
@@ -201,7 +202,8 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "hang" => {
             // Everyone waits for a message nobody sends (killed from outside,
             // or fails with TOPOCOMM_TIMEOUT).
-            eprintln!("rank {} pid {}", c.rank(), std::process::id());
+            let line = format!("rank {} pid {}\n", c.rank(), std::process::id());
+            std::io::stderr().write_all(line.as_bytes())?;
             let mut b = [0u8; 8];
             let src = ((c.rank() + 1) % c.size()) as i32;
             c.recv(&mut b, src, 1)?;

@@ -1,0 +1,480 @@
+//! Multi-process tests of the transport through `topocomm run` (2 to 16
+//! processes on whatever cores there are), bad input, faults and cleanup.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_topocomm")
+}
+
+fn topocomm(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env_remove("TOPOCOMM_TOPOLOGY")
+        .output()
+        .expect("topocomm runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn tmp(name: &str, content: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("topocomm-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
+}
+
+/// Entries of /dev/shm that look like ours (other programs may come and go).
+fn shm_entries() -> BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("topocomm"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let o = topocomm(args);
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn stress_2_ranks_up_to_64_mib() {
+    let before = shm_entries();
+    let out = run_ok(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        bin(),
+        "selftest",
+        "stress",
+        "--messages",
+        "8",
+        "--max-size",
+        "67108864",
+        "--seed",
+        "3",
+    ]);
+    assert!(out.contains("stress ok: 2 ranks"), "{out}");
+    assert_eq!(shm_entries(), before, "nothing left in /dev/shm");
+}
+
+#[test]
+fn stress_16_ranks_oversubscribed_any_source() {
+    let out = run_ok(&[
+        "run",
+        "-n",
+        "16",
+        "--",
+        bin(),
+        "selftest",
+        "stress",
+        "--messages",
+        "20",
+        "--max-size",
+        "300000",
+        "--seed",
+        "11",
+    ]);
+    assert!(out.contains("stress ok: 16 ranks"), "{out}");
+}
+
+#[test]
+fn stress_with_single_copy_and_small_fragments() {
+    // Force every protocol: CMA from 64 KiB (if the probe allows it),
+    // pipelining with 16 KiB fragments, non-temporal copies.
+    let rules = tmp(
+        "cma.toml",
+        "[default]\nfragment = 16384\ndepth = 2\neager_max = 4096\ncma_threshold = 65536\ncma_chunk = 65536\ncopy = \"nontemporal\"\nnt_threshold = 8192\n",
+    );
+    let r = rules.to_str().unwrap();
+    for bind in ["none", "0,0,0,0"] {
+        let out = run_ok(&[
+            "run",
+            "-n",
+            "4",
+            "--bind",
+            bind,
+            "--rules",
+            r,
+            "--",
+            bin(),
+            "selftest",
+            "stress",
+            "--messages",
+            "12",
+            "--max-size",
+            "4000000",
+            "--seed",
+            "5",
+        ]);
+        assert!(out.contains("stress ok: 4 ranks"), "{out}");
+    }
+}
+
+#[test]
+fn truncation_is_reported_and_the_channel_survives() {
+    let out = run_ok(&["run", "-n", "2", "--", bin(), "selftest", "truncate"]);
+    assert_eq!(out.matches("truncation detected").count(), 3, "{out}");
+    assert!(out.contains("channel ok after truncation"), "{out}");
+}
+
+#[test]
+fn dead_rank_fails_the_others_in_bounded_time() {
+    let before = shm_entries();
+    let t = Instant::now();
+    let o = topocomm(&["run", "-n", "3", "--", bin(), "selftest", "die"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(137), "{}", text(&o));
+    assert!(err.contains("rank 0") && err.contains("signal 9"), "{err}");
+    assert_eq!(err.matches("peer rank 0 is dead").count(), 2, "{err}");
+    assert!(t.elapsed() < Duration::from_secs(20));
+    assert_eq!(shm_entries(), before);
+}
+
+/// Starts `hang` ranks, returns the launcher and the ranks' pids.
+fn start_hang(n: usize, extra: &[&str]) -> (std::process::Child, Vec<u32>) {
+    let nn = n.to_string();
+    let mut args = vec!["run", "-n", &nn];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", bin(), "selftest", "hang"]);
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pids = vec![0u32; n];
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = 0;
+    while seen < n {
+        let l = lines.next().expect("rank announces its pid").unwrap();
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let ["rank", r, "pid", p] = w.as_slice() {
+            pids[r.parse::<usize>().unwrap()] = p.parse().unwrap();
+            seen += 1;
+        }
+    }
+    // Keep draining stderr so the ranks never block on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, pids)
+}
+
+fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            t.elapsed() < limit,
+            "launcher still running after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn gone(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie shows state Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')),
+    }
+}
+
+#[test]
+fn kill_9_of_any_rank_stops_the_job_and_leaves_nothing() {
+    let before = shm_entries();
+    for victim in [0usize, 2] {
+        let (mut child, pids) = start_hang(3, &[]);
+        Command::new("kill")
+            .args(["-9", &pids[victim].to_string()])
+            .status()
+            .unwrap();
+        let st = wait_bounded(&mut child, Duration::from_secs(20));
+        assert!(!st.success());
+        for p in pids {
+            assert!(gone(p), "rank pid {p} survived");
+        }
+    }
+    assert_eq!(
+        shm_entries(),
+        before,
+        "nothing left in /dev/shm after kill -9"
+    );
+}
+
+#[test]
+fn sigint_to_the_launcher_stops_the_ranks() {
+    let (mut child, pids) = start_hang(2, &[]);
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let st = wait_bounded(&mut child, Duration::from_secs(20));
+    assert_eq!(st.code(), Some(130));
+    for p in pids {
+        assert!(gone(p), "rank pid {p} survived");
+    }
+}
+
+#[test]
+fn stuck_exchange_times_out() {
+    let t = Instant::now();
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "1",
+        "--",
+        bin(),
+        "selftest",
+        "hang",
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("stuck exchange"),
+        "{}",
+        text(&o)
+    );
+    assert!(t.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn exit_codes_propagate() {
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "exit $((3 + TOPOCOMM_RANK))",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        "test $TOPOCOMM_SIZE = 3",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = topocomm(&["run", "-n", "1", "--", "/nonexistent/prog"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/prog"));
+}
+
+fn one_line_error(args: &[&str], needles: &[&str]) {
+    let o = topocomm(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for n in needles {
+        assert!(err.contains(n), "'{n}' missing in: {err}");
+    }
+}
+
+#[test]
+fn bad_input_gives_one_line_errors() {
+    let bad = tmp("bad.toml", "[l3]\nfragment = \"big\"\n");
+    let b = bad.to_str().unwrap();
+    one_line_error(&["plan", "--rules", b], &[b, "line 2", "fragment"]);
+    one_line_error(
+        &["run", "-n", "2", "--rules", b, "--", "true"],
+        &[b, "line 2"],
+    );
+    let syntax = tmp("syntax.toml", "[default]\ndepth = = 3\n");
+    one_line_error(&["plan", "--rules", syntax.to_str().unwrap()], &["line 2"]);
+    let unknown = tmp("unknown.toml", "[default]\ndepth = 4\n\n[L3]\ndepth = 2\n");
+    one_line_error(
+        &["plan", "--rules", unknown.to_str().unwrap()],
+        &["line 4", "unknown locality class"],
+    );
+    let value = tmp("value.toml", "[default]\ndepth = 0\n");
+    one_line_error(
+        &["plan", "--rules", value.to_str().unwrap()],
+        &["line 2", "depth"],
+    );
+    one_line_error(
+        &["run", "-n", "2", "--bind", "0,4096", "--", "true"],
+        &["--bind", "4096"],
+    );
+    one_line_error(
+        &["run", "-n", "2", "--bind", "every", "--", "true"],
+        &["--bind"],
+    );
+    let map = tmp("map.txt", "0 0\n1 0\n");
+    one_line_error(
+        &[
+            "run",
+            "-n",
+            "2",
+            "--map",
+            map.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+        &["line 2", "node 1"],
+    );
+    one_line_error(
+        &[
+            "run",
+            "-n",
+            "3",
+            "--map",
+            map.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+        &["map.txt"],
+    );
+    one_line_error(&["run", "-n", "0", "--", "true"], &["-n"]);
+}
+
+#[test]
+fn map_file_pins_ranks() {
+    let map = tmp("perm.txt", "# rank -> node pu\n0 0\n0 0\n");
+    let out = run_ok(&[
+        "run",
+        "-n",
+        "2",
+        "--map",
+        map.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo pu=$TOPOCOMM_PU; grep Cpus_allowed_list /proc/self/status",
+    ]);
+    assert_eq!(out.matches("pu=0").count(), 2, "{out}");
+    assert_eq!(out.matches("Cpus_allowed_list:\t0\n").count(), 2, "{out}");
+}
+
+#[test]
+fn plan_json_lists_classes_and_mechanism() {
+    let out = run_ok(&["plan", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let classes = v["classes"].as_array().unwrap();
+    assert!(classes.iter().any(|c| c["class"] == "default"));
+    assert!(v["cma"]["available"].is_boolean());
+    for c in classes {
+        assert!(c["params"]["fragment"].as_u64().unwrap() >= 4096);
+        assert!(c["mechanism"].as_str().unwrap().contains("two-copy"));
+    }
+    // --toml output is a valid rules file.
+    let toml = run_ok(&["plan", "--toml"]);
+    let f = tmp("roundtrip.toml", &toml);
+    run_ok(&["plan", "--rules", f.to_str().unwrap()]);
+}
+
+#[test]
+fn bench_worker_prints_the_agreed_json_lines() {
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        bin(),
+        "bench-worker",
+        "p2p",
+        "--tests",
+        "latency,bw,bibw,msgrate",
+        "--sizes",
+        "8,70000",
+        "--cache",
+        "hot,cold",
+        "--llc",
+        "1048576",
+        "--samples",
+        "2",
+        "--min-time-ms",
+        "1",
+        "--window",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let meta = err
+        .lines()
+        .find(|l| l.starts_with(r#"{"bench_meta""#))
+        .expect("pinning meta line on stderr");
+    let v: serde_json::Value = serde_json::from_str(meta).unwrap();
+    assert_eq!(
+        v["bench_meta"]["ranks"].as_array().unwrap().len(),
+        2,
+        "{meta}"
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 16, "{out}");
+    assert!(
+        lines[0].starts_with(
+            r#"{"impl":"topocomm","test":"latency","size":8,"cache":"cold","unit":"us","samples":["#
+        ) || lines[0].starts_with(
+            r#"{"impl":"topocomm","test":"latency","size":8,"cache":"hot","unit":"us","samples":["#
+        ),
+        "{}",
+        lines[0]
+    );
+    for l in lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let s = v["samples"].as_array().unwrap();
+        assert_eq!(s.len(), 2);
+        assert!(s.iter().all(|x| x.as_f64().unwrap() > 0.0), "{l}");
+    }
+}
+
+fn lib_dir() -> PathBuf {
+    Path::new(bin()).parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn c_example_builds_warning_free_and_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lib = lib_dir();
+    if !lib.join("libtopocomm.so").exists() {
+        // `cargo test --workspace` builds it; a lone `-p topocomm` run may not.
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "topocomm-capi"])
+            .current_dir(&root)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let exe = std::env::temp_dir().join(format!("tc-pingpong-{}", std::process::id()));
+    let o = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(root.join("examples/c/pingpong.c"))
+        .arg(format!("-I{}", root.join("include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-ltopocomm")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = run_ok(&["run", "-n", "2", "--", exe.to_str().unwrap()]);
+    assert!(out.contains("pingpong ok: 2 ranks"), "{out}");
+    assert!(out.contains("truncation:"), "{out}");
+    let _ = std::fs::remove_file(exe);
+}
