@@ -85,17 +85,17 @@ fn table(entries: &[Entry]) -> BTreeMap<(Mode, u64), f64> {
         .collect()
 }
 
-/// The best time at each size over all entries (the per-size winners).
-pub fn winners(entries: &[Entry], sizes: &[u64]) -> Vec<(u64, Option<usize>, f64)> {
+/// The per-size winners: at each size, the mode (how the message travels)
+/// with the least pooled median time, as (size, mode label, seconds).
+pub fn winners(entries: &[Entry], sizes: &[u64]) -> Vec<(u64, Option<String>, f64)> {
+    let t = table(entries);
     sizes
         .iter()
         .map(|&s| {
-            let mut best: (Option<usize>, f64) = (None, f64::INFINITY);
-            for (i, e) in entries.iter().enumerate() {
-                if let Some(p) = e.at(s) {
-                    if p.median < best.1 {
-                        best = (Some(i), p.median);
-                    }
+            let mut best: (Option<String>, f64) = (None, f64::INFINITY);
+            for ((m, size), &v) in &t {
+                if *size == s && v < best.1 {
+                    best = (Some(mode_label(m)), v);
                 }
             }
             (s, best.0, best.1)
@@ -160,7 +160,8 @@ pub fn assemble(base: &Params, entries: &[Entry], sizes: &[u64]) -> Option<Assem
     let thresholds: Vec<Option<u64>> = std::iter::once(None)
         .chain(sizes.iter().map(|&s| Some(s)))
         .collect();
-    let mut found: Option<(f64, Params, Vec<(u64, String, f64)>)> = None;
+    type Found = (f64, Params, Vec<(u64, String, f64)>);
+    let mut found: Option<Found> = None;
     for &(fragment, depth, rcv) in &bases {
         // Eager limit: none, or the largest size that still goes eager.
         let eagers: Vec<u64> = std::iter::once(base.inline_max)

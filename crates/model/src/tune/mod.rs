@@ -167,10 +167,10 @@ pub struct Settings {
 fn to_winners(entries: &[Entry], sizes: &[u64]) -> Vec<Winner> {
     winners(entries, sizes)
         .into_iter()
-        .filter_map(|(s, i, t)| {
-            i.map(|i| Winner {
+        .filter_map(|(s, m, t)| {
+            m.map(|m| Winner {
                 size: s,
-                candidate: label(&entries[i].params),
+                candidate: m,
                 seconds: t,
             })
         })
