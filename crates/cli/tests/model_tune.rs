@@ -225,5 +225,17 @@ fn bad_input_is_one_line_naming_it() {
     fails_with(&["tune", "--quick", "--classes", "network"], "not present");
     fails_with(&["tune", "--quick", "--mode", "random"], "--mode");
     fails_with(&["model", "--sizes", "4Q"], "--sizes");
+    let out = d.join("report");
+    fails_with(
+        &[
+            "report",
+            "--no-bench",
+            "--tune",
+            missing.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "missing.json",
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -185,8 +185,12 @@ fn search_grid(
 ) -> Result<Search, String> {
     let start = Instant::now();
     let jobs0 = r.jobs;
-    let cands = grid(&t.builtin, &set.space);
-    let total = cands.len();
+    let all = grid(&t.builtin, &set.space);
+    let total = all.len();
+    let cands: Vec<Params> = space::spread_order(total)
+        .into_iter()
+        .map(|i| all[i].clone())
+        .collect();
     let mut entries = Vec::new();
     let mut skipped = 0;
     for (i, p) in cands.into_iter().enumerate() {
@@ -454,7 +458,16 @@ pub fn tune(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<ClassTune>, String> {
     let mut searched: Vec<(Target, Option<Search>, Option<Search>)> = Vec::new();
+    // Each class gets an equal share of the budget, from its own start.
+    let share = set.budget.limit / targets.len().max(1) as u32;
     for t in targets {
+        let set = &Settings {
+            budget: Budget {
+                start: Instant::now(),
+                limit: share,
+            },
+            ..set.clone()
+        };
         let g = match set.mode {
             SearchMode::Grid | SearchMode::Both => Some(search_grid(r, t, set, progress)?),
             SearchMode::Model => None,

@@ -111,6 +111,27 @@ pub fn grid(base: &Params, s: &Space) -> Vec<Params> {
     v
 }
 
+/// The order in which the grid search measures the candidates: a stride
+/// through the list coprime with its length (about 0.618 of it), so that a
+/// search cut short by its budget has still sampled every region of the
+/// space instead of only the first fragment sizes.
+pub fn spread_order(n: usize) -> Vec<usize> {
+    if n <= 2 {
+        return (0..n).collect();
+    }
+    let gcd = |mut a: usize, mut b: usize| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut step = ((n as f64) * 0.618).round() as usize;
+    while gcd(step, n) != 1 {
+        step += 1;
+    }
+    (0..n).map(|i| i * step % n).collect()
+}
+
 /// Neighbours of `x` in a sorted list of values: the value itself and the
 /// ones just below and above it (or the nearest value when absent).
 pub fn around(list: &[u64], x: u64) -> Vec<u64> {
@@ -194,6 +215,11 @@ mod tests {
             assert_eq!(d.len(), g.len());
         }
         assert_eq!(Space::new(false).size(), 244);
+        for n in [0, 1, 2, 18, 244] {
+            let mut o = spread_order(n);
+            o.sort_unstable();
+            assert_eq!(o, (0..n).collect::<Vec<_>>());
+        }
         assert_eq!(around(&[1, 2, 4, 8], 4), vec![2, 4, 8]);
         assert_eq!(around(&[1, 2, 4, 8], 1), vec![1, 2]);
         assert_eq!(around(&[1, 2, 4, 8], 100), vec![4, 8]);
