@@ -134,9 +134,25 @@ fn tune_quick_writes_rules_the_transport_reads() {
                 assert!(p["ci_low"].as_f64().unwrap() <= p["ci_high"].as_f64().unwrap());
             }
         }
-        // The written section is the chosen search's assembled one.
+        // The written section is the chosen verified set's.
         let chosen = c["chosen"].as_str().unwrap();
-        assert_eq!(c["tuned"], c[chosen]["assembled"]["params"]);
+        let v = c["verified"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == chosen)
+            .unwrap();
+        assert_eq!(c["tuned"], v["params"]);
+        // A search's section is its assembled one.
+        assert_eq!(
+            c["verified"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == "grid")
+                .unwrap()["params"],
+            grid["assembled"]["params"]
+        );
         assert!(!c["ratios"].as_array().unwrap().is_empty());
     }
     let _ = std::fs::remove_dir_all(&d);

@@ -369,7 +369,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "# topocomm rules written by `topocomm tune` ({} test, sizes {}).\n# Tuned classes: {}. Other sections: the built-in model. Read by `topocomm run --rules` and `topocomm plan --rules`.\n{}",
         a.test,
         sizes.iter().map(|&s| size_label(s)).collect::<Vec<_>>().join(","),
-        classes.iter().map(|c| format!("{} (from the {} search)", c.class, c.chosen)).collect::<Vec<_>>().join(", "),
+        classes.iter().map(|c| format!("{} ({} section)", c.class, c.chosen)).collect::<Vec<_>>().join(", "),
         rules.to_toml()
     );
     charact::write_file(&a.out, text.as_bytes())?;

@@ -534,19 +534,18 @@ pub fn tune(
             })
             .collect();
         let get = |n: &str| verified.iter().find(|v| v.name == n);
-        // The section written: the better verified of grid and model.
-        let (chosen, tuned) = match (get("grid"), get("model")) {
-            (Some(a), Some(b)) => {
-                if geomean_ratio(&b.points, &a.points) < 1.0 {
-                    ("model", b)
-                } else {
-                    ("grid", a)
-                }
-            }
-            (Some(a), None) => ("grid", a),
-            (None, Some(b)) => ("model", b),
-            (None, None) => unreachable!("a search ran"),
-        };
+        // The section written: the best verified set (geometric mean of
+        // the time over sizes against the defaults), so that a search
+        // misled by noise never writes a section slower than what it
+        // replaces; searches win ties.
+        let base_pts = &get("defaults").expect("defaults are verified").points;
+        let score = |v: &Verified| geomean_ratio(&v.points, base_pts);
+        let tuned = ["grid", "model", "global", "defaults"]
+            .into_iter()
+            .filter_map(&get)
+            .min_by(|a, b| score(a).total_cmp(&score(b)))
+            .expect("defaults are verified");
+        let chosen = tuned.name.as_str();
         let mut ratios = Vec::new();
         for den in ["defaults", "global"] {
             let Some(d) = get(den) else { continue };
