@@ -33,6 +33,10 @@ enum Command {
     Run(cmd::run::Args),
     /// Show the transport plan (protocol parameters) per locality class
     Plan(cmd::plan::Args),
+    /// Transfer-time model per locality class: predicted (and measured) protocol times
+    Model(Box<cmd::model::Args>),
+    /// Tune the transport rules per locality class (grid and model-guided search)
+    Tune(Box<cmd::tune::Args>),
     /// Benchmark worker run by `topocomm bench` under `topocomm run`
     #[command(hide = true)]
     BenchWorker(cmd::bench_worker::Args),
@@ -50,6 +54,8 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(&cli.global, a),
         Command::Run(a) => cmd::run::run(&cli.global, a),
         Command::Plan(a) => cmd::plan::run(&cli.global, a),
+        Command::Model(a) => cmd::model::run(&cli.global, a),
+        Command::Tune(a) => cmd::tune::run(&cli.global, a),
         Command::BenchWorker(a) => cmd::bench_worker::run(&cli.global, a),
         Command::Selftest(a) => cmd::selftest::run(&cli.global, a),
     };

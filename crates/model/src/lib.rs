@@ -1,7 +1,9 @@
 //! # topocomm-model
 //!
 //! Predicts the time of a shared-memory transfer from cache micro-benchmark
-//! throughputs (Putigny, Ruelle, Goglin; seed 001):
+//! throughputs (Putigny, Ruelle, Goglin; seed 001), and tunes the
+//! transport's rules with measurements, guided or not by the model (Ma,
+//! Bosilca, Bouteiller, Dongarra; seed 000):
 //!
 //! * pipelined two-copy of a message of size `M` in chunks `C_1..C_n`
 //!   (equation 1): `T = S(C_1) + sum_{i>=2} max(S(C_i), R(C_{i-1})) + R(C_n)`,
@@ -14,11 +16,21 @@
 //!   as the paper does, because consecutive chunks contend like one buffer.
 //! * single-copy (CMA `process_vm_readv`) in chunks: one copy by the
 //!   receiver from the sender's Modified buffer, plus a per-call cost.
+//! * [`rates`]: which `bench cache` curve feeds which rate (with fallbacks),
+//!   [`predict`]: the protocol the transport picks per size and the fixed
+//!   costs around the copies, [`fit`]: those costs fitted to measurements,
+//!   [`tune`]: grid and model-guided searches that write rules files.
 //!
 //! The throughputs come from `topocomm bench cache`; see docs/model.md.
 
 mod curve;
+pub mod fit;
+pub mod predict;
 mod protocol;
+pub mod rates;
+pub mod tune;
 
 pub use curve::Curve;
+pub use predict::{predict, protocol_for, Overheads, Protocol};
 pub use protocol::{chunk_sizes, pipelined_time, single_copy_time, CopyRates, SingleCopyRates};
+pub use rates::{class_rates, ClassRates};

@@ -18,6 +18,10 @@ pub struct Args {
     /// Skip the benchmark sections (point-to-point, pair matrix, cache states, placement)
     #[arg(long)]
     pub no_bench: bool,
+    /// Add a Tuning section from the results of `topocomm tune --json FILE`
+    /// (tuning takes longer than a report should; docs/commands/report.md)
+    #[arg(long, value_name = "FILE")]
+    pub tune: Option<PathBuf>,
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
@@ -89,6 +93,45 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         crate::cmd::bench_report::add_sections(&m, &mut r)
     };
 
+    let model = if a.no_bench {
+        serde_json::Value::Null
+    } else {
+        match crate::cmd::model::report_section(&m) {
+            Ok((html, json)) => {
+                r.add("model", "Model: predicted vs measured transfer time", html);
+                json
+            }
+            Err(e) => {
+                r.add(
+                    "model",
+                    "Model: predicted vs measured transfer time",
+                    format!("<p>not available: {}</p>", esc(&e.to_string())),
+                );
+                serde_json::Value::Null
+            }
+        }
+    };
+    let tune = match &a.tune {
+        Some(f) => {
+            let v: serde_json::Value = std::fs::read_to_string(f)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .map_err(|e| anyhow::anyhow!("--tune {}: {e}", f.display()))?;
+            if v.get("schema").and_then(|s| s.as_str()) != Some("topocomm.tune/1") {
+                anyhow::bail!(
+                    "--tune {}: not a topocomm tune JSON file (schema topocomm.tune/1)",
+                    f.display()
+                );
+            }
+            r.add(
+                "tuning",
+                "Tuning: multi-tuned rules vs global vs defaults",
+                crate::cmd::tune::html_from_json(&v),
+            );
+            v
+        }
+        None => serde_json::Value::Null,
+    };
     let json = serde_json::json!({
         "schema": "topocomm.report/1",
         "version": env!("CARGO_PKG_VERSION"),
@@ -99,6 +142,8 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "tree": tree,
         "bench": bench,
         "p2p": p2p,
+        "model": model,
+        "tune": tune,
     });
     let path = r
         .write(&a.out, &json)
