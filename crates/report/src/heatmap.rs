@@ -84,7 +84,13 @@ impl Heatmap {
         let (lo, hi) = self.range();
         let margin = 50;
         let side = n * c;
-        let (w, h) = (side + margin + 140, side + margin + 30);
+        // Room for the title, the 160 px legend ramp and its labels even
+        // when the matrix itself is tiny (2 PUs).
+        let title_w = 8 * self.title.chars().count() + margin;
+        let (w, h) = (
+            (side + margin + 140).max(title_w),
+            side.max(200) + margin + 30,
+        );
         let mut s = String::new();
         let _ = write!(
             s,
