@@ -38,6 +38,9 @@ enum Command {
     BenchWorker(cmd::bench_worker::Args),
     /// Transport self-checks, run under `topocomm run`
     Selftest(cmd::selftest::Args),
+    /// Tune the installed MPI's shared-memory settings and export them
+    /// (to become `topocomm tune --mpi openmpi|mpich`)
+    TuneMpi(cmd::tune_mpi::MpiArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(&cli.global, a),
         Command::BenchWorker(a) => cmd::bench_worker::run(&cli.global, a),
         Command::Selftest(a) => cmd::selftest::run(&cli.global, a),
+        Command::TuneMpi(a) => cmd::tune_mpi::run_mpi(&cli.global, a),
     };
     match result {
         Ok(code) => code,

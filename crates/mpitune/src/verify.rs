@@ -33,10 +33,9 @@ pub fn parse_cvars(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for l in text.lines() {
         if let Some((k, v)) = l.trim().split_once('=') {
-            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                if !out.iter().any(|(kk, _)| kk == k) {
-                    out.push((k.to_string(), v.to_string()));
-                }
+            let name_ok = !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if name_ok && !out.iter().any(|(kk, _)| kk == k) {
+                out.push((k.to_string(), v.to_string()));
             }
         }
     }

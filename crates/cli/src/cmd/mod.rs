@@ -12,3 +12,4 @@ pub mod run;
 pub mod selftest;
 pub mod topo;
 pub mod trace;
+pub mod tune_mpi;
