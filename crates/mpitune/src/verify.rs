@@ -138,7 +138,8 @@ pub fn verify_file(
     if which == MpiImpl::Mpich {
         for (k, v) in entries.iter().filter(|(k, _)| k.starts_with("UCX_")) {
             let short = k.trim_start_matches("UCX_");
-            let rejected = out.stderr.lines().any(|l| {
+            // UCX logs to stdout unless told otherwise; look at both.
+            let rejected = out.stderr.lines().chain(out.stdout.lines()).any(|l| {
                 (l.contains("unused env variable") && l.contains(k.as_str()))
                     || (l.contains("Invalid value") && l.contains(short))
             });
