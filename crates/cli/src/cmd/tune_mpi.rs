@@ -15,7 +15,7 @@ use topocomm_measure::meta::RunMeta;
 use topocomm_measure::p2p::{default_sizes, parse_sizes, size_label, P2pParams};
 use topocomm_mpitune::export::{parse_env_file, parse_mca_file, render, Entry};
 use topocomm_mpitune::objective::{
-    combine, compare, ClassVerdict, TARGET_MAX, TARGET_MIN, TOLERANCE,
+    combine, compare, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN, TOLERANCE,
 };
 use topocomm_mpitune::runner::{layer_of_pml, openmpi_pml, Runner};
 use topocomm_mpitune::search::{coordinate_descent, SearchOptions, SearchResult};
@@ -234,6 +234,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         timeout: a.timeout.map(Duration::from_secs),
     };
     let weights: Vec<f64> = s.classes.iter().map(|c| c.weight).collect();
+    let load_start = loadavg();
     eprintln!(
         "tuning {} ({} parameters, {} candidate values) on {} over {} sizes; budget {} s",
         s.which.name(),
@@ -258,6 +259,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         budget: s.budget,
         max_rounds: s.rounds,
         min_gain: 0.03,
+        confirm: !a.quick,
     };
     let mut progress = |msg: &str| eprintln!("  {msg}");
     let result = coordinate_descent(
@@ -281,7 +283,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let meta = RunMeta::new(&m, topocomm_measure::timer::check());
     let version = mpi_version(s.which);
     let entries = entries_for(&space, &result);
-    let header = header_lines(&meta, &version, layer, &s, &a.out, None);
+    let header = header_lines(&meta, &version, layer, &s, &a.out, None, None);
     write_file(&s.out, &render(layer, &header, &entries))?;
     let file_env = file_env(s.which, layer, &s.out)?;
     let verify_runner = Runner {
@@ -295,15 +297,32 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         }),
         ..runner.clone()
     };
-    eprintln!("verification: defaults, then {}", s.out.display());
-    let d = verify_runner
-        .measure_env(Vec::new(), &mut |_| {})
-        .map_err(|e| anyhow!("verification, defaults: {e}"))?;
-    let t = verify_runner
-        .measure_env(file_env, &mut |_| {})
-        .map_err(|e| anyhow!("verification, {}: {e}", s.out.display()))?;
+    // Alternating D, T, D, T (quick: D, T) and pooling the samples of each
+    // setting: a load change during one job biases both sides alike.
+    let reps = if a.quick { 1 } else { 2 };
+    let mut d: Vec<ClassMeasure> = Vec::new();
+    let mut t: Vec<ClassMeasure> = Vec::new();
+    for rep in 1..=reps {
+        eprintln!(
+            "verification {rep}/{reps}: defaults, then {}",
+            s.out.display()
+        );
+        let d1 = verify_runner
+            .measure_env(Vec::new(), &mut |_| {})
+            .map_err(|e| anyhow!("verification, defaults: {e}"))?;
+        let t1 = verify_runner
+            .measure_env(file_env.clone(), &mut |_| {})
+            .map_err(|e| anyhow!("verification, {}: {e}", s.out.display()))?;
+        pool(&mut d, d1);
+        pool(&mut t, t1);
+    }
     let verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
     let (score, feasible) = combine(&verdicts, &weights);
+    let load = Load {
+        pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
+        start: load_start,
+        end: loadavg(),
+    };
 
     // Rewrite the file with the verified numbers in its header (same values).
     let header = header_lines(
@@ -313,6 +332,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         &s,
         &a.out,
         Some((&verdicts, score, feasible)),
+        Some(&load),
     );
     write_file(&s.out, &render(layer, &header, &entries))?;
     let values: Vec<(String, String)> = entries
@@ -328,6 +348,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     };
 
     print_report(&s, &verdicts, &readback, &sources, score, feasible, &result);
+    println!("{}", load.text());
     if let Some(path) = &a.json {
         let doc = serde_json::json!({
             "schema": "topocomm.tune-mpi/1",
@@ -339,6 +360,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
             "classes": s.classes,
             "search": result,
             "file": s.out.display().to_string(),
+            "load": load,
             "verification": {
                 "score": score,
                 "feasible": feasible,
@@ -360,6 +382,62 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), to report how busy the
+/// machine was: other processes competing for the PUs are the main noise.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Appends the samples of `more` to the matching lines of `acc`.
+fn pool(acc: &mut Vec<ClassMeasure>, more: Vec<ClassMeasure>) {
+    if acc.is_empty() {
+        *acc = more;
+        return;
+    }
+    for (a, m) in acc.iter_mut().zip(more) {
+        for l in m.lines {
+            match a
+                .lines
+                .iter_mut()
+                .find(|x| x.test == l.test && x.size == l.size)
+            {
+                Some(x) => x.samples.extend(l.samples),
+                None => a.lines.push(l),
+            }
+        }
+    }
+}
+
+/// How busy the machine was during the run.
+#[derive(Debug, serde::Serialize)]
+struct Load {
+    pus: usize,
+    start: Option<f64>,
+    end: Option<f64>,
+}
+
+impl Load {
+    fn text(&self) -> String {
+        let f = |x: Option<f64>| x.map_or_else(|| "?".to_string(), |v| format!("{v:.2}"));
+        format!(
+            "machine load (1-min load average) {} at the start, {} at the end, on {} usable PUs{}",
+            f(self.start),
+            f(self.end),
+            self.pus,
+            if self.start.unwrap_or(0.0).max(self.end.unwrap_or(0.0)) > self.pus as f64 {
+                ": other processes competed for the PUs, medians are unreliable"
+            } else {
+                ""
+            }
+        )
+    }
 }
 
 fn which_exists(prog: &str) -> Option<PathBuf> {
@@ -445,6 +523,7 @@ fn header_lines(
     s: &Setup,
     out_arg: &Option<PathBuf>,
     verified: Option<(&[ClassVerdict], f64, bool)>,
+    load: Option<&Load>,
 ) -> Vec<String> {
     let f = out_arg
         .as_ref()
@@ -489,6 +568,9 @@ fn header_lines(
                     "SOME SIZE IS SLOWER THAN DEFAULT (see below)".to_string()
                 }
             ));
+            if let Some(l) = load {
+                h.push(l.text());
+            }
             for v in vs {
                 h.push(format!(
                     "{} (median GB/s or us, default -> tuned, gain):",
