@@ -12,8 +12,11 @@
 //! and better (its score is the lower of the two): on a shared machine one
 //! lucky measurement is common.
 //!
+//! With `paired`, the defaults are measured again right before every
+//! candidate, so each comparison is between two adjacent jobs.
+//!
 //! Measurements per round: sum over parameters of (2 + candidates + 2), at
-//! most.
+//! most; paired: sum of (2 + 2 x candidates + 2).
 
 use crate::objective::{combine, compare, ClassMeasure, ClassVerdict};
 use crate::space::{describe, Setting, Space};
@@ -30,6 +33,9 @@ pub struct SearchOptions {
     /// Re-measure the defaults and the winner of each coordinate before
     /// adopting it (2 more measurements per adoption).
     pub confirm: bool,
+    /// Measure the defaults right before every candidate (not once per
+    /// coordinate): twice the jobs, robust to bursty load.
+    pub paired: bool,
 }
 
 /// One measurement of the search.
@@ -116,7 +122,9 @@ pub fn coordinate_descent(
             };
             progress(&format!("round {round}, {}: defaults", prm.name));
             let (d, secs) = timed(&Setting::new());
-            let d = d.map_err(|e| format!("measuring the defaults: {e}"))?;
+            let mut d = d.map_err(|e| format!("measuring the defaults: {e}"))?;
+            // Whether `d` still has to serve its first comparison.
+            let mut d_unused = true;
             steps.push(Step {
                 round,
                 param: prm.name.into(),
@@ -130,6 +138,7 @@ pub fn coordinate_descent(
             // The incumbent's score against these defaults.
             let mut best_score = 1.0;
             if !incumbent.is_empty() {
+                d_unused = false;
                 progress(&format!(
                     "round {round}, {}: incumbent {}",
                     prm.name,
@@ -164,6 +173,23 @@ pub fn coordinate_descent(
                     exhausted = true;
                     break;
                 }
+                if opts.paired && !d_unused {
+                    // Defaults measured right before each candidate: the
+                    // pair shares the machine's load of the moment.
+                    let (r, secs) = timed(&Setting::new());
+                    d = r.map_err(|e| format!("measuring the defaults: {e}"))?;
+                    steps.push(Step {
+                        round,
+                        param: prm.name.into(),
+                        role: "defaults".into(),
+                        setting: Setting::new(),
+                        score: 1.0,
+                        feasible: true,
+                        error: None,
+                        seconds: secs,
+                    });
+                }
+                d_unused = false;
                 progress(&format!("round {round}, {}: {}", prm.name, describe(&cand)));
                 let (r, secs) = timed(&cand);
                 let (score, feasible, error, verdicts) = match r {
@@ -175,11 +201,7 @@ pub fn coordinate_descent(
                 };
                 progress(&format!(
                     "  score x{score:.2}{}",
-                    if feasible {
-                        ""
-                    } else {
-                        " (rejected: slower somewhere, or failed)"
-                    }
+                    why_rejected(feasible, error.as_deref(), &verdicts)
                 ));
                 steps.push(Step {
                     round,
@@ -223,7 +245,10 @@ pub fn coordinate_descent(
                         error: None,
                         seconds: secs_d + secs_c,
                     });
-                    progress(&format!("  confirmation x{score2:.2}"));
+                    progress(&format!(
+                        "  confirmation x{score2:.2}{}",
+                        why_rejected(feasible2, None, &verdicts2)
+                    ));
                     if feasible2 && score2 > before * (1.0 + opts.min_gain) {
                         if score2 < score {
                             Some((s, score2, verdicts2))
@@ -267,6 +292,31 @@ pub fn coordinate_descent(
         budget_exhausted: exhausted,
         rounds,
     })
+}
+
+/// ` (rejected: slower at bw 1K, latency 8)` or ` (failed: ...)`, or nothing.
+fn why_rejected(feasible: bool, error: Option<&str>, verdicts: &[ClassVerdict]) -> String {
+    if let Some(e) = error {
+        return format!(" (failed: {e})");
+    }
+    if feasible {
+        return String::new();
+    }
+    let slower: Vec<String> = verdicts
+        .iter()
+        .flat_map(|v| {
+            v.sizes.iter().filter(|c| c.slower).map(move |c| {
+                format!(
+                    "{} {} {} x{:.2}",
+                    v.class,
+                    c.test,
+                    topocomm_measure::p2p::size_label(c.size),
+                    c.gain
+                )
+            })
+        })
+        .collect();
+    format!(" (rejected: slower at {})", slower.join(", "))
 }
 
 #[cfg(test)]
@@ -317,6 +367,7 @@ mod tests {
             max_rounds: 3,
             min_gain: 0.02,
             confirm: true,
+            paired: true,
         };
         let mut n = 0;
         let r = coordinate_descent(
@@ -354,6 +405,7 @@ mod tests {
             max_rounds: 3,
             min_gain: 0.02,
             confirm: false,
+            paired: false,
         };
         let r = coordinate_descent(&space, &[1.0], &opts, &mut |s| Ok(surface(s)), &mut |_| {})
             .unwrap();

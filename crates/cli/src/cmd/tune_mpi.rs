@@ -260,6 +260,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         max_rounds: s.rounds,
         min_gain: 0.03,
         confirm: !a.quick,
+        paired: !a.quick,
     };
     let mut progress = |msg: &str| eprintln!("  {msg}");
     let result = coordinate_descent(
