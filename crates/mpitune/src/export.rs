@@ -1,6 +1,9 @@
 //! The ready-to-use files (docs/formats/mpi-exports.md) and their readers:
 //! - Open MPI: an MCA parameter file, `name = value` lines, read by
-//!   `mpirun --tune FILE` or `OMPI_MCA_mca_base_param_files=FILE` (4.1);
+//!   `mpirun --tune FILE` or `OMPI_MCA_mca_base_envar_file_prefix=FILE`
+//!   (4.1; NOT `mca_base_param_files=FILE` alone, which replaces the
+//!   default files and, on Debian, drops the system file that excludes pml
+//!   ucx and btl uct/ofi: Open MPI then runs pml cm, 40x slower latency);
 //!   UCX variables (pml ucx) go in one `mca_base_env_list = A=1;B=2` line,
 //!   which Open MPI exports to every rank.
 //! - MPICH: a shell environment file, `export NAME=value` lines, for
@@ -9,6 +12,14 @@
 //! Every value is preceded by a comment saying why it is there.
 
 use crate::space::Layer;
+
+/// The environment that makes Open MPI read an exported MCA file on top of
+/// its default parameter files (what `mpirun --tune FILE` sets).
+pub const OPENMPI_FILE_VAR: &str = "OMPI_MCA_mca_base_envar_file_prefix";
+
+pub fn openmpi_file_env(abs_path: &std::path::Path) -> Vec<(String, String)> {
+    vec![(OPENMPI_FILE_VAR.to_string(), abs_path.display().to_string())]
+}
 
 /// One exported value and the reason it was chosen.
 #[derive(Clone, Debug, PartialEq)]

@@ -62,7 +62,7 @@ impl Runner {
     }
 
     /// Measures with exactly these extra environment variables (the tuned
-    /// file's content, or `OMPI_MCA_mca_base_param_files=FILE`).
+    /// file's content, or `OMPI_MCA_mca_base_envar_file_prefix=FILE`).
     pub fn measure_env(
         &self,
         env: Vec<(String, String)>,
@@ -96,6 +96,15 @@ impl Runner {
 /// The pml Open MPI selects for a 2-rank job on this machine (`ob1` with
 /// btl vader, or `ucx`), from `pml_base_verbose` output of tc_mpit_cvars.
 pub fn openmpi_pml(build: &std::path::Path) -> Result<String, String> {
+    openmpi_pml_env(build, &[])
+}
+
+/// [`openmpi_pml`] with extra environment variables (e.g. the exported
+/// file, to check that using it keeps the pml the defaults select).
+pub fn openmpi_pml_env(
+    build: &std::path::Path,
+    env: &[(String, String)],
+) -> Result<String, String> {
     let bin = build.join("openmpi").join("tc_mpit_cvars");
     if !bin.is_file() {
         return Err(format!(
@@ -115,7 +124,8 @@ pub fn openmpi_pml(build: &std::path::Path) -> Result<String, String> {
     .arg(&bin)
     .arg("pml_ucx_devices")
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .envs(env.iter().map(|(k, v)| (k, v)));
     let out = run_bounded(cmd, "openmpi pml probe", Duration::from_secs(60))?;
     let text = format!("{}\n{}", out.stdout, out.stderr);
     parse_selected_pml(&text).ok_or_else(|| {

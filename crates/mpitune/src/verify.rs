@@ -1,6 +1,7 @@
 //! Proof that an exported file takes effect in the real MPI:
 //! - Open MPI: `mpirun --tune FILE` runs tc_mpit_cvars (MPI_T), which reads
-//!   each MCA parameter back from inside the library;
+//!   each MCA parameter back from inside the library; `ompi_info` with
+//!   `OMPI_MCA_mca_base_envar_file_prefix=FILE` names the file as source;
 //! - MPICH: the file is sourced by `sh`, then `mpirun.mpich` runs
 //!   tc_mpit_cvars: MPIR_CVAR_* values are read back through MPI_T; UCX_*
 //!   variables are not MPI_T variables, so the check is that UCX parsed them
@@ -155,12 +156,12 @@ pub fn verify_file(
     Ok(res)
 }
 
-/// `ompi_info` run with `OMPI_MCA_mca_base_param_files=FILE`: each
+/// `ompi_info` run with `OMPI_MCA_mca_base_envar_file_prefix=FILE`: each
 /// parameter's current value and its data source (`file (FILE:LINE)`).
 pub fn ompi_info_sources(file: &Path, names: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut c = Command::new("ompi_info");
     c.args(["--all", "--parsable"])
-        .env("OMPI_MCA_mca_base_param_files", file);
+        .env(crate::export::OPENMPI_FILE_VAR, file);
     let out = run_bounded(c, "ompi_info", Duration::from_secs(60))?;
     if !out.status.success() {
         return Err(format!(

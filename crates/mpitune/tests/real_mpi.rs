@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 use topocomm_measure::backends::MpiImpl;
-use topocomm_mpitune::export::{parse_env_file, parse_mca_file, render, Entry};
+use topocomm_mpitune::export::{openmpi_file_env, parse_env_file, parse_mca_file, render, Entry};
+use topocomm_mpitune::runner::openmpi_pml_env;
 use topocomm_mpitune::space::Layer;
 use topocomm_mpitune::verify::{ompi_info_sources, verify_file};
 
@@ -85,6 +86,13 @@ fn openmpi_reads_the_mca_file() {
         src.iter().any(|(v, _)| v == "btl_vader_eager_limit=16384"),
         "{src:?}"
     );
+    // Using the file keeps the default files (and the pml they select):
+    // `mca_base_param_files=FILE` alone would drop Debian's system file and
+    // silently switch to pml cm.
+    let abs = f.canonicalize().unwrap();
+    let plain = openmpi_pml_env(&b, &[]).unwrap();
+    let with_file = openmpi_pml_env(&b, &openmpi_file_env(&abs)).unwrap();
+    assert_eq!(plain, with_file);
 }
 
 #[test]

@@ -13,7 +13,9 @@ use std::time::Duration;
 use topocomm_measure::backends::{locate_mpi_build, MpiImpl};
 use topocomm_measure::meta::RunMeta;
 use topocomm_measure::p2p::{default_sizes, parse_sizes, size_label, P2pParams};
-use topocomm_mpitune::export::{parse_env_file, parse_mca_file, render, Entry};
+use topocomm_mpitune::export::{
+    openmpi_file_env, parse_env_file, parse_mca_file, render, Entry, OPENMPI_FILE_VAR,
+};
 use topocomm_mpitune::objective::{
     combine, compare, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN, TOLERANCE,
 };
@@ -215,6 +217,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let mut preset = space.env_names();
     if s.which == MpiImpl::OpenMpi {
         preset.push("OMPI_MCA_mca_base_param_files".into());
+        preset.push(OPENMPI_FILE_VAR.into());
     }
     if let Some(v) = preset.iter().find(|v| std::env::var_os(v).is_some()) {
         bail!("${v} is set in the environment: unset it, so that the defaults measured are the MPI's own");
@@ -284,7 +287,8 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let meta = RunMeta::new(&m, topocomm_measure::timer::check());
     let version = mpi_version(s.which);
     let entries = entries_for(&space, &result);
-    let header = header_lines(&meta, &version, layer, &s, &a.out, None, None);
+    let mut header = header_lines(&meta, &version, layer, &s, &a.out, None, None);
+    header.extend(tried_lines(&result));
     write_file(&s.out, &render(layer, &header, &entries))?;
     let file_env = file_env(s.which, layer, &s.out)?;
     let verify_runner = Runner {
@@ -335,6 +339,8 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         Some((&verdicts, score, feasible)),
         Some(&load),
     );
+    let mut header = header;
+    header.extend(tried_lines(&result));
     write_file(&s.out, &render(layer, &header, &entries))?;
     let values: Vec<(String, String)> = entries
         .iter()
@@ -455,7 +461,8 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 }
 
 /// The environment that makes a job use the exported file exactly as a user
-/// would: Open MPI reads the MCA file itself; MPICH's variables are what
+/// would: Open MPI reads the MCA file itself (as `mpirun --tune` makes it
+/// do, on top of its default files); MPICH's variables are what
 /// `source FILE` would export (parsed back from the file).
 fn file_env(which: MpiImpl, layer: Layer, path: &Path) -> Result<Vec<(String, String)>> {
     let abs = path
@@ -466,7 +473,7 @@ fn file_env(which: MpiImpl, layer: Layer, path: &Path) -> Result<Vec<(String, St
     Ok(match (which, layer) {
         (MpiImpl::OpenMpi, _) => {
             parse_mca_file(&shown, &text).map_err(|e| anyhow!(e))?;
-            vec![("OMPI_MCA_mca_base_param_files".into(), shown)]
+            openmpi_file_env(&abs)
         }
         (MpiImpl::Mpich, _) => parse_env_file(&shown, &text).map_err(|e| anyhow!(e))?,
     })
@@ -546,10 +553,10 @@ fn header_lines(
     ];
     h.push(match layer {
         Layer::Vader => format!(
-            "Use: mpirun --tune {f} ...   or   export OMPI_MCA_mca_base_param_files={f} (Open MPI 4.1; pml ob1, btl vader)."
+            "Use: mpirun --tune {f} ...   or   export OMPI_MCA_mca_base_envar_file_prefix={f} (Open MPI 4.1; pml ob1, btl vader).\nNot OMPI_MCA_mca_base_param_files={f} alone: it replaces the default files (Debian's /etc/openmpi/openmpi-mca-params.conf excludes pml ucx, btl uct/ofi; without it Open MPI picks pml cm, ~40x slower here)."
         ),
         Layer::OmpiUcx => format!(
-            "Use: mpirun --tune {f} ...   or   export OMPI_MCA_mca_base_param_files={f} (pml ucx: mca_base_env_list exports the UCX variables to every rank)."
+            "Use: mpirun --tune {f} ...   or   export OMPI_MCA_mca_base_envar_file_prefix={f} (pml ucx: mca_base_env_list exports the UCX variables to every rank)."
         ),
         Layer::MpichUcx => format!(
             "Use: source {f} (or . {f}) before mpiexec/mpirun.mpich; Hydra passes the environment to every rank."
@@ -590,6 +597,36 @@ fn header_lines(
                 }
             }
         }
+    }
+    h
+}
+
+/// What the search tried, so that "nothing to set" is explained too.
+fn tried_lines(r: &SearchResult) -> Vec<String> {
+    let mut h = vec![
+        String::new(),
+        format!(
+            "Search: {} jobs in {} round(s){}; each candidate vs defaults measured just before it (x = weighted bw gain over {}-{}):",
+            r.steps.len(),
+            r.rounds,
+            if r.budget_exhausted { ", stopped by the time budget" } else { "" },
+            size_label(TARGET_MIN),
+            size_label(TARGET_MAX)
+        ),
+    ];
+    for st in r.steps.iter().filter(|s| s.role != "defaults") {
+        h.push(format!(
+            "  round {} {:<12} {:<60} x{:.2}{}",
+            st.round,
+            st.role,
+            describe(&st.setting),
+            st.score,
+            match (&st.error, st.feasible) {
+                (Some(_), _) => " failed",
+                (None, false) => " rejected (a size slower than default)",
+                _ => "",
+            }
+        ));
     }
     h
 }
@@ -640,6 +677,11 @@ fn print_report(
         print!(
             "{}",
             text_table(&["test", "size", "default", "tuned", "gain", "note"], &rows)
+        );
+    }
+    if result.best.is_empty() {
+        println!(
+            "\n(no setting beat the defaults: both columns are the defaults, an A/A test; their differences are the machine's noise)"
         );
     }
     println!(
