@@ -184,7 +184,8 @@ fn mpi_version(which: MpiImpl) -> String {
             o.stdout
                 .lines()
                 .find(|l| !l.trim().is_empty())
-                .map(|l| l.trim().to_string())
+                // `MPICH Version:    \t4.0.2` -> `MPICH Version: 4.0.2`
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         })
         .unwrap_or_else(|| which.name().to_string())
 }
@@ -307,6 +308,11 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let reps = if a.quick { 1 } else { 2 };
     let mut d: Vec<ClassMeasure> = Vec::new();
     let mut t: Vec<ClassMeasure> = Vec::new();
+    // Per-alternation verdicts: the pooled CIs hold the spread within jobs,
+    // not between jobs (a whole job can run at another speed), so a size is
+    // called slower only if it is slower in the pooled samples AND in every
+    // alternation on its own.
+    let mut per_rep: Vec<Vec<ClassVerdict>> = Vec::new();
     for rep in 1..=reps {
         eprintln!(
             "verification {rep}/{reps}: defaults, then {}",
@@ -318,10 +324,22 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         let t1 = verify_runner
             .measure_env(file_env.clone(), &mut |_| {})
             .map_err(|e| anyhow!("verification, {}: {e}", s.out.display()))?;
+        per_rep.push(d1.iter().zip(&t1).map(|(d, t)| compare(d, t)).collect());
         pool(&mut d, d1);
         pool(&mut t, t1);
     }
-    let verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
+    let mut verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
+    for (ci, v) in verdicts.iter_mut().enumerate() {
+        for c in v.sizes.iter_mut() {
+            let every = per_rep.iter().all(|r| {
+                r[ci]
+                    .sizes
+                    .iter()
+                    .any(|x| x.test == c.test && x.size == c.size && x.slower)
+            });
+            c.slower &= every;
+        }
+    }
     let (score, feasible) = combine(&verdicts, &weights);
     let load = Load {
         pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
@@ -667,7 +685,7 @@ fn print_report(
                     if c.slower {
                         "slower".into()
                     } else if c.gain < 1.0 - TOLERANCE {
-                        "slower? (CIs overlap)".into()
+                        "slower? (noise: CIs overlap, or not in every run)".into()
                     } else {
                         String::new()
                     },
