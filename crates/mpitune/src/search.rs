@@ -162,9 +162,12 @@ pub fn coordinate_descent(
                     error,
                     seconds: secs,
                 });
-                // An incumbent that now looks infeasible keeps its place
-                // only if nothing feasible beats 1 (the defaults).
-                best_score = if feasible { score } else { 1.0 };
+                // The bar for a candidate: beat the incumbent as measured
+                // now, and never less than the defaults (a noisy low
+                // re-measurement of the incumbent must not let a neutral
+                // candidate in). An incumbent that now looks infeasible
+                // keeps its place only if nothing feasible beats 1.
+                best_score = if feasible { score.max(1.0) } else { 1.0 };
             }
             let before = best_score;
             let mut best: Option<(Setting, f64, Vec<ClassVerdict>)> = None;
