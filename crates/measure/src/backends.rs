@@ -126,8 +126,14 @@ pub struct BackendRun {
 pub enum Backend {
     /// topocomm's transport: `<exe> run -n 2 --bind P,Q -- <exe> bench-worker p2p ARGS`.
     Topocomm { exe: PathBuf },
-    /// tc_mpibench under an MPI, from the build folder.
-    Mpi { which: MpiImpl, build: PathBuf },
+    /// tc_mpibench under an MPI, from the build folder; `env` is added to
+    /// the job's environment (MCA parameters, CVARs, UCX variables being
+    /// tuned by `topocomm tune --mpi`; empty for default settings).
+    Mpi {
+        which: MpiImpl,
+        build: PathBuf,
+        env: Vec<(String, String)>,
+    },
     /// The physical limits (latency and bw only).
     Limit,
 }
@@ -161,7 +167,7 @@ impl Backend {
                     elapsed: start.elapsed(),
                 })
             }
-            Backend::Mpi { which, build } => {
+            Backend::Mpi { which, build, env } => {
                 let bin = build.join(which.name()).join("tc_mpibench");
                 if !bin.is_file() {
                     return Err(format!(
@@ -180,6 +186,7 @@ impl Backend {
                     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
                 }
+                cmd.envs(env.iter().map(|(k, v)| (k, v)));
                 run_job(cmd, which.name(), pair, params, timeout, true, progress)
             }
             Backend::Topocomm { exe } => {

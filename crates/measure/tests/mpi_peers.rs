@@ -54,6 +54,7 @@ fn tc_mpibench_under_both_mpis() {
         let b = Backend::Mpi {
             which,
             build: build.clone(),
+            env: Vec::new(),
         };
         let run = b
             .run(

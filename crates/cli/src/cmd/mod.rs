@@ -14,3 +14,4 @@ pub mod selftest;
 pub mod topo;
 pub mod trace;
 pub mod tune;
+pub mod tune_mpi;

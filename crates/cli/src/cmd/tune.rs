@@ -21,6 +21,28 @@ use topocomm_transport::Rules;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
+    /// Tune the installed MPI's shared-memory settings instead of topocomm's
+    /// transport, and export them (MCA file / environment file): openmpi or
+    /// mpich. See docs/commands/tune-mpi.md
+    #[arg(long, value_name = "openmpi|mpich")]
+    pub mpi: Option<String>,
+    /// With --mpi: tune on this PU pair only (OS indexes); default: one
+    /// representative pair per class, equally weighted
+    #[arg(long, value_name = "P,Q", requires = "mpi", conflicts_with_all = ["matrix", "map"])]
+    pub pair: Option<String>,
+    /// With --mpi: weight the classes by this communication matrix (CSV
+    /// src,dst,bytes,msgs) placed by --map
+    #[arg(long, value_name = "FILE", requires = "mpi", requires = "map")]
+    pub matrix: Option<PathBuf>,
+    /// With --mpi: the placement of the matrix's ranks (perm file: `<node> <pu>` per rank)
+    #[arg(long, value_name = "FILE", requires = "mpi", requires = "matrix")]
+    pub map: Option<PathBuf>,
+    /// With --mpi: outstanding messages per bandwidth window
+    #[arg(long, value_name = "W", requires = "mpi")]
+    pub window: Option<u32>,
+    /// With --mpi: time bound of one MPI job, seconds
+    #[arg(long, value_name = "SECS", requires = "mpi")]
+    pub timeout: Option<u64>,
     /// grid (measure every candidate), model (measure around the model's optimum), or both
     #[arg(long, default_value = "both")]
     pub mode: String,
@@ -34,8 +56,8 @@ pub struct Args {
     #[arg(long)]
     pub quick: bool,
     /// Rules file to write
-    #[arg(long, value_name = "FILE", default_value = "tuned-rules.toml")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     /// Write the full results as JSON (docs/formats/tune-json.md)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -256,6 +278,13 @@ pub fn html_from_json(v: &serde_json::Value) -> String {
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    if let Some(mpi) = &a.mpi {
+        return crate::cmd::tune_mpi::run_mpi(g, &mpi_args(mpi, a)?);
+    }
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("tuned-rules.toml"));
     let start = Instant::now();
     let m: Machine = g.machine()?;
     let mode: SearchMode = a.mode.parse().map_err(|e: String| anyhow!("--mode: {e}"))?;
@@ -283,11 +312,11 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     if !(budget > 0.0 && budget.is_finite()) {
         bail!("--budget {budget}: expected a positive number of seconds");
     }
-    if let Some(p) = a.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+    if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         if !p.is_dir() {
             bail!(
                 "--out {}: folder '{}' does not exist",
-                a.out.display(),
+                out.display(),
                 p.display()
             );
         }
@@ -372,9 +401,9 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         classes.iter().map(|c| format!("{} ({} section)", c.class, c.chosen)).collect::<Vec<_>>().join(", "),
         rules.to_toml()
     );
-    charact::write_file(&a.out, text.as_bytes())?;
+    charact::write_file(&out, text.as_bytes())?;
     // What we wrote must load.
-    Rules::load(&a.out, &m).map_err(|e| anyhow!("the written rules do not load: {e}"))?;
+    Rules::load(&out, &m).map_err(|e| anyhow!("the written rules do not load: {e}"))?;
     let report = TuneReport {
         schema: "topocomm.tune/1".into(),
         meta: RunMeta::new(&m, topocomm_measure::timer::check()),
@@ -388,7 +417,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         budget_s: budget,
         grid_size: space.size(),
         cache_source,
-        rules_file: a.out.display().to_string(),
+        rules_file: out.display().to_string(),
         classes,
         seconds: start.elapsed().as_secs_f64(),
     };
@@ -398,4 +427,45 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         eprintln!("json written to {}", f.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The options of `tune --mpi` (implemented in `tune_mpi`), from `tune`'s.
+fn mpi_args(mpi: &str, a: &Args) -> Result<crate::cmd::tune_mpi::MpiArgs> {
+    // Options that only mean something for the transport tuner.
+    for (given, name) in [
+        (a.mode != "both", "--mode"),
+        (a.classes.is_some(), "--classes"),
+        (a.cache.is_some(), "--cache"),
+        (a.test != "latency", "--test"),
+        (a.min_time_ms.is_some(), "--min-time-ms"),
+    ] {
+        if given {
+            anyhow::bail!("{name} applies to the transport tuner, not to `tune --mpi`");
+        }
+    }
+    let to_u32 = |v: Option<usize>, name: &str| -> Result<Option<u32>> {
+        v.map(|x| u32::try_from(x).map_err(|_| anyhow!("{name}: {x} is too large")))
+            .transpose()
+    };
+    Ok(crate::cmd::tune_mpi::MpiArgs {
+        mpi: mpi.to_string(),
+        pair: a.pair.clone(),
+        sizes: a.sizes.clone(),
+        quick: a.quick,
+        matrix: a.matrix.clone(),
+        map: a.map.clone(),
+        out: a.out.clone(),
+        budget: match a.budget {
+            Some(b) if !(b.is_finite() && b > 0.0) => {
+                anyhow::bail!("--budget: expected a positive number of seconds, got {b}")
+            }
+            Some(b) => Some(b.ceil() as u64),
+            None => None,
+        },
+        rounds: to_u32(a.rounds, "--rounds")?,
+        samples: to_u32(a.samples, "--samples")?,
+        window: a.window,
+        timeout: a.timeout,
+        json: a.json.clone(),
+    })
 }

@@ -231,6 +231,7 @@ fn backends(plan: &Plan) -> Vec<(String, Result<Backend, String>)> {
             build.clone().map(|build| Backend::Mpi {
                 which: *which,
                 build,
+                env: Vec::new(),
             }),
         ));
     }

@@ -1,0 +1,779 @@
+//! `topocomm tune --mpi openmpi|mpich` (dispatched from `cmd::tune`): tunes the installed MPI's shared-memory
+//! parameters with tc_mpibench, writes them as an MCA parameter file (Open
+//! MPI) or an environment file (MPICH), measures defaults vs that file side
+//! by side and proves the file's values take effect
+//! (docs/commands/tune-mpi.md, docs/formats/mpi-exports.md).
+
+use crate::common::{text_table, GlobalOpts};
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use topocomm_measure::backends::{locate_mpi_build, MpiImpl};
+use topocomm_measure::meta::RunMeta;
+use topocomm_measure::p2p::{default_sizes, parse_sizes, size_label, P2pParams};
+use topocomm_mpitune::export::{
+    openmpi_file_env, parse_env_file, parse_mca_file, render, Entry, OPENMPI_FILE_VAR,
+};
+use topocomm_mpitune::objective::{
+    combine, compare, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN, TOLERANCE,
+};
+use topocomm_mpitune::runner::{layer_of_pml, openmpi_pml, Runner};
+use topocomm_mpitune::search::{coordinate_descent, SearchOptions, SearchResult};
+use topocomm_mpitune::space::{describe, Layer, Space};
+use topocomm_mpitune::verify::{ompi_info_sources, verify_file, ReadBack};
+use topocomm_mpitune::weights::{self, ClassWeight};
+use topocomm_topo::{pair_class, parse_pair, Machine};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MpiArgs {
+    /// The MPI to tune: openmpi or mpich (the Debian packages' mpirun.<name>)
+    #[arg(long, value_name = "openmpi|mpich")]
+    pub mpi: String,
+    /// Tune on this PU pair only (OS indexes), e.g. 0,1; default: the
+    /// representative pair of every locality class, equally weighted
+    #[arg(long, value_name = "P,Q", conflicts_with_all = ["matrix", "map"])]
+    pub pair: Option<String>,
+    /// Message sizes (K, M, G suffixes), comma-separated; default powers of 4
+    /// from 1 B to 64 MiB (--quick: 4K,64K,1M)
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Smoke run: one parameter, one candidate, 3 sizes, 5 samples
+    #[arg(long)]
+    pub quick: bool,
+    /// Communication matrix (as `topocomm map` reads) to weight the classes by bytes
+    #[arg(long, value_name = "FILE", requires = "map")]
+    pub matrix: Option<PathBuf>,
+    /// Placement of the matrix's ranks: perm file, `<node> <pu>` per rank
+    #[arg(long, value_name = "FILE", requires = "matrix")]
+    pub map: Option<PathBuf>,
+    /// Where to write the settings (default: topocomm-openmpi.conf or topocomm-mpich.env)
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Time budget of the search in seconds (default 1200; --quick: 120)
+    #[arg(long, value_name = "SECS")]
+    pub budget: Option<u64>,
+    /// Coordinate-descent rounds at most (default 2; --quick: 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub rounds: Option<u32>,
+    /// Samples per size and setting (default 9; --quick: 5)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(3..=1000))]
+    pub samples: Option<u32>,
+    /// Messages in flight in bw (default 16; --quick: 8)
+    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub window: Option<u32>,
+    /// Kill one benchmark job after this many seconds (default: computed)
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Also write everything (search steps, raw samples, read-back) as JSON
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Everything resolved from the arguments before any MPI job runs.
+struct Setup {
+    which: MpiImpl,
+    params: P2pParams,
+    classes: Vec<ClassWeight>,
+    out: PathBuf,
+    budget: Duration,
+    rounds: usize,
+}
+
+fn parse_mpi(text: &str) -> Result<MpiImpl> {
+    MpiImpl::ALL
+        .into_iter()
+        .find(|m| m.name() == text.trim())
+        .ok_or_else(|| anyhow!("--mpi '{text}': unknown MPI (expected openmpi or mpich)"))
+}
+
+fn setup(m: &Machine, a: &MpiArgs) -> Result<Setup> {
+    let which = parse_mpi(&a.mpi)?;
+    let sizes = match (&a.sizes, a.quick) {
+        (Some(s), _) => parse_sizes(s).map_err(|e| anyhow!("--sizes: {e}"))?,
+        (None, true) => vec![4096, 65536, 1 << 20],
+        (None, false) => default_sizes(),
+    };
+    let classes = if let Some(text) = &a.pair {
+        let (p, q) = parse_pair(text).context("--pair")?;
+        if p == q {
+            bail!("--pair {text}: the two PUs must differ");
+        }
+        let class = pair_class(m, p, q).with_context(|| format!("--pair {text}"))?;
+        vec![ClassWeight {
+            class: class.to_string(),
+            pair: (p, q),
+            weight: 1.0,
+            bytes: None,
+        }]
+    } else if let (Some(mat), Some(map)) = (&a.matrix, &a.map) {
+        weights::from_matrix(m, mat, map).map_err(|e| anyhow!(e))?
+    } else {
+        weights::equal(m)
+    };
+    if classes.is_empty() {
+        bail!("this topology has a single PU: there is no pair to tune on");
+    }
+    let allowed = topocomm_measure::pin::allowed_pus().map_err(|e| anyhow!(e))?;
+    for c in &classes {
+        for pu in [c.pair.0, c.pair.1] {
+            if !allowed.contains(&pu) {
+                bail!(
+                    "pair {},{} (class {}): PU {pu} is not usable on this machine (usable: {}); tuning runs on the live machine",
+                    c.pair.0,
+                    c.pair.1,
+                    c.class,
+                    topocomm_topo::PuSet::from_indexes(allowed.clone())
+                );
+            }
+        }
+    }
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(match which {
+            MpiImpl::OpenMpi => "topocomm-openmpi.conf",
+            MpiImpl::Mpich => "topocomm-mpich.env",
+        })
+    });
+    let params = P2pParams {
+        tests: Vec::new(),
+        sizes,
+        cold: false,
+        llc: m.llc_size().unwrap_or(32 << 20),
+        samples: a.samples.unwrap_or(if a.quick { 5 } else { 9 }) as usize,
+        min_time_ms: if a.quick { 1.0 } else { 2.0 },
+        window: a.window.unwrap_or(if a.quick { 8 } else { 16 }),
+    };
+    Ok(Setup {
+        which,
+        params,
+        classes,
+        out,
+        budget: Duration::from_secs(a.budget.unwrap_or(if a.quick { 120 } else { 1200 })),
+        rounds: a.rounds.unwrap_or(if a.quick { 1 } else { 2 }) as usize,
+    })
+}
+
+/// The MPI build folder with both programs this command runs.
+fn mpi_build(which: MpiImpl) -> Result<PathBuf> {
+    let exe = std::env::current_exe().ok();
+    let build = locate_mpi_build(exe.as_deref()).map_err(|e| anyhow!(e))?;
+    for prog in ["tc_mpibench", "tc_mpit_cvars"] {
+        let p = build.join(which.name()).join(prog);
+        if !p.is_file() {
+            bail!(
+                "{} not found: the {} build of the MPI programs is missing (run `make -C mpi`)",
+                p.display(),
+                which.name()
+            );
+        }
+    }
+    Ok(build)
+}
+
+fn mpi_version(which: MpiImpl) -> String {
+    let (prog, arg) = match which {
+        MpiImpl::OpenMpi => ("mpirun.openmpi", "--version"),
+        MpiImpl::Mpich => ("mpichversion", "--version"),
+    };
+    let mut c = std::process::Command::new(prog);
+    c.arg(arg);
+    topocomm_measure::procrun::run_bounded(c, prog, Duration::from_secs(20))
+        .ok()
+        .and_then(|o| {
+            o.stdout
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                // `MPICH Version:    \t4.0.2` -> `MPICH Version: 4.0.2`
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_else(|| which.name().to_string())
+}
+
+pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
+    let m = g.machine()?;
+    let s = setup(&m, a)?;
+    if which_exists(s.which.mpirun()).is_none() {
+        bail!(
+            "{} not found: install the {} package (scripts/setup.sh)",
+            s.which.mpirun(),
+            s.which.name()
+        );
+    }
+    let build = mpi_build(s.which)?;
+    let layer = match s.which {
+        MpiImpl::OpenMpi => {
+            let pml = openmpi_pml(&build).map_err(|e| anyhow!(e))?;
+            eprintln!("openmpi: pml {pml} carries intra-node messages");
+            layer_of_pml(&pml)
+        }
+        MpiImpl::Mpich => Layer::MpichUcx,
+    };
+    let space = if a.quick {
+        Space::quick(s.which, layer)
+    } else {
+        Space::full(s.which, layer)
+    };
+    // The defaults must be the MPI's defaults, not the caller's environment.
+    let mut preset = space.env_names();
+    if s.which == MpiImpl::OpenMpi {
+        preset.push("OMPI_MCA_mca_base_param_files".into());
+        preset.push(OPENMPI_FILE_VAR.into());
+    }
+    if let Some(v) = preset.iter().find(|v| std::env::var_os(v).is_some()) {
+        bail!("${v} is set in the environment: unset it, so that the defaults measured are the MPI's own");
+    }
+    let (bw, latency) = Runner::params(&s.params);
+    let runner = Runner {
+        which: s.which,
+        build: build.clone(),
+        layer,
+        pairs: s
+            .classes
+            .iter()
+            .map(|c| (c.class.clone(), c.pair))
+            .collect(),
+        bw,
+        latency,
+        timeout: a.timeout.map(Duration::from_secs),
+    };
+    let weights: Vec<f64> = s.classes.iter().map(|c| c.weight).collect();
+    let load_start = loadavg();
+    eprintln!(
+        "tuning {} ({} parameters, {} candidate values) on {} over {} sizes; budget {} s",
+        s.which.name(),
+        space.params.len(),
+        space
+            .params
+            .iter()
+            .map(|p| p.candidates.len())
+            .sum::<usize>(),
+        s.classes
+            .iter()
+            .map(|c| format!(
+                "{} {},{} (weight {:.2})",
+                c.class, c.pair.0, c.pair.1, c.weight
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        s.params.sizes.len(),
+        s.budget.as_secs()
+    );
+    let opts = SearchOptions {
+        budget: s.budget,
+        max_rounds: s.rounds,
+        min_gain: 0.03,
+        confirm: !a.quick,
+        paired: !a.quick,
+    };
+    let mut progress = |msg: &str| eprintln!("  {msg}");
+    let result = coordinate_descent(
+        &space,
+        &weights,
+        &opts,
+        &mut |set| runner.measure(set, &mut |_| {}),
+        &mut progress,
+    )
+    .map_err(|e| anyhow!("{}: {e}", s.which.name()))?;
+    eprintln!(
+        "search: {} measurements in {} round(s){}; best: {} (x{:.2} over the defaults while searching)",
+        result.steps.len(),
+        result.rounds,
+        if result.budget_exhausted { ", stopped by the time budget" } else { "" },
+        describe(&result.best),
+        result.best_score
+    );
+
+    // Write the file, then measure defaults vs the file itself.
+    let meta = RunMeta::new(&m, topocomm_measure::timer::check());
+    let version = mpi_version(s.which);
+    let entries = entries_for(&space, &result);
+    let mut header = header_lines(&meta, &version, layer, &s, &a.out, None, None);
+    header.extend(tried_lines(&result));
+    write_file(&s.out, &render(layer, &header, &entries))?;
+    let file_env = file_env(s.which, layer, &s.out)?;
+    let verify_runner = Runner {
+        bw: P2pParams {
+            samples: s.params.samples + 6,
+            ..runner.bw.clone()
+        },
+        latency: runner.latency.clone().map(|p| P2pParams {
+            samples: s.params.samples + 6,
+            ..p
+        }),
+        ..runner.clone()
+    };
+    // Alternating D, T, D, T (quick: D, T) and pooling the samples of each
+    // setting: a load change during one job biases both sides alike.
+    let reps = if a.quick { 1 } else { 2 };
+    let mut d: Vec<ClassMeasure> = Vec::new();
+    let mut t: Vec<ClassMeasure> = Vec::new();
+    // Per-alternation verdicts: the pooled CIs hold the spread within jobs,
+    // not between jobs (a whole job can run at another speed), so a size is
+    // called slower only if it is slower in the pooled samples AND in every
+    // alternation on its own.
+    let mut per_rep: Vec<Vec<ClassVerdict>> = Vec::new();
+    for rep in 1..=reps {
+        eprintln!(
+            "verification {rep}/{reps}: defaults, then {}",
+            s.out.display()
+        );
+        let d1 = verify_runner
+            .measure_env(Vec::new(), &mut |_| {})
+            .map_err(|e| anyhow!("verification, defaults: {e}"))?;
+        let t1 = verify_runner
+            .measure_env(file_env.clone(), &mut |_| {})
+            .map_err(|e| anyhow!("verification, {}: {e}", s.out.display()))?;
+        per_rep.push(d1.iter().zip(&t1).map(|(d, t)| compare(d, t)).collect());
+        pool(&mut d, d1);
+        pool(&mut t, t1);
+    }
+    let mut verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
+    for (ci, v) in verdicts.iter_mut().enumerate() {
+        for c in v.sizes.iter_mut() {
+            let every = per_rep.iter().all(|r| {
+                r[ci]
+                    .sizes
+                    .iter()
+                    .any(|x| x.test == c.test && x.size == c.size && x.slower)
+            });
+            c.slower &= every;
+        }
+    }
+    let (score, feasible) = combine(&verdicts, &weights);
+    let load = Load {
+        pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
+        start: load_start,
+        end: loadavg(),
+    };
+
+    // Rewrite the file with the verified numbers in its header (same values).
+    let header = header_lines(
+        &meta,
+        &version,
+        layer,
+        &s,
+        &a.out,
+        Some((&verdicts, score, feasible)),
+        Some(&load),
+    );
+    let mut header = header;
+    header.extend(tried_lines(&result));
+    write_file(&s.out, &render(layer, &header, &entries))?;
+    let values: Vec<(String, String)> = entries
+        .iter()
+        .map(|e| (e.name.clone(), e.value.clone()))
+        .collect();
+    let readback = verify_file(s.which, layer, &build, &s.out, &values).map_err(|e| anyhow!(e))?;
+    let sources = if s.which == MpiImpl::OpenMpi && layer == Layer::Vader && !values.is_empty() {
+        let names: Vec<String> = values.iter().map(|(k, _)| k.clone()).collect();
+        ompi_info_sources(&s.out, &names).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+
+    print_report(&s, &verdicts, &readback, &sources, score, feasible, &result);
+    println!("{}", load.text());
+    if let Some(path) = &a.json {
+        let doc = serde_json::json!({
+            "schema": "topocomm.tune-mpi/1",
+            "meta": meta,
+            "mpi": s.which.name(),
+            "mpi_version": version,
+            "layer": layer,
+            "space": space,
+            "classes": s.classes,
+            "search": result,
+            "file": s.out.display().to_string(),
+            "load": load,
+            "verification": {
+                "score": score,
+                "feasible": feasible,
+                "classes": verdicts,
+                "defaults": d,
+                "tuned": t,
+                "readback": readback,
+            },
+        });
+        let text = serde_json::to_string_pretty(&doc)?;
+        topocomm_report::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("--json {}", path.display()))?;
+    }
+    if readback.iter().any(|r| !r.ok) {
+        bail!(
+            "{}: some values did not take effect in {} (see the read-back table)",
+            s.out.display(),
+            s.which.name()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), to report how busy the
+/// machine was: other processes competing for the PUs are the main noise.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Appends the samples of `more` to the matching lines of `acc`.
+fn pool(acc: &mut Vec<ClassMeasure>, more: Vec<ClassMeasure>) {
+    if acc.is_empty() {
+        *acc = more;
+        return;
+    }
+    for (a, m) in acc.iter_mut().zip(more) {
+        for l in m.lines {
+            match a
+                .lines
+                .iter_mut()
+                .find(|x| x.test == l.test && x.size == l.size)
+            {
+                Some(x) => x.samples.extend(l.samples),
+                None => a.lines.push(l),
+            }
+        }
+    }
+}
+
+/// How busy the machine was during the run.
+#[derive(Debug, serde::Serialize)]
+struct Load {
+    pus: usize,
+    start: Option<f64>,
+    end: Option<f64>,
+}
+
+impl Load {
+    fn text(&self) -> String {
+        let f = |x: Option<f64>| x.map_or_else(|| "?".to_string(), |v| format!("{v:.2}"));
+        format!(
+            "machine load (1-min load average) {} at the start, {} at the end, on {} usable PUs{}",
+            f(self.start),
+            f(self.end),
+            self.pus,
+            if self.start.unwrap_or(0.0).max(self.end.unwrap_or(0.0)) > self.pus as f64 {
+                ": other processes competed for the PUs, medians are unreliable"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+fn which_exists(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(prog))
+            .find(|p| p.is_file())
+    })
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    topocomm_report::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("--out {}", path.display()))
+}
+
+/// The environment that makes a job use the exported file exactly as a user
+/// would: Open MPI reads the MCA file itself (as `mpirun --tune` makes it
+/// do, on top of its default files); MPICH's variables are what
+/// `source FILE` would export (parsed back from the file).
+fn file_env(which: MpiImpl, layer: Layer, path: &Path) -> Result<Vec<(String, String)>> {
+    let abs = path
+        .canonicalize()
+        .with_context(|| format!("{}", path.display()))?;
+    let text = std::fs::read_to_string(&abs).with_context(|| format!("{}", abs.display()))?;
+    let shown = abs.display().to_string();
+    Ok(match (which, layer) {
+        (MpiImpl::OpenMpi, _) => {
+            parse_mca_file(&shown, &text).map_err(|e| anyhow!(e))?;
+            openmpi_file_env(&abs)
+        }
+        (MpiImpl::Mpich, _) => parse_env_file(&shown, &text).map_err(|e| anyhow!(e))?,
+    })
+}
+
+fn gains_text(v: &ClassVerdict) -> String {
+    v.sizes
+        .iter()
+        .filter(|s| s.test == "bw" && (TARGET_MIN..=TARGET_MAX).contains(&s.size))
+        .map(|s| format!("{} x{:.2}", size_label(s.size), s.gain))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One entry per parameter the search moved, with why (from the step that
+/// adopted its final value).
+fn entries_for(space: &Space, r: &SearchResult) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (name, value) in &r.best {
+        let prm = space.param(name);
+        let mut why = Vec::new();
+        if let Some(p) = prm {
+            why.push(format!("{name}: {} (default {}).", p.what, p.default));
+        }
+        if let Some(ad) = r.adoptions.iter().rev().find(|a| &a.param == name) {
+            why.push(format!(
+                "Chosen in round {}: weighted bw gain over {}-{} vs the defaults went x{:.2} -> x{:.2}",
+                ad.round,
+                size_label(TARGET_MIN),
+                size_label(TARGET_MAX),
+                ad.score_before,
+                ad.score_after
+            ));
+            for v in &ad.verdicts {
+                why.push(format!("  {}: {}", v.class, gains_text(v)));
+            }
+            why.push(format!(
+                "  and no measured size (bw, latency <= 4K) more than {:.0}% slower (95% CIs apart).",
+                TOLERANCE * 100.0
+            ));
+        }
+        out.push(Entry {
+            name: name.clone(),
+            value: value.clone(),
+            why,
+        });
+    }
+    out
+}
+
+fn header_lines(
+    meta: &RunMeta,
+    version: &str,
+    layer: Layer,
+    s: &Setup,
+    out_arg: &Option<PathBuf>,
+    verified: Option<(&[ClassVerdict], f64, bool)>,
+    load: Option<&Load>,
+) -> Vec<String> {
+    let f = out_arg
+        .as_ref()
+        .map_or_else(|| s.out.display().to_string(), |p| p.display().to_string());
+    let mut h = vec![
+        format!("Tuned shared-memory settings for {version}, written by topocomm {} (topocomm tune --mpi {}).", meta.version, s.which.name()),
+        format!(
+            "Machine: {} ({}), topology {}; measured on {}.",
+            meta.hostname.clone().unwrap_or_default(),
+            meta.cpu_model.clone().unwrap_or_else(|| "unknown CPU".into()),
+            meta.fingerprint,
+            s.classes
+                .iter()
+                .map(|c| format!("{} pair {},{} weight {:.2}", c.class, c.pair.0, c.pair.1, c.weight))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        format!("Command: {}", meta.command.join(" ")),
+    ];
+    h.push(match layer {
+        Layer::Vader => format!(
+            "Use: mpirun --tune {f} ...   or   export OMPI_MCA_mca_base_envar_file_prefix={f} (Open MPI 4.1; pml ob1, btl vader).\nNot OMPI_MCA_mca_base_param_files={f} alone: it replaces the default files (Debian's /etc/openmpi/openmpi-mca-params.conf excludes pml ucx, btl uct/ofi; without it Open MPI picks pml cm, ~40x slower here)."
+        ),
+        Layer::OmpiUcx => format!(
+            "Use: mpirun --tune {f} ...   or   export OMPI_MCA_mca_base_envar_file_prefix={f} (pml ucx: mca_base_env_list exports the UCX variables to every rank)."
+        ),
+        Layer::MpichUcx => format!(
+            "Use: source {f} (or . {f}) before mpiexec/mpirun.mpich; Hydra passes the environment to every rank."
+        ),
+    });
+    match verified {
+        None => h.push("Verification pending.".into()),
+        Some((vs, score, feasible)) => {
+            h.push(String::new());
+            h.push(format!(
+                "Verified (defaults vs this file, same run): weighted bw gain over {}-{} x{score:.2}; {}.",
+                size_label(TARGET_MIN),
+                size_label(TARGET_MAX),
+                if feasible {
+                    format!("no size more than {:.0}% slower", TOLERANCE * 100.0)
+                } else {
+                    "SOME SIZE IS SLOWER THAN DEFAULT (see below)".to_string()
+                }
+            ));
+            if let Some(l) = load {
+                h.push(l.text());
+            }
+            for v in vs {
+                h.push(format!(
+                    "{} (median GB/s or us, default -> tuned, gain):",
+                    v.class
+                ));
+                for c in &v.sizes {
+                    h.push(format!(
+                        "  {:<7} {:>5}  {:>9.3} -> {:>9.3}  x{:.2}{}",
+                        c.test,
+                        size_label(c.size),
+                        c.default.median,
+                        c.tuned.median,
+                        c.gain,
+                        if c.slower { "  SLOWER" } else { "" }
+                    ));
+                }
+            }
+        }
+    }
+    h
+}
+
+/// What the search tried, so that "nothing to set" is explained too.
+fn tried_lines(r: &SearchResult) -> Vec<String> {
+    let mut h = vec![
+        String::new(),
+        format!(
+            "Search: {} jobs in {} round(s){}; each candidate vs defaults measured just before it (x = weighted bw gain over {}-{}):",
+            r.steps.len(),
+            r.rounds,
+            if r.budget_exhausted { ", stopped by the time budget" } else { "" },
+            size_label(TARGET_MIN),
+            size_label(TARGET_MAX)
+        ),
+    ];
+    for st in r.steps.iter().filter(|s| s.role != "defaults") {
+        h.push(format!(
+            "  round {} {:<12} {:<60} x{:.2}{}",
+            st.round,
+            st.role,
+            describe(&st.setting),
+            st.score,
+            match (&st.error, st.feasible) {
+                (Some(_), _) => " failed",
+                (None, false) => " rejected (a size slower than default)",
+                _ => "",
+            }
+        ));
+    }
+    h
+}
+
+fn ci(s: &topocomm_measure::Summary) -> String {
+    let digits = if s.median < 1.0 { 3 } else { 2 };
+    format!(
+        "{:.*} [{:.*}, {:.*}]",
+        digits, s.median, digits, s.ci_low, digits, s.ci_high
+    )
+}
+
+fn print_report(
+    s: &Setup,
+    verdicts: &[ClassVerdict],
+    readback: &[ReadBack],
+    sources: &[(String, String)],
+    score: f64,
+    feasible: bool,
+    result: &SearchResult,
+) {
+    for v in verdicts {
+        println!(
+            "\n{} — class {} (median [95% CI]; bw in GB/s, latency in us)",
+            s.which.name(),
+            v.class
+        );
+        let rows: Vec<Vec<String>> = v
+            .sizes
+            .iter()
+            .map(|c| {
+                vec![
+                    c.test.clone(),
+                    size_label(c.size),
+                    ci(&c.default),
+                    ci(&c.tuned),
+                    format!("x{:.2}", c.gain),
+                    if c.slower {
+                        "slower".into()
+                    } else if c.gain < 1.0 - TOLERANCE {
+                        "slower? (noise: CIs overlap, or not in every run)".into()
+                    } else {
+                        String::new()
+                    },
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            text_table(&["test", "size", "default", "tuned", "gain", "note"], &rows)
+        );
+    }
+    if result.best.is_empty() {
+        println!(
+            "\n(no setting beat the defaults: both columns are the defaults, an A/A test; their differences are the machine's noise)"
+        );
+    }
+    println!(
+        "\nweighted bw gain over {}-{}: x{score:.2} (geometric mean); {}",
+        size_label(TARGET_MIN),
+        size_label(TARGET_MAX),
+        if feasible {
+            format!(
+                "no size more than {:.0}% slower than default",
+                TOLERANCE * 100.0
+            )
+        } else {
+            "some size is slower than default".into()
+        }
+    );
+    let noise: Vec<f64> = verdicts
+        .iter()
+        .flat_map(|v| v.sizes.iter().map(|c| c.default.relative_ci()))
+        .collect();
+    if let Some(max) = noise.iter().copied().reduce(f64::max) {
+        let mut sorted = noise.clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "noise: CI half-width of the default medians {:.0}% median, {:.0}% worst",
+            sorted[sorted.len() / 2] * 100.0,
+            max * 100.0
+        );
+    }
+    println!(
+        "search: {} measurements, {} round(s){}; settings: {}",
+        result.steps.len(),
+        result.rounds,
+        if result.budget_exhausted {
+            " (time budget reached)"
+        } else {
+            ""
+        },
+        describe(&result.best)
+    );
+    println!("wrote {}", s.out.display());
+    if !readback.is_empty() {
+        let rows: Vec<Vec<String>> = readback
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.expected.clone(),
+                    r.read.clone().unwrap_or_else(|| "-".into()),
+                    r.how.clone(),
+                    if r.ok { "ok" } else { "NOT APPLIED" }.into(),
+                ]
+            })
+            .collect();
+        println!("read-back under the file:");
+        print!(
+            "{}",
+            text_table(&["name", "file", "read", "how", "status"], &rows)
+        );
+    }
+    for (v, src) in sources {
+        println!("ompi_info: {v} (source: {src})");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_mpi_names_are_one_line_errors() {
+        let e = parse_mpi("intelmpi").unwrap_err().to_string();
+        assert!(
+            e.contains("--mpi 'intelmpi'") && e.contains("openmpi or mpich"),
+            "{e}"
+        );
+        assert_eq!(parse_mpi("mpich").unwrap(), MpiImpl::Mpich);
+    }
+}

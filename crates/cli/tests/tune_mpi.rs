@@ -1,0 +1,158 @@
+//! `topocomm tune --mpi`: bad input gives
+//! one-line errors; the quick tuner on a tiny grid writes a file the MPI
+//! accepts, prints the side-by-side table and the read-back. Real MPIs,
+//! oversubscription-safe (2 ranks on whatever PUs exist).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn topocomm(args: &[&str]) -> Output {
+    Command::new("timeout")
+        .args(["-k", "5", "300", env!("CARGO_BIN_EXE_topocomm")])
+        .args(args)
+        .env_remove("OMPI_MCA_mca_base_param_files")
+        .output()
+        .expect("runs")
+}
+
+fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {prog}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn build(which: &str) {
+    let targets: Vec<String> = ["tc_mpit_cvars", "tc_mpibench"]
+        .iter()
+        .map(|p| format!("build/{which}/{p}"))
+        .collect();
+    let ok = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root().join("mpi"))
+        .args(&targets)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "make -C mpi {targets:?} failed");
+}
+
+fn one_line_error(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "should fail: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line expected: {err}");
+    assert!(lines[0].contains(needle), "'{needle}' not in: {err}");
+}
+
+fn two_pus() -> bool {
+    topocomm_measure::pin::allowed_pus().is_ok_and(|p| p.len() >= 2)
+}
+
+#[test]
+fn bad_input_is_a_one_line_error() {
+    one_line_error(
+        &topocomm(&["tune", "--mpi", "intelmpi", "--quick"]),
+        "--mpi 'intelmpi'",
+    );
+    one_line_error(
+        &topocomm(&["tune", "--mpi", "openmpi", "--sizes", "4X"]),
+        "--sizes",
+    );
+    one_line_error(
+        &topocomm(&["tune", "--mpi", "mpich", "--pair", "0,0"]),
+        "--pair 0,0",
+    );
+    // A missing MPI build.
+    let empty = std::env::temp_dir().join(format!("tc-tune-mpi-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    if two_pus() {
+        let o = Command::new(env!("CARGO_BIN_EXE_topocomm"))
+            .args(["tune", "--mpi", "openmpi", "--quick"])
+            .env("TOPOCOMM_MPI_BUILD", &empty)
+            .output()
+            .unwrap();
+        one_line_error(&o, "tc_mpibench not found");
+    }
+    // A preset tuned variable would make "defaults" not the defaults.
+    if two_pus() && have("mpirun.mpich") {
+        build("mpich");
+        let o = Command::new(env!("CARGO_BIN_EXE_topocomm"))
+            .args(["tune", "--mpi", "mpich", "--quick"])
+            .env("UCX_RNDV_SCHEME", "get_zcopy")
+            .output()
+            .unwrap();
+        one_line_error(&o, "$UCX_RNDV_SCHEME is set");
+    }
+    std::fs::remove_dir_all(&empty).ok();
+}
+
+fn quick(which: &str, out_name: &str) {
+    if !two_pus() || !have(&format!("mpirun.{which}")) {
+        eprintln!("notice: {which} or 2 PUs absent; skipping");
+        return;
+    }
+    build(which);
+    let dir = std::env::temp_dir().join(format!("tc-tune-mpi-{which}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(out_name);
+    let json = dir.join("t.json");
+    let o = topocomm(&[
+        "tune",
+        "--mpi",
+        which,
+        "--quick",
+        "--samples",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    // The side-by-side table, per size, and the summary.
+    assert!(stdout.contains("default") && stdout.contains("tuned") && stdout.contains("gain"));
+    for size in ["4K", "64K", "1M"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("bw") && l.contains(size)),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("weighted bw gain over 64K-4M"), "{stdout}");
+    // The file exists, says how to use it, and its values were read back.
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("# Tuned shared-memory settings"), "{text}");
+    assert!(text.contains("Use:") && text.contains("Verified"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "topocomm.tune-mpi/1");
+    assert_eq!(v["mpi"], which);
+    // 1 parameter x 1 candidate: the defaults and that candidate.
+    assert_eq!(
+        v["search"]["steps"].as_array().unwrap().len(),
+        2,
+        "{}",
+        v["search"]
+    );
+    let rb = v["verification"]["readback"].as_array().unwrap();
+    assert!(rb.iter().all(|r| r["ok"] == true), "{rb:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn quick_tuning_openmpi_writes_an_mca_file() {
+    quick("openmpi", "t.conf");
+}
+
+#[test]
+fn quick_tuning_mpich_writes_an_env_file() {
+    quick("mpich", "t.env");
+}

@@ -1,0 +1,230 @@
+//! One candidate setting against the defaults, per locality class:
+//! the bandwidth gain over the target sizes (64 KiB to 4 MiB) and the sizes
+//! that got slower. Noise-aware: a size counts as slower only when its
+//! median is more than the tolerance worse AND the two 95% confidence
+//! intervals of the medians do not overlap (so a noisy run does not veto a
+//! good setting, and a real regression is not hidden by one lucky sample).
+
+use serde::Serialize;
+use topocomm_measure::p2p::Test;
+use topocomm_measure::{SampleLine, Summary};
+
+/// Target range of the objective (inclusive).
+pub const TARGET_MIN: u64 = 64 << 10;
+pub const TARGET_MAX: u64 = 4 << 20;
+/// "No size more than 5% slower than default."
+pub const TOLERANCE: f64 = 0.05;
+
+/// What one setting measured on one class's representative pair.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassMeasure {
+    pub class: String,
+    pub pair: (u32, u32),
+    pub lines: Vec<SampleLine>,
+}
+
+/// One (test, size) of a comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct SizeCompare {
+    pub test: String,
+    pub size: u64,
+    pub unit: String,
+    pub default: Summary,
+    pub tuned: Summary,
+    /// Speed-up: tuned / default for rates, default / tuned for times.
+    pub gain: f64,
+    /// Slower than default beyond the tolerance, CIs apart.
+    pub slower: bool,
+}
+
+/// A candidate against the defaults on one class.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassVerdict {
+    pub class: String,
+    pub sizes: Vec<SizeCompare>,
+    /// Geometric mean of the bw gains over the target sizes (1 = no change).
+    pub score: f64,
+}
+
+impl ClassVerdict {
+    pub fn feasible(&self) -> bool {
+        !self.sizes.iter().any(|s| s.slower)
+    }
+}
+
+fn summaries(lines: &[SampleLine]) -> Vec<(Test, u64, &str, Summary)> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let t: Test = l.test.parse().ok()?;
+            Some((t, l.size, l.unit.as_str(), Summary::of(&l.samples)?))
+        })
+        .collect()
+}
+
+/// Compares `tuned` with `default` (same class, same tests and sizes).
+pub fn compare(default: &ClassMeasure, tuned: &ClassMeasure) -> ClassVerdict {
+    let d = summaries(&default.lines);
+    let t = summaries(&tuned.lines);
+    let mut sizes = Vec::new();
+    for (test, size, unit, ds) in &d {
+        let Some((_, _, _, ts)) = t.iter().find(|(tt, ss, _, _)| tt == test && ss == size) else {
+            continue;
+        };
+        let (gain, slower) = if test.higher_is_better() {
+            (
+                ts.median / ds.median,
+                ts.median < ds.median * (1.0 - TOLERANCE) && ts.ci_high < ds.ci_low,
+            )
+        } else {
+            (
+                ds.median / ts.median,
+                ts.median > ds.median * (1.0 + TOLERANCE) && ts.ci_low > ds.ci_high,
+            )
+        };
+        sizes.push(SizeCompare {
+            test: test.name().into(),
+            size: *size,
+            unit: unit.to_string(),
+            default: ds.clone(),
+            tuned: ts.clone(),
+            gain,
+            slower,
+        });
+    }
+    let score = target_score(&sizes);
+    ClassVerdict {
+        class: default.class.clone(),
+        sizes,
+        score,
+    }
+}
+
+/// Geometric mean of the bw gains on the target sizes; all bw sizes when
+/// none of them falls in the target range (e.g. `--sizes 4K`).
+fn target_score(sizes: &[SizeCompare]) -> f64 {
+    let bw: Vec<&SizeCompare> = sizes.iter().filter(|s| s.test == "bw").collect();
+    let in_range: Vec<&&SizeCompare> = bw
+        .iter()
+        .filter(|s| (TARGET_MIN..=TARGET_MAX).contains(&s.size))
+        .collect();
+    let pick: Vec<f64> = if in_range.is_empty() {
+        bw.iter().map(|s| s.gain).collect()
+    } else {
+        in_range.iter().map(|s| s.gain).collect()
+    };
+    if pick.is_empty() {
+        return 1.0;
+    }
+    (pick.iter().map(|g| g.ln()).sum::<f64>() / pick.len() as f64).exp()
+}
+
+/// The weighted score over classes: `exp(sum w_c ln score_c / sum w_c)`,
+/// and feasibility on every class with a positive weight.
+pub fn combine(verdicts: &[ClassVerdict], weights: &[f64]) -> (f64, bool) {
+    let total: f64 = weights.iter().sum();
+    if verdicts.is_empty() || total <= 0.0 {
+        return (1.0, true);
+    }
+    let mut log = 0.0;
+    let mut feasible = true;
+    for (v, w) in verdicts.iter().zip(weights) {
+        if *w > 0.0 {
+            log += w * v.score.ln();
+            feasible &= v.feasible();
+        }
+    }
+    ((log / total).exp(), feasible)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(test: &str, size: u64, samples: Vec<f64>) -> SampleLine {
+        SampleLine {
+            implementation: "openmpi".into(),
+            test: test.into(),
+            size,
+            cache: "hot".into(),
+            unit: if test == "latency" { "us" } else { "GB/s" }.into(),
+            samples,
+        }
+    }
+
+    fn around(x: f64, spread: f64) -> Vec<f64> {
+        (0..9)
+            .map(|i| x * (1.0 + spread * (i as f64 - 4.0) / 4.0))
+            .collect()
+    }
+
+    fn cm(lines: Vec<SampleLine>) -> ClassMeasure {
+        ClassMeasure {
+            class: "l3".into(),
+            pair: (0, 1),
+            lines,
+        }
+    }
+
+    #[test]
+    fn gain_is_the_geometric_mean_over_the_target_sizes() {
+        let d = cm(vec![
+            line("bw", 4096, around(10.0, 0.01)),
+            line("bw", 65536, around(5.0, 0.01)),
+            line("bw", 1 << 20, around(10.0, 0.01)),
+        ]);
+        let t = cm(vec![
+            line("bw", 4096, around(10.0, 0.01)),
+            line("bw", 65536, around(20.0, 0.01)),
+            line("bw", 1 << 20, around(20.0, 0.01)),
+        ]);
+        let v = compare(&d, &t);
+        // sqrt(4 * 2): 4 KiB is outside the target range.
+        assert!((v.score - 8f64.sqrt()).abs() < 1e-9, "{}", v.score);
+        assert!(v.feasible());
+    }
+
+    #[test]
+    fn slower_needs_both_the_tolerance_and_separated_cis() {
+        // 10% slower with tight samples: a regression.
+        let d = cm(vec![line("bw", 65536, around(10.0, 0.01))]);
+        let t = cm(vec![line("bw", 65536, around(9.0, 0.01))]);
+        assert!(!compare(&d, &t).feasible());
+        // 10% slower but very noisy (CIs overlap): not proven slower.
+        let t = cm(vec![line("bw", 65536, around(9.0, 0.5))]);
+        assert!(compare(&d, &t).feasible());
+        // 3% slower, tight: within the tolerance.
+        let t = cm(vec![line("bw", 65536, around(9.7, 0.001))]);
+        assert!(compare(&d, &t).feasible());
+        // Latency: higher is worse.
+        let d = cm(vec![line("latency", 8, around(0.2, 0.01))]);
+        let t = cm(vec![line("latency", 8, around(0.3, 0.01))]);
+        let v = compare(&d, &t);
+        assert!(!v.feasible());
+        assert!((v.sizes[0].gain - 2.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn classes_combine_by_weight() {
+        let mk = |score: f64, slower: bool| ClassVerdict {
+            class: "x".into(),
+            sizes: vec![SizeCompare {
+                test: "bw".into(),
+                size: 1,
+                unit: "GB/s".into(),
+                default: Summary::of(&[1.0]).unwrap(),
+                tuned: Summary::of(&[1.0]).unwrap(),
+                gain: 1.0,
+                slower,
+            }],
+            score,
+        };
+        let (s, f) = combine(&[mk(4.0, false), mk(1.0, true)], &[1.0, 1.0]);
+        assert!((s - 2.0).abs() < 1e-9);
+        assert!(!f);
+        // A class nobody uses neither scores nor vetoes.
+        let (s, f) = combine(&[mk(4.0, false), mk(1.0, true)], &[1.0, 0.0]);
+        assert!((s - 4.0).abs() < 1e-9);
+        assert!(f);
+    }
+}

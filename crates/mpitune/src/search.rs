@@ -1,0 +1,447 @@
+//! Bounded coordinate descent over a [`Space`]: visit the parameters in
+//! order; along each, measure the defaults and the incumbent afresh, then
+//! every candidate value, and keep the best feasible one if it beats the
+//! incumbent by more than `min_gain`. Rounds repeat until a round changes
+//! nothing, `max_rounds` is reached, or the time budget runs out (the best
+//! setting so far is kept). Re-measuring the defaults next to the
+//! candidates of each coordinate keeps every comparison within a few
+//! seconds, so a drifting machine load does not pass for a gain.
+//!
+//! Before a coordinate's winner is adopted, the defaults and the winner are
+//! measured once more, back to back, and the winner must still be feasible
+//! and better (its score is the lower of the two): on a shared machine one
+//! lucky measurement is common.
+//!
+//! With `paired`, the defaults are measured again right before every
+//! candidate, so each comparison is between two adjacent jobs.
+//!
+//! Measurements per round: sum over parameters of (2 + candidates + 2), at
+//! most; paired: sum of (2 + 2 x candidates + 2).
+
+use crate::objective::{combine, compare, ClassMeasure, ClassVerdict};
+use crate::space::{describe, Setting, Space};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct SearchOptions {
+    /// Stop starting new measurements after this long.
+    pub budget: Duration,
+    pub max_rounds: usize,
+    /// A candidate must beat the incumbent's score by this fraction.
+    pub min_gain: f64,
+    /// Re-measure the defaults and the winner of each coordinate before
+    /// adopting it (2 more measurements per adoption).
+    pub confirm: bool,
+    /// Measure the defaults right before every candidate (not once per
+    /// coordinate): twice the jobs, robust to bursty load.
+    pub paired: bool,
+}
+
+/// One measurement of the search.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub round: usize,
+    /// The coordinate being explored.
+    pub param: String,
+    /// `defaults`, `incumbent`, `candidate` or `confirmation` (defaults and
+    /// the winner measured again; `seconds` covers both).
+    pub role: String,
+    pub setting: Setting,
+    /// Weighted gain over the target sizes vs the defaults measured for
+    /// this coordinate (1 for the defaults themselves).
+    pub score: f64,
+    pub feasible: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub seconds: f64,
+}
+
+/// A value the search kept, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Adoption {
+    pub round: usize,
+    pub param: String,
+    /// `None`: back to the MPI's default.
+    pub value: Option<String>,
+    /// Scores vs the defaults, before and after adopting it.
+    pub score_before: f64,
+    pub score_after: f64,
+    /// The per-class comparison that justified it.
+    pub verdicts: Vec<ClassVerdict>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchResult {
+    pub best: Setting,
+    pub best_score: f64,
+    pub steps: Vec<Step>,
+    pub adoptions: Vec<Adoption>,
+    pub budget_exhausted: bool,
+    pub rounds: usize,
+}
+
+/// Measures one setting on every class (in weight order).
+pub type MeasureFn<'a> = dyn FnMut(&Setting) -> Result<Vec<ClassMeasure>, String> + 'a;
+
+pub fn coordinate_descent(
+    space: &Space,
+    weights: &[f64],
+    opts: &SearchOptions,
+    measure: &mut MeasureFn,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SearchResult, String> {
+    let start = Instant::now();
+    let mut incumbent = Setting::new();
+    let mut incumbent_score = 1.0;
+    let mut steps = Vec::new();
+    let mut adoptions = Vec::new();
+    let mut exhausted = false;
+    let mut rounds = 0;
+    let score_of = |d: &[ClassMeasure], c: &[ClassMeasure]| {
+        let v: Vec<ClassVerdict> = d.iter().zip(c).map(|(d, c)| compare(d, c)).collect();
+        let (s, f) = combine(&v, weights);
+        (s, f, v)
+    };
+    'rounds: for round in 1..=opts.max_rounds.max(1) {
+        rounds = round;
+        let mut changed = false;
+        for (i, prm) in space.params.iter().enumerate() {
+            let cands = space.neighbours(&incumbent, i);
+            if cands.is_empty() {
+                continue;
+            }
+            if start.elapsed() > opts.budget && !steps.is_empty() {
+                exhausted = true;
+                break 'rounds;
+            }
+            let mut timed = |s: &Setting| {
+                let t = Instant::now();
+                let r = measure(s);
+                (r, t.elapsed().as_secs_f64())
+            };
+            progress(&format!("round {round}, {}: defaults", prm.name));
+            let (d, secs) = timed(&Setting::new());
+            let mut d = d.map_err(|e| format!("measuring the defaults: {e}"))?;
+            // Whether `d` still has to serve its first comparison.
+            let mut d_unused = true;
+            steps.push(Step {
+                round,
+                param: prm.name.into(),
+                role: "defaults".into(),
+                setting: Setting::new(),
+                score: 1.0,
+                feasible: true,
+                error: None,
+                seconds: secs,
+            });
+            // The incumbent's score against these defaults.
+            let mut best_score = 1.0;
+            if !incumbent.is_empty() {
+                d_unused = false;
+                progress(&format!(
+                    "round {round}, {}: incumbent {}",
+                    prm.name,
+                    describe(&incumbent)
+                ));
+                let (r, secs) = timed(&incumbent);
+                let (score, feasible, error) = match r {
+                    Ok(c) => {
+                        let (s, f, _) = score_of(&d, &c);
+                        (s, f, None)
+                    }
+                    Err(e) => (0.0, false, Some(e)),
+                };
+                steps.push(Step {
+                    round,
+                    param: prm.name.into(),
+                    role: "incumbent".into(),
+                    setting: incumbent.clone(),
+                    score,
+                    feasible,
+                    error,
+                    seconds: secs,
+                });
+                // The bar for a candidate: beat the incumbent as measured
+                // now, and never less than the defaults (a noisy low
+                // re-measurement of the incumbent must not let a neutral
+                // candidate in). An incumbent that now looks infeasible
+                // keeps its place only if nothing feasible beats 1.
+                best_score = if feasible { score.max(1.0) } else { 1.0 };
+            }
+            let before = best_score;
+            let mut best: Option<(Setting, f64, Vec<ClassVerdict>)> = None;
+            for cand in cands {
+                if start.elapsed() > opts.budget {
+                    exhausted = true;
+                    break;
+                }
+                if opts.paired && !d_unused {
+                    // Defaults measured right before each candidate: the
+                    // pair shares the machine's load of the moment.
+                    let (r, secs) = timed(&Setting::new());
+                    d = r.map_err(|e| format!("measuring the defaults: {e}"))?;
+                    steps.push(Step {
+                        round,
+                        param: prm.name.into(),
+                        role: "defaults".into(),
+                        setting: Setting::new(),
+                        score: 1.0,
+                        feasible: true,
+                        error: None,
+                        seconds: secs,
+                    });
+                }
+                d_unused = false;
+                progress(&format!("round {round}, {}: {}", prm.name, describe(&cand)));
+                let (r, secs) = timed(&cand);
+                let (score, feasible, error, verdicts) = match r {
+                    Ok(c) => {
+                        let (s, f, v) = score_of(&d, &c);
+                        (s, f, None, v)
+                    }
+                    Err(e) => (0.0, false, Some(e), Vec::new()),
+                };
+                progress(&format!(
+                    "  score x{score:.2}{}",
+                    why_rejected(feasible, error.as_deref(), &verdicts)
+                ));
+                steps.push(Step {
+                    round,
+                    param: prm.name.into(),
+                    role: "candidate".into(),
+                    setting: cand.clone(),
+                    score,
+                    feasible,
+                    error,
+                    seconds: secs,
+                });
+                if feasible && score > best_score * (1.0 + opts.min_gain) {
+                    best_score = score;
+                    best = Some((cand, score, verdicts));
+                }
+            }
+            // Confirmation: one lucky measurement must not move the
+            // incumbent. Defaults and the winner are measured again, back to
+            // back; the winner is adopted only if it is still feasible and
+            // still beats the incumbent, with the lower of its two scores.
+            let best = match best {
+                Some((s, score, verdicts)) if opts.confirm => {
+                    progress(&format!(
+                        "round {round}, {}: confirming {}",
+                        prm.name,
+                        describe(&s)
+                    ));
+                    let (d2, secs_d) = timed(&Setting::new());
+                    let (c2, secs_c) = timed(&s);
+                    let (score2, feasible2, verdicts2) = match (d2, c2) {
+                        (Ok(d2), Ok(c2)) => score_of(&d2, &c2),
+                        _ => (0.0, false, Vec::new()),
+                    };
+                    steps.push(Step {
+                        round,
+                        param: prm.name.into(),
+                        role: "confirmation".into(),
+                        setting: s.clone(),
+                        score: score2,
+                        feasible: feasible2,
+                        error: None,
+                        seconds: secs_d + secs_c,
+                    });
+                    progress(&format!(
+                        "  confirmation x{score2:.2}{}",
+                        why_rejected(feasible2, None, &verdicts2)
+                    ));
+                    if feasible2 && score2 > before * (1.0 + opts.min_gain) {
+                        if score2 < score {
+                            Some((s, score2, verdicts2))
+                        } else {
+                            Some((s, score, verdicts))
+                        }
+                    } else {
+                        None
+                    }
+                }
+                other => other,
+            };
+            if let Some((s, score, verdicts)) = best {
+                adoptions.push(Adoption {
+                    round,
+                    param: prm.name.into(),
+                    value: s.get(prm.name).cloned(),
+                    score_before: before,
+                    score_after: score,
+                    verdicts,
+                });
+                incumbent = s;
+                incumbent_score = score;
+                changed = true;
+            } else if !incumbent.is_empty() {
+                incumbent_score = before;
+            }
+            if exhausted {
+                break 'rounds;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    Ok(SearchResult {
+        best: incumbent,
+        best_score: incumbent_score,
+        steps,
+        adoptions,
+        budget_exhausted: exhausted,
+        rounds,
+    })
+}
+
+/// ` (rejected: slower at bw 1K, latency 8)` or ` (failed: ...)`, or nothing.
+fn why_rejected(feasible: bool, error: Option<&str>, verdicts: &[ClassVerdict]) -> String {
+    if let Some(e) = error {
+        return format!(" (failed: {e})");
+    }
+    if feasible {
+        return String::new();
+    }
+    let slower: Vec<String> = verdicts
+        .iter()
+        .flat_map(|v| {
+            v.sizes.iter().filter(|c| c.slower).map(move |c| {
+                format!(
+                    "{} {} {} x{:.2}",
+                    v.class,
+                    c.test,
+                    topocomm_measure::p2p::size_label(c.size),
+                    c.gain
+                )
+            })
+        })
+        .collect();
+    format!(" (rejected: slower at {})", slower.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::Layer;
+    use topocomm_measure::backends::MpiImpl;
+    use topocomm_measure::SampleLine;
+
+    /// A synthetic machine (pure function of the setting, no MPI): bw at
+    /// 64K/1M from a made-up response surface, latency at 8 B.
+    fn surface(s: &Setting) -> Vec<ClassMeasure> {
+        let none = s.get("btl_vader_single_copy_mechanism").map(String::as_str) == Some("none");
+        let frag: f64 = s
+            .get("btl_vader_max_send_size")
+            .map_or(32768.0, |v| v.parse().unwrap());
+        let fbox = s.get("btl_vader_fbox_size").is_some();
+        let bw = if none {
+            30.0 * (frag / 32768.0).sqrt()
+        } else {
+            10.0
+        };
+        let lat = if fbox { 0.3 } else { 0.2 };
+        let mk = |test: &str, size, x: f64| SampleLine {
+            implementation: "openmpi".into(),
+            test: test.into(),
+            size,
+            cache: "hot".into(),
+            unit: "x".into(),
+            samples: (0..9).map(|i| x * (1.0 + 0.001 * i as f64)).collect(),
+        };
+        vec![ClassMeasure {
+            class: "l3".into(),
+            pair: (0, 1),
+            lines: vec![
+                mk("bw", 65536, bw),
+                mk("bw", 1 << 20, bw),
+                mk("latency", 8, lat),
+            ],
+        }]
+    }
+
+    #[test]
+    fn finds_the_best_feasible_setting_and_rejects_regressions() {
+        let space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let opts = SearchOptions {
+            budget: Duration::from_secs(3600),
+            max_rounds: 3,
+            min_gain: 0.02,
+            confirm: true,
+            paired: true,
+        };
+        let mut n = 0;
+        let r = coordinate_descent(
+            &space,
+            &[1.0],
+            &opts,
+            &mut |s| {
+                n += 1;
+                Ok(surface(s))
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(
+            r.best.get("btl_vader_single_copy_mechanism").unwrap(),
+            "none"
+        );
+        assert_eq!(r.best.get("btl_vader_max_send_size").unwrap(), "131072");
+        // fbox_size slows latency by 50%: never adopted.
+        assert!(!r.best.contains_key("btl_vader_fbox_size"));
+        assert!((r.best_score - 6.0).abs() < 0.05, "{}", r.best_score);
+        // Confirmations measure twice per step.
+        let confirmations = r.steps.iter().filter(|s| s.role == "confirmation").count();
+        assert_eq!(r.steps.len() + confirmations, n);
+        assert_eq!(confirmations, r.adoptions.len());
+        assert!(!r.budget_exhausted);
+        assert!(r.adoptions.len() >= 2);
+    }
+
+    #[test]
+    fn the_budget_bounds_the_search_and_failures_are_skipped() {
+        let space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let opts = SearchOptions {
+            budget: Duration::ZERO,
+            max_rounds: 3,
+            min_gain: 0.02,
+            confirm: false,
+            paired: false,
+        };
+        let r = coordinate_descent(&space, &[1.0], &opts, &mut |s| Ok(surface(s)), &mut |_| {})
+            .unwrap();
+        assert!(r.budget_exhausted);
+        assert!(r.best.is_empty());
+        let opts = SearchOptions {
+            budget: Duration::from_secs(3600),
+            ..opts
+        };
+        let r = coordinate_descent(
+            &space,
+            &[1.0],
+            &opts,
+            &mut |s| {
+                if s.is_empty() {
+                    Ok(surface(s))
+                } else {
+                    Err("job failed".into())
+                }
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(r.best.is_empty());
+        assert!(r.steps.iter().any(|s| s.error.is_some()));
+        let e = coordinate_descent(
+            &space,
+            &[1.0],
+            &opts,
+            &mut |_| Err("boom".into()),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(e.contains("defaults") && e.contains("boom"), "{e}");
+    }
+}

@@ -1,0 +1,268 @@
+//! The parameters `topocomm tune --mpi` explores, with their candidate
+//! values, per MPI and transport layer. A [`Setting`] lists only the
+//! parameters moved away from the MPI's own default (unset = default).
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use topocomm_measure::backends::MpiImpl;
+
+/// Which layer carries intra-node traffic, hence which knobs matter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layer {
+    /// Open MPI `pml ob1` + `btl vader` (MCA parameters).
+    Vader,
+    /// Open MPI `pml ucx`: UCX variables, exported through the MCA
+    /// parameter `mca_base_env_list`.
+    OmpiUcx,
+    /// MPICH `ch4:ucx`: MPIR_CVAR_* and UCX_* environment variables.
+    MpichUcx,
+}
+
+/// One tunable parameter.
+#[derive(Clone, Debug, Serialize)]
+pub struct Param {
+    /// MCA parameter name (Open MPI) or environment variable (MPICH, UCX).
+    pub name: &'static str,
+    /// The MPI's default, as its documentation / ompi_info says (for the
+    /// file's comments; the tuner never sets it explicitly).
+    pub default: &'static str,
+    /// Values tried besides the default.
+    pub candidates: Vec<&'static str>,
+    /// What the knob does, one line.
+    pub what: &'static str,
+}
+
+/// The explored space: parameters in the order coordinate descent visits
+/// them (largest expected effect first).
+#[derive(Clone, Debug, Serialize)]
+pub struct Space {
+    pub mpi: &'static str,
+    pub layer: Layer,
+    pub params: Vec<Param>,
+}
+
+/// Parameter name -> value, for parameters not at their default.
+pub type Setting = BTreeMap<String, String>;
+
+fn p(
+    name: &'static str,
+    default: &'static str,
+    candidates: &[&'static str],
+    what: &'static str,
+) -> Param {
+    Param {
+        name,
+        default,
+        candidates: candidates.to_vec(),
+        what,
+    }
+}
+
+/// UCX knobs for shared-memory peers (UCX 1.13: `ucx_info -c`).
+fn ucx_params() -> Vec<Param> {
+    vec![
+        p(
+            "UCX_RNDV_THRESH",
+            "auto",
+            &["16384", "65536", "262144", "1048576"],
+            "message size from which UCX switches from eager to rendezvous (zero-copy CMA on one node)",
+        ),
+        p(
+            "UCX_RNDV_SCHEME",
+            "auto",
+            &["put_zcopy", "get_zcopy"],
+            "rendezvous protocol: the sender writes (put) or the receiver reads (get)",
+        ),
+        p(
+            "UCX_ZCOPY_THRESH",
+            "auto",
+            &["16384", "131072"],
+            "size from which eager sends are zero-copy instead of bcopy through the shared FIFO",
+        ),
+    ]
+}
+
+impl Space {
+    /// The full grid for `mpi` on `layer`.
+    pub fn full(mpi: MpiImpl, layer: Layer) -> Space {
+        let params = match layer {
+            Layer::Vader => vec![
+                p(
+                    "btl_vader_single_copy_mechanism",
+                    "cma",
+                    &["none"],
+                    "large messages: one process_vm_readv (cma) or the copy-in/copy-out pipeline (none)",
+                ),
+                p(
+                    "btl_vader_eager_limit",
+                    "4096",
+                    &["8192", "16384", "32768"],
+                    "largest message sent eagerly (one fragment, no handshake)",
+                ),
+                p(
+                    "btl_vader_max_send_size",
+                    "32768",
+                    &["16384", "65536", "131072"],
+                    "fragment size of the copy-in/copy-out pipeline",
+                ),
+                p(
+                    "btl_vader_fbox_size",
+                    "4096",
+                    &["16384", "65536"],
+                    "per-peer fast-box ring used for small messages",
+                ),
+            ],
+            Layer::OmpiUcx | Layer::MpichUcx => {
+                let mut v = ucx_params();
+                if layer == Layer::MpichUcx {
+                    v.push(p(
+                        "MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE",
+                        "69632",
+                        &["16384", "262144"],
+                        "cell size of MPICH's own POSIX shared-memory eager queue",
+                    ));
+                }
+                v
+            }
+        };
+        Space {
+            mpi: mpi.name(),
+            layer,
+            params,
+        }
+    }
+
+    /// `--quick`: the one knob that matters most, one candidate (tests, CI).
+    pub fn quick(mpi: MpiImpl, layer: Layer) -> Space {
+        let mut s = Space::full(mpi, layer);
+        s.params.truncate(1);
+        s.params[0].candidates.truncate(1);
+        if layer != Layer::Vader {
+            // The scheme (put vs get) is the cheapest safe UCX knob to try.
+            s.params = vec![p(
+                "UCX_RNDV_SCHEME",
+                "auto",
+                &["put_zcopy"],
+                "rendezvous protocol: the sender writes (put) or the receiver reads (get)",
+            )];
+        }
+        s
+    }
+
+    /// Candidates along one coordinate: `base` with parameter `i` set to each
+    /// of its values (or back to its default), minus invalid ones and `base`.
+    pub fn neighbours(&self, base: &Setting, i: usize) -> Vec<Setting> {
+        let prm = &self.params[i];
+        let mut out = Vec::new();
+        let mut values: Vec<Option<&str>> = vec![None];
+        values.extend(prm.candidates.iter().map(|c| Some(*c)));
+        for v in values {
+            let mut s = base.clone();
+            match v {
+                Some(v) => s.insert(prm.name.to_string(), v.to_string()),
+                None => s.remove(prm.name),
+            };
+            if &s != base && self.valid(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Combinations the MPI would refuse or silently rewrite.
+    pub fn valid(&self, s: &Setting) -> bool {
+        let num = |k: &str, d: u64| s.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(d);
+        match self.layer {
+            // vader keeps fragments of max_send_size in a 4 MiB segment and
+            // needs eager_limit <= max_send_size.
+            Layer::Vader => {
+                num("btl_vader_eager_limit", 4096) <= num("btl_vader_max_send_size", 32768)
+            }
+            _ => true,
+        }
+    }
+
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// Every variable name this space may set in the job's environment.
+    pub fn env_names(&self) -> Vec<String> {
+        self.params
+            .iter()
+            .map(|p| env_name(self.layer, p.name))
+            .collect()
+    }
+}
+
+/// The environment variable that carries parameter `name` to the MPI job.
+pub fn env_name(layer: Layer, name: &str) -> String {
+    match layer {
+        Layer::Vader => format!("OMPI_MCA_{name}"),
+        // UCX under Open MPI reads its own variables; mpirun forwards them
+        // (the exported file uses mca_base_env_list, see export.rs).
+        Layer::OmpiUcx | Layer::MpichUcx => name.to_string(),
+    }
+}
+
+/// The job environment for a setting.
+pub fn to_env(layer: Layer, s: &Setting) -> Vec<(String, String)> {
+    s.iter()
+        .map(|(k, v)| (env_name(layer, k), v.clone()))
+        .collect()
+}
+
+/// `name=value ...` or `defaults`.
+pub fn describe(s: &Setting) -> String {
+    if s.is_empty() {
+        return "defaults".into();
+    }
+    s.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neighbours_move_one_coordinate_and_stay_valid() {
+        let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let base = Setting::new();
+        let n = sp.neighbours(&base, 1);
+        // eager 8K, 16K, 32K are all <= the default max_send_size 32K.
+        assert_eq!(n.len(), 3);
+        assert!(n.iter().all(|s| s.len() == 1));
+        let mut small = Setting::new();
+        small.insert("btl_vader_max_send_size".into(), "16384".into());
+        let n = sp.neighbours(&small, 1);
+        // Only 8K and 16K fit under a 16K fragment.
+        assert_eq!(n.len(), 2, "{n:?}");
+        // From a moved coordinate, going back to the default is a neighbour.
+        let n = sp.neighbours(&small, 2);
+        assert!(n.iter().any(|s| s.is_empty()));
+        assert_eq!(describe(&small), "btl_vader_max_send_size=16384");
+        assert_eq!(
+            to_env(Layer::Vader, &small),
+            vec![(
+                "OMPI_MCA_btl_vader_max_send_size".to_string(),
+                "16384".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn quick_space_is_one_candidate() {
+        for (m, l) in [
+            (MpiImpl::OpenMpi, Layer::Vader),
+            (MpiImpl::Mpich, Layer::MpichUcx),
+        ] {
+            let q = Space::quick(m, l);
+            assert_eq!(q.params.len(), 1);
+            assert_eq!(q.params[0].candidates.len(), 1);
+        }
+    }
+}
