@@ -5,12 +5,11 @@
 //! contributes, SVG drawings (the topology tree), and HTML tables.
 
 pub mod heatmap;
-pub mod loglog;
 pub mod png;
 mod svg_chart;
 mod svg_tree;
 
-pub use svg_chart::{svg_loglog, Series};
+pub use svg_chart::{bytes_label, svg_loglog, Series};
 pub use svg_tree::svg_tree;
 
 use std::fmt::Write as _;

@@ -13,9 +13,21 @@ pub struct Series {
     pub dashed: bool,
 }
 
-const COLORS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#555555", "#9467bd", "#ff7f0e",
+const COLORS: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#555555", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+    "#bcbd22", "#17becf",
 ];
+
+/// Byte counts as 1K, 64K, 1M, 1G (for the x axis of size curves).
+pub fn bytes_label(v: f64) -> String {
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (u, size) in units {
+        if v >= size as f64 {
+            return format!("{}{u}", (v / size as f64 * 10.0).round() / 10.0);
+        }
+    }
+    format!("{v}")
+}
 
 /// A log-log chart, 640x400, axes labelled with powers of 2 on x (bytes)
 /// and decades on y; `x_fmt` turns an x tick into a label.

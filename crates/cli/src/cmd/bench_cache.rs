@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use topocomm_measure::cache::{self, CacheConfig, CachePoint, Holder, Omission, Op, State};
 use topocomm_measure::meta::RunMeta;
-use topocomm_report::loglog::{loglog_svg, Series};
+use topocomm_report::{bytes_label, svg_loglog, Series};
 use topocomm_topo::Machine;
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -263,6 +263,7 @@ pub fn curves_svg(r: &CacheReport) -> Vec<(Op, String)> {
                         .filter(|p| p.op == op && &curve_key(p) == c)
                         .map(|p| (p.size as f64, p.summary.median))
                         .collect(),
+                    dashed: false,
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect();
@@ -273,12 +274,12 @@ pub fn curves_svg(r: &CacheReport) -> Vec<(Op, String)> {
             };
             (
                 op,
-                loglog_svg(
+                svg_loglog(
                     &format!("{title} {} (holder class, state)", r.measurer),
                     "buffer size (bytes)",
                     unit,
-                    true,
                     &series,
+                    &bytes_label,
                 ),
             )
         })

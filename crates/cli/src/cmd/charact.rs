@@ -99,7 +99,7 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
 
 /// Human size for tables: 1K, 64K, 1M.
 pub fn size_label(n: u64) -> String {
-    topocomm_report::loglog::bytes_label(n as f64)
+    topocomm_report::bytes_label(n as f64)
 }
 
 /// Writes a file (atomically), naming it in the error.

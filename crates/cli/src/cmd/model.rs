@@ -15,8 +15,7 @@ use topocomm_model::fit::{fit, Fit, Observation};
 use topocomm_model::tune::runner::{Runner, TimePoint};
 use topocomm_model::tune::space::single_copy;
 use topocomm_model::{class_rates, predict, ClassRates, Overheads};
-use topocomm_report::loglog::bytes_label;
-use topocomm_report::{svg_loglog, Series};
+use topocomm_report::{bytes_label, svg_loglog, Series};
 use topocomm_topo::{ClassMatrix, LocalityClass, Machine};
 use topocomm_transport::{Params, Rules};
 
