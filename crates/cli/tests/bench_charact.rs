@@ -2,15 +2,9 @@
 //! machine, checked for sanity, plus the errors for PUs/classes it lacks.
 
 use serde_json::Value;
-use std::process::{Command, Output};
 
-fn topocomm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_topocomm"))
-        .args(args)
-        .env_remove("TOPOCOMM_TOPOLOGY")
-        .output()
-        .expect("topocomm runs")
-}
+mod common;
+use common::{fails_with, topocomm};
 
 fn ok_json(args: &[&str]) -> Value {
     let out = topocomm(args);
@@ -20,18 +14,6 @@ fn ok_json(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = topocomm(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} should fail");
-    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
-    assert_eq!(
-        err.trim().lines().filter(|l| l.contains("error")).count(),
-        1,
-        "{err}"
-    );
 }
 
 fn live_pus() -> usize {

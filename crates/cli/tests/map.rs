@@ -1,7 +1,9 @@
 //! `topocomm map` end to end: output formats, evaluation, bad input.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
 
 const TOPO: &str = "synthetic:pack:2 core:2 pu:1";
 
@@ -18,11 +20,7 @@ fn write(name: &str, text: &str) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_topocomm"))
-        .args(args)
-        .env_remove("TOPOCOMM_TOPOLOGY")
-        .output()
-        .unwrap()
+    common::topocomm(args)
 }
 
 /// Two interleaved pairs: (0,2) and (1,3) talk.

@@ -6,37 +6,9 @@
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn topocomm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_topocomm"))
-        .args(args)
-        .env_remove("TOPOCOMM_TOPOLOGY")
-        .output()
-        .expect("topocomm runs")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = topocomm(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = topocomm(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} should fail");
-    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
-    assert_eq!(
-        err.trim().lines().filter(|l| l.contains("error")).count(),
-        1,
-        "{err}"
-    );
-}
+mod common;
+use common::{fails_with, ok};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tc-tune-test-{}-{name}", std::process::id()));

@@ -1,16 +1,11 @@
 //! `topocomm topo` and `topocomm report` as a user runs them.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use topocomm_topo::testdata::{fixture, shared_topology};
 
-fn topocomm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_topocomm"))
-        .args(args)
-        .env_remove("TOPOCOMM_TOPOLOGY")
-        .output()
-        .expect("topocomm runs")
-}
+mod common;
+use common::topocomm;
 
 fn ok(args: &[&str]) -> String {
     let out = topocomm(args);
