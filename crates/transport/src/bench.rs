@@ -15,45 +15,9 @@ const TAG_CTRL: i32 = 1_000_001;
 const TAG_DATA: i32 = 1_000_002;
 const TAG_ACK: i32 = 1_000_003;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Test {
-    Latency,
-    Bw,
-    Bibw,
-    Msgrate,
-}
-
-impl Test {
-    pub fn parse(s: &str) -> std::result::Result<Test, String> {
-        Ok(match s.trim() {
-            "latency" => Test::Latency,
-            "bw" => Test::Bw,
-            "bibw" => Test::Bibw,
-            "msgrate" => Test::Msgrate,
-            o => {
-                return Err(format!(
-                    "unknown test '{o}' (expected latency, bw, bibw or msgrate)"
-                ))
-            }
-        })
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Test::Latency => "latency",
-            Test::Bw => "bw",
-            Test::Bibw => "bibw",
-            Test::Msgrate => "msgrate",
-        }
-    }
-    pub fn unit(self) -> &'static str {
-        match self {
-            Test::Latency => "us",
-            Test::Bw | Test::Bibw => "GB/s",
-            Test::Msgrate => "Mmsg/s",
-        }
-    }
-}
+/// The four p2p tests, with the names and units every backend shares
+/// (the worker, `tc_mpibench`, the limits).
+pub use topocomm_measure::p2p::Test;
 
 /// What to measure.
 #[derive(Clone, Debug)]

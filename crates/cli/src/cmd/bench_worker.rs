@@ -64,7 +64,7 @@ fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result
 pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let Kind::P2p(p) = &a.kind;
     let spec = Spec {
-        tests: list(&p.tests, "tests", Test::parse)?,
+        tests: list(&p.tests, "tests", str::parse::<Test>)?,
         sizes: list(&p.sizes, "sizes", |x| {
             x.parse::<usize>()
                 .map_err(|_| format!("'{x}' is not a size in bytes"))
