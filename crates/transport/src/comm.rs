@@ -943,6 +943,19 @@ impl Comm {
 
     /// Copies a complete message into receive request `idx`.
     fn deliver(&mut self, idx: u32, src: usize, tag: i32, data: *const u8, len: usize) {
+        let Some((buf, st)) = self.fit(idx, src, tag, len) else {
+            return;
+        };
+        // SAFETY: buf holds cap >= len bytes (irecv contract, checked by fit); data holds len.
+        unsafe { copy_plain(buf, data, len) };
+        self.complete(idx, st, None);
+    }
+
+    /// The buffer of receive request `idx` and the status of a `len`-byte
+    /// message from `src` with `tag`. A message longer than the buffer
+    /// completes the request with a truncation error (the message counts as
+    /// received) and gives `None`.
+    fn fit(&mut self, idx: u32, src: usize, tag: i32, len: usize) -> Option<(*mut u8, Status)> {
         let (buf, cap) = self.recv_buf(idx);
         let st = Status {
             source: src as i32,
@@ -957,11 +970,9 @@ impl Comm {
                 tag,
             };
             self.complete(idx, st, Some(e));
-            return;
+            return None;
         }
-        // SAFETY: buf holds cap >= len bytes (irecv contract); data holds len.
-        unsafe { copy_plain(buf, data, len) };
-        self.complete(idx, st, None);
+        Some((buf, st))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -975,24 +986,11 @@ impl Comm {
         cma: bool,
         addr: u64,
     ) -> Result<()> {
-        let (buf, cap) = self.recv_buf(idx);
-        let st = Status {
-            source: src as i32,
-            tag,
-            count: len,
-        };
-        if len > cap {
-            let e = Error::Truncated {
-                len,
-                cap,
-                peer: src as i32,
-                tag,
-            };
-            self.complete(idx, st, Some(e));
+        let Some((buf, st)) = self.fit(idx, src, tag, len) else {
             // FIN releases the sender without data.
             self.queue_ctrl(src, K_FIN, msg_id);
             return Ok(());
-        }
+        };
         if cma {
             let chunk = self.ins[src].plan.cma_chunk as usize;
             // SAFETY: buf holds cap >= len writable bytes (irecv contract).
