@@ -19,7 +19,7 @@
 //! most; paired: sum of (2 + 2 x candidates + 2).
 
 use crate::objective::{combine, compare, ClassMeasure, ClassVerdict};
-use crate::space::{describe, Setting, Space};
+use crate::space::{describe, Coordinate, Setting, Space};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -57,13 +57,18 @@ pub struct Step {
     pub seconds: f64,
 }
 
-/// A value the search kept, and why.
+/// A move the search kept, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct Adoption {
     pub round: usize,
+    /// The coordinate: a parameter's name, or `presets`.
     pub param: String,
-    /// `None`: back to the MPI's default.
-    pub value: Option<String>,
+    /// The preset adopted, on the `presets` coordinate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Every parameter the move changed, with its new value (`None`: back
+    /// to the MPI's default).
+    pub moved: Vec<(String, Option<String>)>,
     /// Scores vs the defaults, before and after adopting it.
     pub score_before: f64,
     pub score_after: f64,
@@ -106,8 +111,9 @@ pub fn coordinate_descent(
     'rounds: for round in 1..=opts.max_rounds.max(1) {
         rounds = round;
         let mut changed = false;
-        for (i, prm) in space.params.iter().enumerate() {
-            let cands = space.neighbours(&incumbent, i);
+        for coord in space.coordinates() {
+            let name = space.coordinate_name(coord);
+            let cands = space.neighbours(&incumbent, coord);
             if cands.is_empty() {
                 continue;
             }
@@ -120,14 +126,14 @@ pub fn coordinate_descent(
                 let r = measure(s);
                 (r, t.elapsed().as_secs_f64())
             };
-            progress(&format!("round {round}, {}: defaults", prm.name));
+            progress(&format!("round {round}, {}: defaults", name));
             let (d, secs) = timed(&Setting::new());
             let mut d = d.map_err(|e| format!("measuring the defaults: {e}"))?;
             // Whether `d` still has to serve its first comparison.
             let mut d_unused = true;
             steps.push(Step {
                 round,
-                param: prm.name.into(),
+                param: name.into(),
                 role: "defaults".into(),
                 setting: Setting::new(),
                 score: 1.0,
@@ -141,7 +147,7 @@ pub fn coordinate_descent(
                 d_unused = false;
                 progress(&format!(
                     "round {round}, {}: incumbent {}",
-                    prm.name,
+                    name,
                     describe(&incumbent)
                 ));
                 let (r, secs) = timed(&incumbent);
@@ -154,7 +160,7 @@ pub fn coordinate_descent(
                 };
                 steps.push(Step {
                     round,
-                    param: prm.name.into(),
+                    param: name.into(),
                     role: "incumbent".into(),
                     setting: incumbent.clone(),
                     score,
@@ -183,7 +189,7 @@ pub fn coordinate_descent(
                     d = r.map_err(|e| format!("measuring the defaults: {e}"))?;
                     steps.push(Step {
                         round,
-                        param: prm.name.into(),
+                        param: name.into(),
                         role: "defaults".into(),
                         setting: Setting::new(),
                         score: 1.0,
@@ -193,7 +199,7 @@ pub fn coordinate_descent(
                     });
                 }
                 d_unused = false;
-                progress(&format!("round {round}, {}: {}", prm.name, describe(&cand)));
+                progress(&format!("round {round}, {}: {}", name, describe(&cand)));
                 let (r, secs) = timed(&cand);
                 let (score, feasible, error, verdicts) = match r {
                     Ok(c) => {
@@ -208,7 +214,7 @@ pub fn coordinate_descent(
                 ));
                 steps.push(Step {
                     round,
-                    param: prm.name.into(),
+                    param: name.into(),
                     role: "candidate".into(),
                     setting: cand.clone(),
                     score,
@@ -229,7 +235,7 @@ pub fn coordinate_descent(
                 Some((s, score, verdicts)) if opts.confirm => {
                     progress(&format!(
                         "round {round}, {}: confirming {}",
-                        prm.name,
+                        name,
                         describe(&s)
                     ));
                     let (d2, secs_d) = timed(&Setting::new());
@@ -240,7 +246,7 @@ pub fn coordinate_descent(
                     };
                     steps.push(Step {
                         round,
-                        param: prm.name.into(),
+                        param: name.into(),
                         role: "confirmation".into(),
                         setting: s.clone(),
                         score: score2,
@@ -267,8 +273,11 @@ pub fn coordinate_descent(
             if let Some((s, score, verdicts)) = best {
                 adoptions.push(Adoption {
                     round,
-                    param: prm.name.into(),
-                    value: s.get(prm.name).cloned(),
+                    param: name.into(),
+                    preset: (coord == Coordinate::Presets)
+                        .then(|| space.preset_of(&s).map(|p| p.name.to_string()))
+                        .flatten(),
+                    moved: moved(&incumbent, &s),
                     score_before: before,
                     score_after: score,
                     verdicts,
@@ -295,6 +304,17 @@ pub fn coordinate_descent(
         budget_exhausted: exhausted,
         rounds,
     })
+}
+
+/// The parameters whose value differs from `from` to `to`.
+fn moved(from: &Setting, to: &Setting) -> Vec<(String, Option<String>)> {
+    let mut keys: Vec<&String> = from.keys().chain(to.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| from.get(*k) != to.get(*k))
+        .map(|k| (k.clone(), to.get(k).cloned()))
+        .collect()
 }
 
 /// ` (rejected: slower at bw 1K, latency 8)` or ` (failed: ...)`, or nothing.
@@ -330,17 +350,19 @@ mod tests {
     use topocomm_measure::SampleLine;
 
     /// A synthetic machine (pure function of the setting, no MPI): bw at
-    /// 64K/1M from a made-up response surface, latency at 8 B.
+    /// 64K/1M from a made-up response surface, latency at 8 B. Single copy
+    /// off alone is slower than CMA (8 vs 10): only with 8 fragments in
+    /// flight does the pipeline win, and then larger fragments help more.
     fn surface(s: &Setting) -> Vec<ClassMeasure> {
-        let none = s.get("btl_vader_single_copy_mechanism").map(String::as_str) == Some("none");
-        let frag: f64 = s
-            .get("btl_vader_max_send_size")
-            .map_or(32768.0, |v| v.parse().unwrap());
-        let fbox = s.get("btl_vader_fbox_size").is_some();
-        let bw = if none {
-            30.0 * (frag / 32768.0).sqrt()
-        } else {
-            10.0
+        let get = |k: &str| s.get(k).map(String::as_str);
+        let none = get("btl_vader_single_copy_mechanism") == Some("none");
+        let deep = get("pml_ob1_send_pipeline_depth").is_some();
+        let frag: f64 = get("btl_vader_max_send_size").map_or(32768.0, |v| v.parse().unwrap());
+        let fbox = get("btl_vader_fbox_size").is_some();
+        let bw = match (none, deep) {
+            (false, _) => 10.0,
+            (true, false) => 8.0,
+            (true, true) => 30.0 * (frag / 32768.0).sqrt(),
         };
         let lat = if fbox { 0.3 } else { 0.2 };
         let mk = |test: &str, size, x: f64| SampleLine {
@@ -362,21 +384,24 @@ mod tests {
         }]
     }
 
-    #[test]
-    fn finds_the_best_feasible_setting_and_rejects_regressions() {
-        let space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
-        let opts = SearchOptions {
+    fn thorough() -> SearchOptions {
+        SearchOptions {
             budget: Duration::from_secs(3600),
             max_rounds: 3,
             min_gain: 0.02,
             confirm: true,
             paired: true,
-        };
+        }
+    }
+
+    #[test]
+    fn presets_reach_what_single_moves_cannot_and_descent_refines_them() {
+        let space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
         let mut n = 0;
         let r = coordinate_descent(
             &space,
             &[1.0],
-            &opts,
+            &thorough(),
             &mut |s| {
                 n += 1;
                 Ok(surface(s))
@@ -388,16 +413,45 @@ mod tests {
             r.best.get("btl_vader_single_copy_mechanism").unwrap(),
             "none"
         );
-        assert_eq!(r.best.get("btl_vader_max_send_size").unwrap(), "131072");
+        // The larger-fragment preset wins (x4.24), and descent keeps it.
+        assert_eq!(r.best.get("btl_vader_max_send_size").unwrap(), "262144");
+        assert!(r.best.contains_key("pml_ob1_send_pipeline_depth"));
         // fbox_size slows latency by 50%: never adopted.
         assert!(!r.best.contains_key("btl_vader_fbox_size"));
-        assert!((r.best_score - 6.0).abs() < 0.05, "{}", r.best_score);
+        let want = 30.0 * 8f64.sqrt() / 10.0;
+        assert!((r.best_score - want).abs() < 0.05, "{}", r.best_score);
+        let first = &r.adoptions[0];
+        assert_eq!(first.param, "presets");
+        assert_eq!(
+            first.preset.as_deref(),
+            Some("copy-in/copy-out pipeline, 256 KiB fragments")
+        );
+        assert!(first
+            .moved
+            .contains(&("btl_vader_max_send_size".into(), Some("262144".into()))));
         // Confirmations measure twice per step.
         let confirmations = r.steps.iter().filter(|s| s.role == "confirmation").count();
         assert_eq!(r.steps.len() + confirmations, n);
         assert_eq!(confirmations, r.adoptions.len());
         assert!(!r.budget_exhausted);
-        assert!(r.adoptions.len() >= 2);
+    }
+
+    #[test]
+    fn without_presets_single_moves_stay_at_the_defaults() {
+        // The same surface with the presets removed: no single move beats
+        // CMA, which is why the presets exist.
+        let mut space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        space.presets.clear();
+        let r = coordinate_descent(
+            &space,
+            &[1.0],
+            &thorough(),
+            &mut |s| Ok(surface(s)),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(r.best.is_empty(), "{:?}", r.best);
+        assert!(r.adoptions.is_empty());
     }
 
     #[test]

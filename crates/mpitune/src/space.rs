@@ -33,13 +33,34 @@ pub struct Param {
     pub what: &'static str,
 }
 
-/// The explored space: parameters in the order coordinate descent visits
-/// them (largest expected effect first).
+/// Several parameters moved together: a protocol switch that pays only with
+/// its companions (vader's copy-in/copy-out pipeline loses to CMA with the
+/// default 32 KiB fragments and 3 in flight, and can win with larger ones),
+/// which one-parameter-at-a-time descent can never reach.
+#[derive(Clone, Debug, Serialize)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Parameter name -> value; every name is also one of the space's
+    /// [`Param`]s, so the descent can refine it afterwards.
+    pub values: Vec<(&'static str, &'static str)>,
+    pub what: &'static str,
+}
+
+/// One axis of the descent: all presets at once, or one parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coordinate {
+    Presets,
+    Param(usize),
+}
+
+/// The explored space: presets first, then the parameters in the order
+/// coordinate descent visits them (largest expected effect first).
 #[derive(Clone, Debug, Serialize)]
 pub struct Space {
     pub mpi: &'static str,
     pub layer: Layer,
     pub params: Vec<Param>,
+    pub presets: Vec<Preset>,
 }
 
 /// Parameter name -> value, for parameters not at their default.
@@ -55,6 +76,18 @@ fn p(
         name,
         default,
         candidates: candidates.to_vec(),
+        what,
+    }
+}
+
+fn preset(
+    name: &'static str,
+    values: &[(&'static str, &'static str)],
+    what: &'static str,
+) -> Preset {
+    Preset {
+        name,
+        values: values.to_vec(),
         what,
     }
 }
@@ -80,7 +113,24 @@ fn ucx_params() -> Vec<Param> {
             &["16384", "131072"],
             "size from which eager sends are zero-copy instead of bcopy through the shared FIFO",
         ),
+        p(
+            "UCX_MM_FIFO_SIZE",
+            "64",
+            &["256", "1024"],
+            "elements in each shared-memory receive FIFO (bcopy fragments in flight per peer)",
+        ),
     ]
+}
+
+/// UCX without rendezvous: every message goes through the shared-memory
+/// FIFO (two copies), with a deeper FIFO to keep both sides busy. Wins
+/// where CMA is slow or refused (ptrace-restricted containers).
+fn ucx_presets() -> Vec<Preset> {
+    vec![preset(
+        "shared-memory FIFO only",
+        &[("UCX_RNDV_THRESH", "inf"), ("UCX_MM_FIFO_SIZE", "1024")],
+        "no rendezvous: all sizes copied through the shared FIFO, 1024 elements deep",
+    )]
 }
 
 impl Space {
@@ -103,8 +153,20 @@ impl Space {
                 p(
                     "btl_vader_max_send_size",
                     "32768",
-                    &["16384", "65536", "131072"],
+                    &["16384", "65536", "131072", "262144"],
                     "fragment size of the copy-in/copy-out pipeline",
+                ),
+                p(
+                    "pml_ob1_send_pipeline_depth",
+                    "3",
+                    &["8", "16"],
+                    "fragments of one large message in flight in the copy-in/copy-out pipeline",
+                ),
+                p(
+                    "btl_vader_segment_size",
+                    "4194304",
+                    &["16777216", "67108864"],
+                    "per-process shared segment that holds the fragments in flight",
                 ),
                 p(
                     "btl_vader_fbox_size",
@@ -113,29 +175,47 @@ impl Space {
                     "per-peer fast-box ring used for small messages",
                 ),
             ],
-            Layer::OmpiUcx | Layer::MpichUcx => {
-                let mut v = ucx_params();
-                if layer == Layer::MpichUcx {
-                    v.push(p(
-                        "MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE",
-                        "69632",
-                        &["16384", "262144"],
-                        "cell size of MPICH's own POSIX shared-memory eager queue",
-                    ));
-                }
-                v
-            }
+            // Debian's MPICH is built `ch4:ucx` without a CH4 shared-memory
+            // module: intra-node messages go through UCX (with UCX_TLS=tcp,
+            // 8 B latency goes from 0.2 us to 6 us), so MPIR_CVAR_CH4_SHM_*
+            // change nothing and only UCX's variables are tuned.
+            Layer::OmpiUcx | Layer::MpichUcx => ucx_params(),
+        };
+        let presets = match layer {
+            Layer::Vader => vec![
+                preset(
+                    "copy-in/copy-out pipeline, 32 KiB fragments",
+                    &[
+                        ("btl_vader_single_copy_mechanism", "none"),
+                        ("pml_ob1_send_pipeline_depth", "8"),
+                    ],
+                    "no CMA: large messages pipelined through the shared segment, 8 fragments in flight",
+                ),
+                preset(
+                    "copy-in/copy-out pipeline, 256 KiB fragments",
+                    &[
+                        ("btl_vader_single_copy_mechanism", "none"),
+                        ("btl_vader_max_send_size", "262144"),
+                        ("pml_ob1_send_pipeline_depth", "8"),
+                        ("btl_vader_segment_size", "16777216"),
+                    ],
+                    "no CMA: large messages pipelined in 256 KiB fragments, 8 in flight, 16 MiB segment",
+                ),
+            ],
+            Layer::OmpiUcx | Layer::MpichUcx => ucx_presets(),
         };
         Space {
             mpi: mpi.name(),
             layer,
             params,
+            presets,
         }
     }
 
     /// `--quick`: the one knob that matters most, one candidate (tests, CI).
     pub fn quick(mpi: MpiImpl, layer: Layer) -> Space {
         let mut s = Space::full(mpi, layer);
+        s.presets.clear();
         s.params.truncate(1);
         s.params[0].candidates.truncate(1);
         if layer != Layer::Vader {
@@ -150,9 +230,45 @@ impl Space {
         s
     }
 
-    /// Candidates along one coordinate: `base` with parameter `i` set to each
-    /// of its values (or back to its default), minus invalid ones and `base`.
-    pub fn neighbours(&self, base: &Setting, i: usize) -> Vec<Setting> {
+    /// The axes of one descent round: the presets (if any), then each
+    /// parameter.
+    pub fn coordinates(&self) -> Vec<Coordinate> {
+        let presets = (!self.presets.is_empty()).then_some(Coordinate::Presets);
+        presets
+            .into_iter()
+            .chain((0..self.params.len()).map(Coordinate::Param))
+            .collect()
+    }
+
+    /// A coordinate's name in progress lines and the search log.
+    pub fn coordinate_name(&self, c: Coordinate) -> &'static str {
+        match c {
+            Coordinate::Presets => "presets",
+            Coordinate::Param(i) => self.params[i].name,
+        }
+    }
+
+    /// Candidates along one coordinate: for a parameter, `base` with it set
+    /// to each of its values (or back to its default); for the presets,
+    /// `base` with each preset's values laid over it. Minus invalid
+    /// settings and `base` itself.
+    pub fn neighbours(&self, base: &Setting, c: Coordinate) -> Vec<Setting> {
+        let i = match c {
+            Coordinate::Param(i) => i,
+            Coordinate::Presets => {
+                let mut out: Vec<Setting> = Vec::new();
+                for pr in &self.presets {
+                    let mut s = base.clone();
+                    for (k, v) in &pr.values {
+                        s.insert(k.to_string(), v.to_string());
+                    }
+                    if &s != base && self.valid(&s) && !out.contains(&s) {
+                        out.push(s);
+                    }
+                }
+                return out;
+            }
+        };
         let prm = &self.params[i];
         let mut out = Vec::new();
         let mut values: Vec<Option<&str>> = vec![None];
@@ -185,6 +301,19 @@ impl Space {
 
     pub fn param(&self, name: &str) -> Option<&Param> {
         self.params.iter().find(|p| p.name == name)
+    }
+
+    /// The most specific preset whose values `s` holds (for the search log:
+    /// a preset's setting also holds every preset its values include).
+    pub fn preset_of(&self, s: &Setting) -> Option<&Preset> {
+        self.presets
+            .iter()
+            .filter(|p| {
+                p.values
+                    .iter()
+                    .all(|(k, v)| s.get(*k).map(String::as_str) == Some(*v))
+            })
+            .max_by_key(|p| p.values.len())
     }
 
     /// Every variable name this space may set in the job's environment.
@@ -232,17 +361,17 @@ mod tests {
     fn neighbours_move_one_coordinate_and_stay_valid() {
         let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
         let base = Setting::new();
-        let n = sp.neighbours(&base, 1);
+        let n = sp.neighbours(&base, Coordinate::Param(1));
         // eager 8K, 16K, 32K are all <= the default max_send_size 32K.
         assert_eq!(n.len(), 3);
         assert!(n.iter().all(|s| s.len() == 1));
         let mut small = Setting::new();
         small.insert("btl_vader_max_send_size".into(), "16384".into());
-        let n = sp.neighbours(&small, 1);
+        let n = sp.neighbours(&small, Coordinate::Param(1));
         // Only 8K and 16K fit under a 16K fragment.
         assert_eq!(n.len(), 2, "{n:?}");
         // From a moved coordinate, going back to the default is a neighbour.
-        let n = sp.neighbours(&small, 2);
+        let n = sp.neighbours(&small, Coordinate::Param(2));
         assert!(n.iter().any(|s| s.is_empty()));
         assert_eq!(describe(&small), "btl_vader_max_send_size=16384");
         assert_eq!(

@@ -106,14 +106,17 @@ fn mpich_reads_the_env_file() {
     let entries = [
         entry("MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE", "16384"),
         entry("UCX_RNDV_SCHEME", "put_zcopy"),
+        // The FIFO-only preset's value: UCX must parse "inf".
+        entry("UCX_RNDV_THRESH", "inf"),
     ];
     std::fs::write(&f, render(Layer::MpichUcx, &["test".into()], &entries)).unwrap();
     let values = parse_env_file("mpich.env", &std::fs::read_to_string(&f).unwrap()).unwrap();
     let rb = verify_file(MpiImpl::Mpich, Layer::MpichUcx, &b, &f, &values).unwrap();
-    assert_eq!(rb.len(), 2, "{rb:?}");
+    assert_eq!(rb.len(), 3, "{rb:?}");
     assert!(rb.iter().all(|r| r.ok), "{rb:?}");
     assert_eq!(rb[0].read.as_deref(), Some("16384"));
     assert_eq!(rb[1].how, "UCX parser");
+    assert_eq!(rb[2].how, "UCX parser");
     // A misspelled UCX variable is caught (UCX warns it is unused).
     let f2 = tmp("mpich-bad.env");
     std::fs::write(

@@ -19,7 +19,7 @@ use topocomm_mpitune::objective::{
     combine, compare, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN, TOLERANCE,
 };
 use topocomm_mpitune::runner::{layer_of_pml, openmpi_pml, Runner};
-use topocomm_mpitune::search::{coordinate_descent, SearchOptions, SearchResult};
+use topocomm_mpitune::search::{coordinate_descent, Adoption, SearchOptions, SearchResult};
 use topocomm_mpitune::space::{describe, Layer, Space};
 use topocomm_mpitune::verify::{ompi_info_sources, verify_file, ReadBack};
 use topocomm_mpitune::weights::{self, ClassWeight};
@@ -239,8 +239,9 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let weights: Vec<f64> = s.classes.iter().map(|c| c.weight).collect();
     let load_start = loadavg();
     eprintln!(
-        "tuning {} ({} parameters, {} candidate values) on {} over {} sizes; budget {} s",
+        "tuning {} ({} presets, {} parameters, {} candidate values) on {} over {} sizes; budget {} s",
         s.which.name(),
+        space.presets.len(),
         space.params.len(),
         space
             .params
@@ -515,7 +516,11 @@ fn entries_for(space: &Space, r: &SearchResult) -> Vec<Entry> {
         if let Some(p) = prm {
             why.push(format!("{name}: {} (default {}).", p.what, p.default));
         }
-        if let Some(ad) = r.adoptions.iter().rev().find(|a| &a.param == name) {
+        let adopted = |a: &&Adoption| a.moved.iter().any(|(k, _)| k == name);
+        if let Some(ad) = r.adoptions.iter().rev().find(adopted) {
+            if let Some(p) = &ad.preset {
+                why.push(format!("Set with the preset \"{p}\"."));
+            }
             why.push(format!(
                 "Chosen in round {}: weighted bw gain over {}-{} vs the defaults went x{:.2} -> x{:.2}",
                 ad.round,
