@@ -30,6 +30,24 @@ mod protocol;
 pub mod rates;
 pub mod tune;
 
+/// Rules shared by the unit tests: every protocol reachable, round sizes.
+#[cfg(test)]
+pub(crate) fn test_params() -> topocomm_transport::Params {
+    use topocomm_transport::{CopyKind, Owner, Params};
+    Params {
+        inline_max: 40,
+        eager_max: 16 << 10,
+        fragment: 64 << 10,
+        depth: 8,
+        cma: true,
+        cma_threshold: 1 << 20,
+        cma_chunk: 1 << 20,
+        copy: CopyKind::Plain,
+        nt_threshold: u64::MAX,
+        buffer_owner: Owner::Sender,
+    }
+}
+
 pub use curve::Curve;
 pub use predict::{predict, protocol_for, Overheads, Protocol};
 pub use protocol::{chunk_sizes, pipelined_time, single_copy_time, CopyRates, SingleCopyRates};

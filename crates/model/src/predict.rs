@@ -120,7 +120,6 @@ pub(crate) mod tests {
     use super::*;
     use crate::curve::Curve;
     use crate::protocol::CopyRates;
-    use topocomm_transport::{CopyKind, Owner};
 
     pub(crate) fn flat_rates(s: f64, r: f64) -> ClassRates {
         ClassRates {
@@ -136,18 +135,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn params() -> Params {
-        Params {
-            inline_max: 40,
-            eager_max: 16 << 10,
-            fragment: 64 << 10,
-            depth: 8,
-            cma: true,
-            cma_threshold: 1 << 20,
-            cma_chunk: 1 << 20,
-            copy: CopyKind::Plain,
-            nt_threshold: u64::MAX,
-            buffer_owner: Owner::Sender,
-        }
+        crate::test_params()
     }
 
     #[test]

@@ -187,18 +187,7 @@ mod tests {
     use super::*;
 
     fn base() -> Params {
-        Params {
-            inline_max: 40,
-            eager_max: 16 << 10,
-            fragment: 64 << 10,
-            depth: 8,
-            cma: true,
-            cma_threshold: 1 << 20,
-            cma_chunk: 1 << 20,
-            copy: CopyKind::Plain,
-            nt_threshold: u64::MAX,
-            buffer_owner: Owner::Sender,
-        }
+        crate::test_params()
     }
 
     #[test]
