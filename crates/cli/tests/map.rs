@@ -89,22 +89,29 @@ fn launcher_formats() {
         run(&["map", i, "--topology", TOPO, "--format", "rankfile", "-q"]).stdout,
     )
     .unwrap();
-    assert_eq!(rf.lines().count(), 4);
-    assert!(
-        rf.lines()
-            .all(|l| l.starts_with("rank ") && l.contains("=localhost slot=")),
-        "{rf}"
-    );
+    // A synthetic (not live) one-node target is `localhost`; slot= is the
+    // PU OS index, the same numbers as the perm output.
+    let perm = String::from_utf8(run(&["map", i, "--topology", TOPO, "-q"]).stdout).unwrap();
+    let pus: Vec<&str> = perm
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    let body: Vec<&str> = rf.lines().filter(|l| !l.starts_with('#')).collect();
+    let want: Vec<String> = pus
+        .iter()
+        .enumerate()
+        .map(|(r, p)| format!("rank {r}=localhost slot={p}"))
+        .collect();
+    assert_eq!(body, want, "{rf}");
+    assert!(rf.contains("rmaps_rank_file_physical 1"), "{rf}");
     let hy =
         String::from_utf8(run(&["map", i, "--topology", TOPO, "--format", "hydra", "-q"]).stdout)
             .unwrap();
-    assert!(hy.trim().starts_with("-bind-to user:"), "{hy}");
+    let body: Vec<&str> = hy.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
-        hy.trim()
-            .trim_start_matches("-bind-to user:")
-            .split(',')
-            .count(),
-        4
+        body,
+        [format!("localhost:4 binding=user:{}", pus.join(","))],
+        "{hy}"
     );
     let sl = String::from_utf8(
         run(&[

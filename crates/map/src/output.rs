@@ -9,9 +9,9 @@ use std::fmt::Write;
 pub enum Format {
     /// `<node-index> <pu-os-index>` per rank (also what `topocomm run --map` reads).
     Perm,
-    /// Open MPI 5 rankfile.
+    /// Open MPI rankfile (physical PU indexes).
     Rankfile,
-    /// MPICH Hydra `-bind-to user:` list (+ machinefile for several nodes).
+    /// MPICH Hydra machinefile with per-host `binding=user:` lists.
     Hydra,
     /// Slurm `--cpu-bind=map_cpu:` list (+ `SLURM_HOSTFILE` for several nodes).
     Slurm,
@@ -89,93 +89,90 @@ pub fn parse_perm(path: &str, text: &str) -> Result<Vec<Slot>, MapError> {
     Ok(out)
 }
 
-/// `slot=<package>:<core>` (logical package, core index within it), the
-/// form every Open MPI since 1.x accepts; binds to the whole core.
+/// Open MPI rankfile, one `rank R=HOST slot=P` line per rank where P is the
+/// OS (physical) index of the rank's PU: the numbers every other format
+/// uses. Open MPI 4.1 reads rankfile slots as logical core indexes unless
+/// `rmaps_rank_file_physical` is set, and binds to the whole core unless
+/// `--use-hwthread-cpus`; the header says so and gives the command (checked
+/// under the real `mpirun` by crates/cli/tests/launchers.rs). The command
+/// has `--oversubscribe` because the rankfile already fixes every rank's PU:
+/// the slot count Open MPI derives from the allocation must not veto it.
 pub fn rankfile(target: &Target, slots: &[Slot]) -> String {
-    let mut core_base: Vec<BTreeMap<u32, u32>> = Vec::new();
-    for m in &target.cluster.topologies {
-        let mut base: BTreeMap<u32, u32> = BTreeMap::new();
-        for p in &m.pus {
-            if let (Some(pk), Some(c)) = (p.package, p.core) {
-                let e = base.entry(pk).or_insert(c);
-                *e = (*e).min(c);
-            }
-        }
-        core_base.push(base);
-    }
     let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Open MPI rankfile from topocomm map: {} ranks; slot= is the OS (physical) index of the rank's PU",
+        slots.len()
+    );
+    let _ = writeln!(
+        s,
+        "# run: mpirun --mca rmaps_rank_file_physical 1 --use-hwthread-cpus --oversubscribe --rankfile FILE -np {} PROGRAM",
+        slots.len()
+    );
     for (r, sl) in slots.iter().enumerate() {
-        let node = &target.cluster.nodes[sl.node as usize];
-        let m = &target.cluster.topologies[node.topo];
-        let pu = m.pu_position(sl.pu).map(|i| &m.pus[i]);
-        let spec = match pu.map(|p| (p.package, p.core)) {
-            Some((Some(pk), Some(c))) => format!("{pk}:{}", c - core_base[node.topo][&pk]),
-            Some((None, Some(c))) => format!("0:{c}"),
-            _ => format!("0:{}", pu.map_or(sl.pu, |p| p.logical_index)),
-        };
-        let _ = writeln!(s, "rank {r}={} slot={spec}", node.host);
+        let host = &target.cluster.nodes[sl.node as usize].host;
+        let _ = writeln!(s, "rank {r}={host} slot={}", sl.pu);
     }
     s
-}
-
-/// Per node, the PU list of its ranks in rank (= local rank) order; and the
-/// host of each rank.
-fn per_node(target: &Target, slots: &[Slot]) -> BTreeMap<u32, Vec<u32>> {
-    let _ = target;
-    let mut m: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for sl in slots {
-        m.entry(sl.node).or_default().push(sl.pu);
-    }
-    m
 }
 
 fn join(v: &[u32]) -> String {
     v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// Hydra: one node -> the `-bind-to user:` option; several -> a machinefile
-/// (`host:count` runs, rank order) then the binding list per host.
+/// MPICH Hydra machinefile (`mpiexec.hydra -f FILE -n N`): one
+/// `HOST:COUNT binding=user:P,...` line per run of consecutive ranks on one
+/// host, in rank order, so Hydra's fill-each-line-in-turn placement gives
+/// every rank its host; the list holds the OS index of each rank's PU in
+/// local order (Hydra binds the k-th process of a line to the k-th entry).
+/// Runs are cut by host name, not node index: Hydra merges consecutive
+/// lines of one host and then rejects a second `binding=`.
 pub fn hydra(target: &Target, slots: &[Slot]) -> String {
-    launcher(target, slots, "-bind-to user:", true)
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# MPICH Hydra machinefile from topocomm map: {} ranks; binding=user: lists the OS index of each rank's PU",
+        slots.len()
+    );
+    let _ = writeln!(s, "# run: mpiexec.hydra -f FILE -n {} PROGRAM", slots.len());
+    let host = |sl: &Slot| &target.cluster.nodes[sl.node as usize].host;
+    let mut i = 0;
+    while i < slots.len() {
+        let mut j = i;
+        while j < slots.len() && host(&slots[j]) == host(&slots[i]) {
+            j += 1;
+        }
+        let pus: Vec<u32> = slots[i..j].iter().map(|sl| sl.pu).collect();
+        let _ = writeln!(
+            s,
+            "{}:{} binding=user:{}",
+            host(&slots[i]),
+            j - i,
+            join(&pus)
+        );
+        i = j;
+    }
+    s
 }
 
-/// Slurm: `--cpu-bind=map_cpu:` list; several nodes add the
-/// `SLURM_HOSTFILE` lines (one host per rank, `--distribution=arbitrary`).
+/// Slurm: `--cpu-bind=map_cpu:` list (OS CPU indexes, local rank order);
+/// several nodes add the `SLURM_HOSTFILE` lines (one host per rank,
+/// `--distribution=arbitrary`). Not run under a real Slurm here.
 pub fn slurm(target: &Target, slots: &[Slot]) -> String {
-    launcher(target, slots, "--cpu-bind=map_cpu:", false)
-}
-
-fn launcher(target: &Target, slots: &[Slot], opt: &str, hydra: bool) -> String {
-    let nodes = per_node(target, slots);
+    let opt = "--cpu-bind=map_cpu:";
+    // Per node, the PU list of its ranks in rank (= local rank) order.
+    let mut nodes: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for sl in slots {
+        nodes.entry(sl.node).or_default().push(sl.pu);
+    }
     let mut s = String::new();
     if nodes.len() > 1 {
-        if hydra {
-            let _ = writeln!(
-                s,
-                "# machinefile for mpiexec.hydra -f FILE (lines host:count, in rank order):"
-            );
-            let mut i = 0;
-            while i < slots.len() {
-                let mut j = i;
-                while j < slots.len() && slots[j].node == slots[i].node {
-                    j += 1;
-                }
-                let _ = writeln!(
-                    s,
-                    "{}:{}",
-                    target.cluster.nodes[slots[i].node as usize].host,
-                    j - i
-                );
-                i = j;
-            }
-        } else {
-            let _ = writeln!(
-                s,
-                "# SLURM_HOSTFILE (one host per rank; srun --distribution=arbitrary):"
-            );
-            for sl in slots {
-                let _ = writeln!(s, "{}", target.cluster.nodes[sl.node as usize].host);
-            }
+        let _ = writeln!(
+            s,
+            "# SLURM_HOSTFILE (one host per rank; srun --distribution=arbitrary):"
+        );
+        for sl in slots {
+            let _ = writeln!(s, "{}", target.cluster.nodes[sl.node as usize].host);
         }
         let lists: Vec<&Vec<u32>> = nodes.values().collect();
         if lists.iter().all(|l| *l == lists[0]) {

@@ -7,7 +7,7 @@
 
 use crate::error::MapError;
 use std::collections::HashMap;
-use topocomm_topo::{ClassIndex, Machine, ObjectKind, PuSet};
+use topocomm_topo::{ClassIndex, Machine, ObjectKind, Origin, PuSet};
 
 /// One node of a cluster.
 #[derive(Clone, Debug)]
@@ -38,14 +38,27 @@ pub struct Slot {
     pub pu: u32,
 }
 
+/// Host name of a one-node target: the node's own name when its topology
+/// was discovered live (Open MPI matches rankfile hosts against its node
+/// names, which are host names), else `localhost` (a description of some
+/// machine, to be run on whichever machine reads the file).
+pub fn single_host(machine: &Machine) -> String {
+    match &machine.origin {
+        Origin::Live { hostname } if !hostname.is_empty() => hostname.clone(),
+        _ => "localhost".into(),
+    }
+}
+
 impl Cluster {
-    /// `nodes` copies of one machine, named `node0`, `node1`, ... (or
-    /// `localhost` for a single node).
+    /// `nodes` copies of one machine, named `node0`, `node1`, ...; a single
+    /// node is named by [`single_host`], so that launcher files for the
+    /// machine topocomm runs on name a host the launcher knows as local.
     pub fn uniform(machine: Machine, nodes: usize) -> Self {
+        let single = single_host(&machine);
         let nodes = (0..nodes.max(1))
             .map(|i| NodeSpec {
                 host: if nodes <= 1 {
-                    "localhost".into()
+                    single.clone()
                 } else {
                     format!("node{i}")
                 },

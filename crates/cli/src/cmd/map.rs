@@ -21,8 +21,9 @@ pub struct Args {
     /// .mat file, Open MPI monitoring .prof files or a directory of them
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
-    /// Output: perm (`<node> <pu>` per rank; `run` is the same), rankfile,
-    /// hydra, slurm, json
+    /// Output: perm (`<node> <pu>` per rank; `run` is the same), rankfile
+    /// (Open MPI), hydra (MPICH machinefile), slurm, json; each launcher file
+    /// says in a `# run:` line how to launch it (docs/formats/mapping-outputs.md)
     #[arg(long, default_value = "perm")]
     pub format: String,
     /// What to minimize: bytes (bandwidth term), msgs (latency term) or cost (both)

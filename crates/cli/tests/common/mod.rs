@@ -40,3 +40,50 @@ pub fn fails_with(args: &[&str], needle: &str) {
         "{err}"
     );
 }
+
+/// Whether `prog` is on the PATH.
+pub fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {prog}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The MPI implementations (`openmpi`, `mpich`) whose `mpicc.<impl>` and
+/// `mpirun.<impl>` are installed; prints a skip notice for each missing one.
+pub fn mpi_impls() -> Vec<&'static str> {
+    ["openmpi", "mpich"]
+        .into_iter()
+        .filter(|i| {
+            let ok = have(&format!("mpicc.{i}")) && have(&format!("mpirun.{i}"));
+            if !ok {
+                eprintln!(
+                    "notice: mpicc.{i}/mpirun.{i} not found, skipping {i} (scripts/setup.sh installs it)"
+                );
+            }
+            ok
+        })
+        .collect()
+}
+
+/// Builds `mpi/build/<imp>/<target>` for each target (make is incremental)
+/// and returns `mpi/build/<imp>`.
+pub fn build_mpi(imp: &str, targets: &[&str]) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mpi");
+    let paths: Vec<String> = targets.iter().map(|t| format!("build/{imp}/{t}")).collect();
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(&dir)
+        .args(&paths)
+        .output()
+        .expect("make runs");
+    assert!(
+        out.status.success(),
+        "make -C mpi {} failed:\n{}{}",
+        paths.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("build").join(imp)
+}
