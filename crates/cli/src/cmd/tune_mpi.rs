@@ -25,6 +25,10 @@ use topocomm_mpitune::verify::{ompi_info_sources, verify_file, ReadBack};
 use topocomm_mpitune::weights::{self, ClassWeight};
 use topocomm_topo::{pair_class, parse_pair, Machine};
 
+/// A setting must beat the defaults by this fraction, in the search and in
+/// the verification, to be exported.
+const MIN_GAIN: f64 = 0.03;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct MpiArgs {
     /// The MPI to tune: openmpi or mpich (the Debian packages' mpirun.<name>)
@@ -262,7 +266,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let opts = SearchOptions {
         budget: s.budget,
         max_rounds: s.rounds,
-        min_gain: 0.03,
+        min_gain: MIN_GAIN,
         confirm: !a.quick,
         paired: !a.quick,
     };
@@ -341,6 +345,10 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         }
     }
     let (score, feasible) = combine(&verdicts, &weights);
+    // The file changes a value only when the verification shows that it
+    // pays: no size slower, and the same gain the search asked for. A
+    // setting adopted on noisy search measurements is otherwise dropped.
+    let keep = feasible && score > 1.0 + MIN_GAIN;
     let load = Load {
         pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
         start: load_start,
@@ -372,7 +380,32 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         Vec::new()
     };
 
+    let rejected = !keep && !entries.is_empty();
+    if rejected {
+        let mut note = vec![format!(
+            "REJECTED by the verification ({}): this file keeps the MPI's defaults. The search's setting was:",
+            if feasible {
+                format!("gain x{score:.2} is not above x{:.2}", 1.0 + MIN_GAIN)
+            } else {
+                "some size is slower than default".to_string()
+            }
+        )];
+        note.extend(entries.iter().map(|e| format!("  {} = {}", e.name, e.value)));
+        note.push(String::new());
+        // After the title line, before everything else.
+        let mut header = header;
+        header.splice(1..1, note);
+        write_file(&s.out, &render(layer, &header, &[]))?;
+    }
     print_report(&s, &verdicts, &readback, &sources, score, feasible, &result);
+    if rejected {
+        println!(
+            "the verification rejected {} ({}): {} keeps the MPI's defaults (the read-back above checked the rejected values)",
+            describe(&result.best),
+            if feasible { "gain within the noise" } else { "a size got slower" },
+            s.out.display()
+        );
+    }
     println!("{}", load.text());
     if let Some(path) = &a.json {
         let doc = serde_json::json!({
