@@ -137,6 +137,25 @@ pub fn combine(verdicts: &[ClassVerdict], weights: &[f64]) -> (f64, bool) {
     ((log / total).exp(), feasible)
 }
 
+/// Keeps a size marked slower in `verdicts` only if it is also slower in
+/// every one of `runs` (same classes, in the same order). The CIs of one
+/// job hold the spread within that job, not between jobs: on a shared
+/// machine a whole job sometimes runs at another speed, so a regression
+/// counts only when it reproduces.
+pub fn slower_in_every(verdicts: &mut [ClassVerdict], runs: &[&[ClassVerdict]]) {
+    for (ci, v) in verdicts.iter_mut().enumerate() {
+        for c in v.sizes.iter_mut() {
+            c.slower &= runs.iter().all(|r| {
+                r.get(ci).is_some_and(|rv| {
+                    rv.sizes
+                        .iter()
+                        .any(|x| x.test == c.test && x.size == c.size && x.slower)
+                })
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

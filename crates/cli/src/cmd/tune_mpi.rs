@@ -16,7 +16,8 @@ use topocomm_mpitune::export::{
     openmpi_file_env, parse_env_file, parse_mca_file, render, Entry, OPENMPI_FILE_VAR,
 };
 use topocomm_mpitune::objective::{
-    combine, compare, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN, TOLERANCE,
+    combine, compare, slower_in_every, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN,
+    TOLERANCE,
 };
 use topocomm_mpitune::runner::{layer_of_pml, openmpi_pml, Runner};
 use topocomm_mpitune::search::{coordinate_descent, Adoption, SearchOptions, SearchResult};
@@ -333,17 +334,8 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         pool(&mut t, t1);
     }
     let mut verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
-    for (ci, v) in verdicts.iter_mut().enumerate() {
-        for c in v.sizes.iter_mut() {
-            let every = per_rep.iter().all(|r| {
-                r[ci]
-                    .sizes
-                    .iter()
-                    .any(|x| x.test == c.test && x.size == c.size && x.slower)
-            });
-            c.slower &= every;
-        }
-    }
+    let reps: Vec<&[ClassVerdict]> = per_rep.iter().map(Vec::as_slice).collect();
+    slower_in_every(&mut verdicts, &reps);
     let (score, feasible) = combine(&verdicts, &weights);
     // The file changes a value only when the verification shows that it
     // pays: no size slower, and the same gain the search asked for. A
@@ -390,7 +382,11 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
                 "some size is slower than default".to_string()
             }
         )];
-        note.extend(entries.iter().map(|e| format!("  {} = {}", e.name, e.value)));
+        note.extend(
+            entries
+                .iter()
+                .map(|e| format!("  {} = {}", e.name, e.value)),
+        );
         note.push(String::new());
         // After the title line, before everything else.
         let mut header = header;
