@@ -40,7 +40,7 @@ pub fn render(layer: Layer, header: &[String], entries: &[Entry]) -> String {
     if entries.is_empty() {
         push_comment(
             &mut s,
-            "No setting beat the defaults on this machine: nothing to set.",
+            "No setting beat the defaults in both the search and the verification: nothing to set.",
         );
         return s;
     }
