@@ -8,19 +8,17 @@
 //! the reorder shim also needs `target/release/libtopocomm.so` (`cargo build
 //! --release`, or `make build` at the top, which does both).
 
+mod common;
+
+use common::{build_mpi, mpi_impls};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 type Matrix = BTreeMap<(usize, usize), (u64, u64)>;
 
-const IMPLS: [&str; 2] = ["openmpi", "mpich"];
 /// Bound on every MPI run (a deadlock must fail the test, not hang it).
 const TIMEOUT_S: &str = "120";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// `topocomm`, bounded by `timeout` (a deadlocked MPI job fails the test
 /// instead of hanging it; mpirun then kills its ranks).
@@ -28,50 +26,6 @@ fn topocomm() -> Command {
     let mut c = Command::new("timeout");
     c.args(["-k", "5", TIMEOUT_S, env!("CARGO_BIN_EXE_topocomm")]);
     c
-}
-
-fn have(prog: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {prog}"))
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// The MPIs present; prints a skip notice for each missing one.
-fn impls() -> Vec<&'static str> {
-    IMPLS
-        .into_iter()
-        .filter(|i| {
-            let ok = have(&format!("mpicc.{i}")) && have(&format!("mpirun.{i}"));
-            if !ok {
-                eprintln!(
-                    "notice: mpicc.{i}/mpirun.{i} not found, skipping {i} (scripts/setup.sh installs it)"
-                );
-            }
-            ok
-        })
-        .collect()
-}
-
-/// Builds mpi/build/<imp>/<target> for each target (make is incremental).
-fn build(imp: &str, targets: &[&str]) -> PathBuf {
-    let dir = root().join("mpi");
-    let paths: Vec<String> = targets.iter().map(|t| format!("build/{imp}/{t}")).collect();
-    let out = Command::new("make")
-        .arg("-C")
-        .arg(&dir)
-        .args(&paths)
-        .output()
-        .expect("make not found");
-    assert!(
-        out.status.success(),
-        "make -C mpi {} failed:\n{}{}",
-        paths.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir.join("build").join(imp)
 }
 
 /// `mpirun.<imp>` with `np` ranks (oversubscribed), env vars given to every
@@ -259,8 +213,8 @@ fn merge(a: &mut Matrix, b: &Matrix) {
 
 #[test]
 fn tracer_counts_ring_exactly_in_every_send_mode() {
-    for imp in impls() {
-        let b = build(imp, &["ring", "libtopocomm-trace.so"]);
+    for imp in mpi_impls() {
+        let b = build_mpi(imp, &["ring", "libtopocomm-trace.so"]);
         let ring = b.join("ring").display().to_string();
         for mode in ["send", "ssend", "isend", "persistent"] {
             let prog = args(&[
@@ -274,8 +228,8 @@ fn tracer_counts_ring_exactly_in_every_send_mode() {
 
 #[test]
 fn tracer_decomposes_ring_collectives_exactly() {
-    for imp in impls() {
-        let b = build(imp, &["ring", "libtopocomm-trace.so"]);
+    for imp in mpi_impls() {
+        let b = build_mpi(imp, &["ring", "libtopocomm-trace.so"]);
         let ring = b.join("ring").display().to_string();
         let (k, m, s) = (3, 2, 64u64);
         let prog = args(&[&ring, "-k", "3", "-m", "2", "-l", "2", "-s", "64"]);
@@ -336,8 +290,8 @@ fn grid_of(stdout: &str) -> [usize; 3] {
 
 #[test]
 fn tracer_counts_halo3d_exactly() {
-    for imp in impls() {
-        let b = build(imp, &["halo3d", "libtopocomm-trace.so"]);
+    for imp in mpi_impls() {
+        let b = build_mpi(imp, &["halo3d", "libtopocomm-trace.so"]);
         let halo = b.join("halo3d").display().to_string();
         for (np, periodic, mode) in [
             (8, "1", "isend"),
@@ -379,8 +333,8 @@ fn ring_roles(stdout: &str, np: usize) -> BTreeMap<usize, (usize, usize)> {
 
 #[test]
 fn reorder_shim_keeps_neighbours_under_forced_permutations() {
-    for imp in impls() {
-        let b = build(imp, &["ring", "halo3d", "libtopocomm-reorder.so"]);
+    for imp in mpi_impls() {
+        let b = build_mpi(imp, &["ring", "halo3d", "libtopocomm-reorder.so"]);
         let shim = b.join("libtopocomm-reorder.so").display().to_string();
         let ring = b.join("ring").display().to_string();
         let halo = b.join("halo3d").display().to_string();
@@ -439,8 +393,8 @@ const NODE_TOPO: &str = "synthetic:core:4 pu:1";
 
 #[test]
 fn trace_then_map_puts_each_ring_on_one_node() {
-    for imp in impls() {
-        let b = build(imp, &["ring", "libtopocomm-trace.so"]);
+    for imp in mpi_impls() {
+        let b = build_mpi(imp, &["ring", "libtopocomm-trace.so"]);
         let ring = b.join("ring").display().to_string();
         let dir = tmpdir(&format!("map-{imp}"));
         let csv = dir.join("ring.csv");
@@ -481,8 +435,8 @@ fn trace_then_map_puts_each_ring_on_one_node() {
 
 #[test]
 fn reorder_shim_puts_each_ring_on_one_node() {
-    for imp in impls() {
-        let b = build(imp, &["ring", "libtopocomm-reorder.so"]);
+    for imp in mpi_impls() {
+        let b = build_mpi(imp, &["ring", "libtopocomm-reorder.so"]);
         let shim = b.join("libtopocomm-reorder.so").display().to_string();
         let ring = b.join("ring").display().to_string();
         let nodes = NODES.to_string();

@@ -3,12 +3,10 @@
 //! accepts, prints the side-by-side table and the read-back. Real MPIs,
 //! oversubscription-safe (2 ranks on whatever PUs exist).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{build_mpi, have};
+use std::process::{Command, Output};
 
 fn topocomm(args: &[&str]) -> Output {
     Command::new("timeout")
@@ -19,26 +17,8 @@ fn topocomm(args: &[&str]) -> Output {
         .expect("runs")
 }
 
-fn have(prog: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {prog}"))
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 fn build(which: &str) {
-    let targets: Vec<String> = ["tc_mpit_cvars", "tc_mpibench"]
-        .iter()
-        .map(|p| format!("build/{which}/{p}"))
-        .collect();
-    let ok = Command::new("make")
-        .args(["-s", "-C"])
-        .arg(root().join("mpi"))
-        .args(&targets)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "make -C mpi {targets:?} failed");
+    build_mpi(which, &["tc_mpit_cvars", "tc_mpibench"]);
 }
 
 fn one_line_error(o: &Output, needle: &str) {
