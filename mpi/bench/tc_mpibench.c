@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "affinity.h"
+
 #define MAX_SIZES 64
 #define MAX_TESTS 4
 #define ACK_BYTES 4
@@ -360,30 +362,6 @@ static void run_one(const struct opts *o, int test, size_t size) {
     free(reqs);
     pool_free(&sp);
     pool_free(&rp);
-}
-
-/* "0", "0-3", "0,2" style list of the CPUs this process may run on. */
-static void affinity_text(char *out, size_t len) {
-    cpu_set_t set;
-    out[0] = 0;
-    if (sched_getaffinity(0, sizeof set, &set)) {
-        snprintf(out, len, "?");
-        return;
-    }
-    size_t used = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        int e = c;
-        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set))
-            e++;
-        int w = e > c ? snprintf(out + used, len - used, "%s%d-%d", used ? "," : "", c, e)
-                      : snprintf(out + used, len - used, "%s%d", used ? "," : "", c);
-        if (w < 0 || (size_t)w >= len - used)
-            break;
-        used += (size_t)w;
-        c = e;
-    }
 }
 
 int main(int argc, char **argv) {

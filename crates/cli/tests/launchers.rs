@@ -2,7 +2,7 @@
 //! rankfile under `mpirun.openmpi`, the Hydra machinefile under
 //! `mpirun.mpich`. The map target is this machine (live topology); each file
 //! is run with the command its own `# run:` header gives, on
-//! mpi/examples/whereami.c, which reports every rank's host and kernel CPU
+//! mpi/bench/whereami.c, which reports every rank's host and kernel CPU
 //! affinity; each rank must be bound to exactly the PU (and be on the host)
 //! that `--format json` of the same mapping names. Ranks outnumber PUs in
 //! some cases (oversubscribed). An MPI that is not installed is skipped with

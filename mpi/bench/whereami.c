@@ -15,32 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TEXT 256
+#include "affinity.h"
 
-/* "0", "0-3", "0,2" style list of the CPUs this process may run on. */
-static void affinity_text(char *out, size_t len)
-{
-    cpu_set_t set;
-    size_t used = 0;
-    out[0] = '\0';
-    if (sched_getaffinity(0, sizeof set, &set)) {
-        snprintf(out, len, "?");
-        return;
-    }
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        int e = c;
-        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set))
-            e++;
-        int n = e > c ? snprintf(out + used, len - used, "%s%d-%d", used ? "," : "", c, e)
-                      : snprintf(out + used, len - used, "%s%d", used ? "," : "", c);
-        if (n < 0 || (size_t)n >= len - used)
-            return; /* truncated: the caller sees an incomplete list */
-        used += (size_t)n;
-        c = e;
-    }
-}
+#define TEXT 256
 
 int main(int argc, char **argv)
 {
