@@ -136,3 +136,78 @@ fn quick_tuning_openmpi_writes_an_mca_file() {
 fn quick_tuning_mpich_writes_an_env_file() {
     quick("mpich", "t.env");
 }
+
+/// `--verify FILE` on a file written by hand: the side-by-side table, the
+/// values read back inside the MPI, exit 0 (nothing slower) or 1 (a size
+/// slower: possible on a noisy machine, and still a complete report); a
+/// misspelled parameter is caught by the read-back; a missing file is a
+/// one-line error. The file itself is never modified.
+fn verify(which: &str, name: &str, good: &str, bad: &str, value_name: &str) {
+    if !two_pus() || !have(&format!("mpirun.{which}")) {
+        eprintln!("notice: {which} or 2 PUs absent; skipping");
+        return;
+    }
+    build(which);
+    let dir = std::env::temp_dir().join(format!("tc-tune-verify-{which}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(name);
+    std::fs::write(&f, good).unwrap();
+    let fast = ["--sizes", "4K,64K", "--samples", "3", "--window", "8"];
+    let run = |file: &std::path::Path| {
+        let mut args = vec!["tune", "--mpi", which, "--verify", file.to_str().unwrap()];
+        args.extend(fast);
+        topocomm(&args)
+    };
+    let o = run(&f);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let code = o.status.code();
+    assert!(
+        code == Some(0) || code == Some(1),
+        "{code:?}\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("weighted bw gain over 64K-4M"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("bw") && l.contains("64K")),
+        "{stdout}"
+    );
+    let rb = stdout
+        .lines()
+        .find(|l| l.starts_with(value_name))
+        .unwrap_or_else(|| panic!("no read-back line for {value_name}: {stdout}"));
+    assert!(rb.ends_with("ok"), "{rb}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), good);
+    // A name the MPI does not know never "takes effect".
+    let g = dir.join(format!("bad-{name}"));
+    std::fs::write(&g, bad).unwrap();
+    let o = run(&g);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("did not take effect"), "{err}");
+    one_line_error(&run(&dir.join("absent.conf")), "--verify");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn verify_checks_an_existing_openmpi_file() {
+    verify(
+        "openmpi",
+        "v.conf",
+        "# by hand\nbtl_vader_eager_limit = 8192\n",
+        "btl_vader_eagre_limit = 8192\n",
+        "btl_vader_eager_limit",
+    );
+}
+
+#[test]
+fn verify_checks_an_existing_mpich_file() {
+    verify(
+        "mpich",
+        "v.env",
+        "# by hand\nexport UCX_RNDV_THRESH=16384\n",
+        "export UCX_RNDV_TRESH=16384\n",
+        "UCX_RNDV_THRESH",
+    );
+}

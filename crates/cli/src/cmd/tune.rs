@@ -43,6 +43,10 @@ pub struct Args {
     /// With --mpi: time bound of one MPI job, seconds
     #[arg(long, value_name = "SECS", requires = "mpi")]
     pub timeout: Option<u64>,
+    /// With --mpi: no search; measure the defaults against this exported
+    /// file and read its values back (exit status 1 if a size is slower)
+    #[arg(long, value_name = "FILE", requires = "mpi", conflicts_with_all = ["out", "budget", "rounds", "quick"])]
+    pub verify: Option<PathBuf>,
     /// grid (measure every candidate), model (measure around the model's optimum), or both
     #[arg(long, default_value = "both")]
     pub mode: String,
@@ -467,5 +471,6 @@ fn mpi_args(mpi: &str, a: &Args) -> Result<crate::cmd::tune_mpi::MpiArgs> {
         window: a.window,
         timeout: a.timeout,
         json: a.json.clone(),
+        verify: a.verify.clone(),
     })
 }

@@ -73,6 +73,11 @@ pub struct MpiArgs {
     /// Also write everything (search steps, raw samples, read-back) as JSON
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// No search: measure the defaults against an existing exported FILE
+    /// (an earlier run's, or edited by hand) and check that its values take
+    /// effect; exit status 1 when a size is slower than default
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["out", "budget", "rounds", "quick"])]
+    pub verify: Option<PathBuf>,
 }
 
 /// Everything resolved from the arguments before any MPI job runs.
@@ -197,6 +202,10 @@ fn mpi_version(which: MpiImpl) -> String {
 pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let m = g.machine()?;
     let s = setup(&m, a)?;
+    if let Some(f) = &a.verify {
+        // Bad input fails before any MPI job starts.
+        read_export(s.which, f)?;
+    }
     if which_exists(s.which.mpirun()).is_none() {
         bail!(
             "{} not found: install the {} package (scripts/setup.sh)",
@@ -243,6 +252,11 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     };
     let weights: Vec<f64> = s.classes.iter().map(|c| c.weight).collect();
     let load_start = loadavg();
+    if let Some(file) = &a.verify {
+        return verify_only(
+            &m, &s, layer, &build, &runner, &weights, file, a, load_start,
+        );
+    }
     eprintln!(
         "tuning {} ({} presets, {} parameters, {} candidate values) on {} over {} sizes; budget {} s",
         s.which.name(),
@@ -297,45 +311,9 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     header.extend(tried_lines(&result));
     write_file(&s.out, &render(layer, &header, &entries))?;
     let file_env = file_env(s.which, layer, &s.out)?;
-    let verify_runner = Runner {
-        bw: P2pParams {
-            samples: s.params.samples + 6,
-            ..runner.bw.clone()
-        },
-        latency: runner.latency.clone().map(|p| P2pParams {
-            samples: s.params.samples + 6,
-            ..p
-        }),
-        ..runner.clone()
-    };
-    // Alternating D, T, D, T (quick: D, T) and pooling the samples of each
-    // setting: a load change during one job biases both sides alike.
+    let verify_runner = verification_runner(&runner, &s.params);
     let reps = if a.quick { 1 } else { 2 };
-    let mut d: Vec<ClassMeasure> = Vec::new();
-    let mut t: Vec<ClassMeasure> = Vec::new();
-    // Per-alternation verdicts: the pooled CIs hold the spread within jobs,
-    // not between jobs (a whole job can run at another speed), so a size is
-    // called slower only if it is slower in the pooled samples AND in every
-    // alternation on its own.
-    let mut per_rep: Vec<Vec<ClassVerdict>> = Vec::new();
-    for rep in 1..=reps {
-        eprintln!(
-            "verification {rep}/{reps}: defaults, then {}",
-            s.out.display()
-        );
-        let d1 = verify_runner
-            .measure_env(Vec::new(), &mut |_| {})
-            .map_err(|e| anyhow!("verification, defaults: {e}"))?;
-        let t1 = verify_runner
-            .measure_env(file_env.clone(), &mut |_| {})
-            .map_err(|e| anyhow!("verification, {}: {e}", s.out.display()))?;
-        per_rep.push(d1.iter().zip(&t1).map(|(d, t)| compare(d, t)).collect());
-        pool(&mut d, d1);
-        pool(&mut t, t1);
-    }
-    let mut verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
-    let reps: Vec<&[ClassVerdict]> = per_rep.iter().map(Vec::as_slice).collect();
-    slower_in_every(&mut verdicts, &reps);
+    let (d, t, verdicts) = verify_alternating(&verify_runner, &file_env, reps, &s.out)?;
     let (score, feasible) = combine(&verdicts, &weights);
     // The file changes a value only when the verification shows that it
     // pays: no size slower, and the same gain the search asked for. A
@@ -505,6 +483,153 @@ fn which_exists(prog: &str) -> Option<PathBuf> {
 fn write_file(path: &Path, text: &str) -> Result<()> {
     topocomm_report::write_atomic(path, text.as_bytes())
         .with_context(|| format!("--out {}", path.display()))
+}
+
+/// The runner of the verification: the search's, with 6 more samples.
+fn verification_runner(runner: &Runner, params: &P2pParams) -> Runner {
+    Runner {
+        bw: P2pParams {
+            samples: params.samples + 6,
+            ..runner.bw.clone()
+        },
+        latency: runner.latency.clone().map(|p| P2pParams {
+            samples: params.samples + 6,
+            ..p
+        }),
+        ..runner.clone()
+    }
+}
+
+/// The values of an exported file given to `--verify`, checked for syntax.
+fn read_export(which: MpiImpl, file: &Path) -> Result<Vec<(String, String)>> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| anyhow!("--verify {}: {e}", file.display()))?;
+    let shown = file.display().to_string();
+    match which {
+        MpiImpl::OpenMpi => parse_mca_file(&shown, &text),
+        MpiImpl::Mpich => parse_env_file(&shown, &text),
+    }
+    .map_err(|e| anyhow!("--verify: {e}"))
+}
+
+/// `--verify FILE`: the verification and read-back of an existing export,
+/// without a search. The file is only read.
+#[allow(clippy::too_many_arguments)]
+fn verify_only(
+    m: &Machine,
+    s: &Setup,
+    layer: Layer,
+    build: &Path,
+    runner: &Runner,
+    weights: &[f64],
+    file: &Path,
+    a: &MpiArgs,
+    load_start: Option<f64>,
+) -> Result<ExitCode> {
+    let values = read_export(s.which, file)?;
+    let env = file_env(s.which, layer, file).map_err(|e| anyhow!("--verify: {e:#}"))?;
+    let shown = file.display().to_string();
+    eprintln!(
+        "verifying {} ({} value(s)) against the defaults of {}",
+        file.display(),
+        values.len(),
+        s.which.name()
+    );
+    let (d, t, verdicts) =
+        verify_alternating(&verification_runner(runner, &s.params), &env, 2, file)?;
+    let (score, feasible) = combine(&verdicts, weights);
+    let load = Load {
+        pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
+        start: load_start,
+        end: loadavg(),
+    };
+    let readback = verify_file(s.which, layer, build, file, &values).map_err(|e| anyhow!(e))?;
+    let sources = if s.which == MpiImpl::OpenMpi && layer == Layer::Vader && !values.is_empty() {
+        let names: Vec<String> = values.iter().map(|(k, _)| k.clone()).collect();
+        ompi_info_sources(file, &names).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    print_verdicts(s, &verdicts);
+    if values.is_empty() {
+        println!(
+            "\n({} sets nothing: an A/A test; the differences are the machine's noise)",
+            file.display()
+        );
+    }
+    print_summary(&verdicts, score, feasible);
+    print_readback(&readback, &sources);
+    println!("{}", load.text());
+    if let Some(path) = &a.json {
+        let doc = serde_json::json!({
+            "schema": "topocomm.tune-mpi/1",
+            "meta": RunMeta::new(m, topocomm_measure::timer::check()),
+            "mpi": s.which.name(),
+            "mpi_version": mpi_version(s.which),
+            "layer": layer,
+            "classes": s.classes,
+            "file": shown,
+            "load": load,
+            "verification": {
+                "score": score,
+                "feasible": feasible,
+                "classes": verdicts,
+                "defaults": d,
+                "tuned": t,
+                "readback": readback,
+            },
+        });
+        topocomm_report::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())
+            .with_context(|| format!("--json {}", path.display()))?;
+    }
+    if readback.iter().any(|r| !r.ok) {
+        bail!(
+            "{}: some values did not take effect in {} (see the read-back table)",
+            file.display(),
+            s.which.name()
+        );
+    }
+    Ok(if feasible {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Defaults and `file_env` measured alternately `reps` times (D, T, D, T),
+/// samples pooled per setting, so that a load change during one job biases
+/// both sides alike. A size counts as slower only if it is slower in the
+/// pooled samples AND in every alternation on its own: the pooled CIs hold
+/// the spread within jobs, not between jobs (a whole job can run at another
+/// speed).
+fn verify_alternating(
+    runner: &Runner,
+    file_env: &[(String, String)],
+    reps: usize,
+    file: &Path,
+) -> Result<(Vec<ClassMeasure>, Vec<ClassMeasure>, Vec<ClassVerdict>)> {
+    let mut d: Vec<ClassMeasure> = Vec::new();
+    let mut t: Vec<ClassMeasure> = Vec::new();
+    let mut per_rep: Vec<Vec<ClassVerdict>> = Vec::new();
+    for rep in 1..=reps {
+        eprintln!(
+            "verification {rep}/{reps}: defaults, then {}",
+            file.display()
+        );
+        let d1 = runner
+            .measure_env(Vec::new(), &mut |_| {})
+            .map_err(|e| anyhow!("verification, defaults: {e}"))?;
+        let t1 = runner
+            .measure_env(file_env.to_vec(), &mut |_| {})
+            .map_err(|e| anyhow!("verification, {}: {e}", file.display()))?;
+        per_rep.push(d1.iter().zip(&t1).map(|(d, t)| compare(d, t)).collect());
+        pool(&mut d, d1);
+        pool(&mut t, t1);
+    }
+    let mut verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
+    let reps: Vec<&[ClassVerdict]> = per_rep.iter().map(Vec::as_slice).collect();
+    slower_in_every(&mut verdicts, &reps);
+    Ok((d, t, verdicts))
 }
 
 /// The environment that makes a job use the exported file exactly as a user
@@ -699,6 +824,30 @@ fn print_report(
     feasible: bool,
     result: &SearchResult,
 ) {
+    print_verdicts(s, verdicts);
+    if result.best.is_empty() {
+        println!(
+            "\n(no setting beat the defaults: both columns are the defaults, an A/A test; their differences are the machine's noise)"
+        );
+    }
+    print_summary(verdicts, score, feasible);
+    println!(
+        "search: {} measurements, {} round(s){}; settings: {}",
+        result.steps.len(),
+        result.rounds,
+        if result.budget_exhausted {
+            " (time budget reached)"
+        } else {
+            ""
+        },
+        describe(&result.best)
+    );
+    println!("wrote {}", s.out.display());
+    print_readback(readback, sources);
+}
+
+/// The side-by-side table of each class.
+fn print_verdicts(s: &Setup, verdicts: &[ClassVerdict]) {
     for v in verdicts {
         println!(
             "\n{} — class {} (median [95% CI]; bw in GB/s, latency in us)",
@@ -730,11 +879,10 @@ fn print_report(
             text_table(&["test", "size", "default", "tuned", "gain", "note"], &rows)
         );
     }
-    if result.best.is_empty() {
-        println!(
-            "\n(no setting beat the defaults: both columns are the defaults, an A/A test; their differences are the machine's noise)"
-        );
-    }
+}
+
+/// The weighted gain, the verdict and the noise floor.
+fn print_summary(verdicts: &[ClassVerdict], score: f64, feasible: bool) {
     println!(
         "\nweighted bw gain over {}-{}: x{score:.2} (geometric mean); {}",
         size_label(TARGET_MIN),
@@ -761,18 +909,10 @@ fn print_report(
             max * 100.0
         );
     }
-    println!(
-        "search: {} measurements, {} round(s){}; settings: {}",
-        result.steps.len(),
-        result.rounds,
-        if result.budget_exhausted {
-            " (time budget reached)"
-        } else {
-            ""
-        },
-        describe(&result.best)
-    );
-    println!("wrote {}", s.out.display());
+}
+
+/// What the MPI read back from the file.
+fn print_readback(readback: &[ReadBack], sources: &[(String, String)]) {
     if !readback.is_empty() {
         let rows: Vec<Vec<String>> = readback
             .iter()
