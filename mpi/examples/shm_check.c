@@ -4,6 +4,7 @@
  * payloads from 1 B to 4 MiB (inline, eager, pipelined and single-copy
  * protocols), each verified byte by byte. One line per check and rank:
  *   node N rank R/S: ring 4194304 B ok
+ *   node N rank R/S: ping-pong 0<->P 4194304 B ok
  * then `shm_check: all C checks passed on P ranks` from rank 0 of
  * MPI_COMM_WORLD. Exit 1 on any failure (bootstrap included, then every rank
  * prints the agreed error).
@@ -176,18 +177,20 @@ int main(int argc, char **argv) {
         /* Ping-pong: node rank 0 with each other rank; the echo is the
          * peer's own pattern, so both directions are checked. */
         for (int p = 1; p < s; p++) {
+            char pair[32];
+            snprintf(pair, sizeof pair, "ping-pong 0<->%d", p);
             if (r == 0) {
                 fill(out, n, 0);
                 e = tc_send(out, n, p, TAG_PING);
                 memset(in, 0, n);
                 rr = e ? e : tc_recv(in, max, p, TAG_PONG, &st);
-                bad += report(leader, r, s, "ping-pong", n, verify(in, n, p, rr, &st, why, sizeof why));
+                bad += report(leader, r, s, pair, n, verify(in, n, p, rr, &st, why, sizeof why));
                 checks++;
             } else if (r == p) {
                 memset(in, 0, n);
                 rr = tc_recv(in, max, 0, TAG_PING, &st);
                 const char *w = verify(in, n, 0, rr, &st, why, sizeof why);
-                bad += report(leader, r, s, "ping-pong", n, w);
+                bad += report(leader, r, s, pair, n, w);
                 checks++;
                 fill(out, n, r);
                 if (tc_send(out, n, 0, TAG_PONG) != 0) bad++;
