@@ -110,7 +110,10 @@ static void create(const int *info, int nsize, int *seg_fd, int *lfd, char *name
     }
     if (nsize > 1) {
         char err[FDP_ERR_LEN];
-        if (fdp_listen(name, nsize, lfd, err) != 0) set(o, TC_ERR_TRANSPORT, "%s", err);
+        if (fdp_listen(name, nsize, lfd, err) != 0) {
+            set(o, TC_ERR_TRANSPORT, "%s", err);
+            name[0] = '\0'; /* the peers then skip the hand-off */
+        }
     }
 }
 
@@ -144,7 +147,7 @@ static int bootstrap(MPI_Comm comm, MPI_Comm node) {
                 set(&o, TC_ERR_TIMEOUT, "%s", err);
             free(pids);
         } else if (o.code == 0 && name[0] == '\0') {
-            set(&o, TC_ERR_TRANSPORT, "node rank 0 could not create the segment");
+            set(&o, TC_ERR_TRANSPORT, "node rank 0 could not create the segment or its socket");
         } else if (o.code == 0) {
             test_delay(nrank);
             if (fdp_fetch(name, nrank, timeout, &seg_fd, err) != 0)
