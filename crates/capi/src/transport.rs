@@ -342,11 +342,15 @@ pub extern "C" fn tc_segment_create(
 #[no_mangle]
 pub extern "C" fn tc_init_fd(fd: c_int, rank: c_int) -> i32 {
     guard(|| {
-        if fd < 0 {
-            return fail(TC_ERR_INVALID_ARGUMENT, format!("fd {fd} is negative"));
+        // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
+        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                format!("fd {fd} is not an open descriptor"),
+            );
         }
-        // SAFETY: the caller hands over ownership of `fd` (documented: it
-        // is closed in every case).
+        // SAFETY: `fd` is open (checked above) and the caller hands over its
+        // ownership (documented: it is closed in every case).
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
         let Ok(rank) = usize::try_from(rank) else {
             return fail(TC_ERR_INVALID_ARGUMENT, format!("rank {rank} is negative"));
