@@ -78,6 +78,18 @@ typedef struct {
 
 int tc_init(void);
 int tc_finalize(void);
+/* Bootstrap without the launcher (e.g. from MPI: libtopocomm-mpi, docs/mpi.md).
+ * One process creates the segment of a job of nranks ranks, rank r bound to
+ * PU pus[r] (OS index, -1 = not bound to a single PU; pus may be NULL), with
+ * plans from the live machine (or $TOPOCOMM_TOPOLOGY) and the built-in rules,
+ * or the rules file rules_path (NULL = built-in). *fd_out receives the
+ * segment's descriptor (close-on-exec, never a file in /dev/shm); pass it to
+ * every rank (e.g. SCM_RIGHTS), each of which calls tc_init_fd. */
+int tc_segment_create(int nranks, const int *pus, const char *rules_path, int *fd_out);
+/* Joins as `rank` the job of segment descriptor fd (from tc_segment_create)
+ * and waits for all ranks (at most TOPOCOMM_TIMEOUT seconds), like tc_init.
+ * fd is closed in every case. */
+int tc_init_fd(int fd, int rank);
 /* Rank / number of ranks (>= 0), or a negative error code. */
 int tc_rank(void);
 int tc_size(void);

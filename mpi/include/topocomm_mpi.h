@@ -1,7 +1,12 @@
-/* topocomm MPI extensions (libtopocomm-reorder.so).
- * Link with -L<repo>/mpi/build/<impl> -ltopocomm-reorder, or preload the
- * library (LD_PRELOAD) to make MPI_Dist_graph_create[_adjacent] and
- * MPI_Cart_create honour reorder=1. See docs/mpi.md. */
+/* topocomm MPI extensions (docs/mpi.md):
+ * - topocomm_reorder_comm (libtopocomm-reorder.so): link with
+ *   -L<repo>/mpi/build/<impl> -ltopocomm-reorder, or preload the library
+ *   (LD_PRELOAD) to make MPI_Dist_graph_create[_adjacent] and
+ *   MPI_Cart_create honour reorder=1;
+ * - topocomm_mpi_init / topocomm_mpi_finalize (libtopocomm-mpi.so): link
+ *   with -L<repo>/mpi/build/<impl> -ltopocomm-mpi -L<repo>/target/release
+ *   -ltopocomm, then use tc_send/tc_recv/... of topocomm.h among the ranks
+ *   of each node. */
 #ifndef TOPOCOMM_MPI_H
 #define TOPOCOMM_MPI_H
 
@@ -25,6 +30,25 @@ extern "C" {
  * 0 of comm); an MPI error code only if even the duplicate failed. */
 int topocomm_reorder_comm(MPI_Comm comm, int n_edges, const int *src, const int *dst,
                           const double *weights, MPI_Comm *newcomm);
+
+/* Collective over `comm`: starts topocomm's shared-memory transport among
+ * the processes of each node (MPI_Comm_split_type MPI_COMM_TYPE_SHARED).
+ * *node_comm receives that node-local communicator: the transport's ranks
+ * (tc_rank/tc_size) are its ranks. Per-pair plans come from the PUs the
+ * processes are bound to (a process bound to several PUs counts as unbound),
+ * the live machine and the built-in rules, or the rules file named by
+ * $TOPOCOMM_RULES. The segment descriptor goes from node rank 0 to the others
+ * over an abstract Unix socket with a random name (nothing in /dev/shm or the
+ * filesystem); the hand-off waits at most $TOPOCOMM_TIMEOUT seconds
+ * (default 30). Returns 0 on every rank, or the same negative TC_ERR_* code
+ * on every rank when any rank failed (then *node_comm is MPI_COMM_NULL and
+ * topocomm_mpi_last_error() names the failing rank and what failed). The
+ * caller frees *node_comm (MPI_Comm_free) after topocomm_mpi_finalize. */
+int topocomm_mpi_init(MPI_Comm comm, MPI_Comm *node_comm);
+/* Completes queued sends and leaves the transport (tc_finalize). */
+int topocomm_mpi_finalize(void);
+/* Message of the last failed topocomm_mpi_* call ("" if none). */
+const char *topocomm_mpi_last_error(void);
 
 #ifdef __cplusplus
 }

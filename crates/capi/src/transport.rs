@@ -2,8 +2,10 @@
 //! from the thread that called `tc_init` (like MPI_THREAD_SINGLE/FUNNELED).
 
 use crate::error::*;
+use crate::topo::c_str;
 use std::cell::RefCell;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use topocomm_transport::{Comm, Error, Request, Status};
 
 /// `tc_status` in C.
@@ -273,4 +275,100 @@ pub extern "C" fn tc_iprobe(
 #[no_mangle]
 pub extern "C" fn tc_barrier() -> i32 {
     with(|c| c.barrier().map(|_| TC_OK))
+}
+
+/// Creates the shared segment of a job of `nranks` ranks whose rank `r` is
+/// bound to PU `pus[r]` (OS index, -1 = not bound to a single PU; `pus` may
+/// be NULL: nobody bound), with plans from the live machine (or
+/// `$TOPOCOMM_TOPOLOGY`) and the built-in rules, or the rules file
+/// `rules_path`. On success `*fd_out` is the segment's descriptor
+/// (close-on-exec), to be handed to every rank for `tc_init_fd`.
+#[no_mangle]
+pub extern "C" fn tc_segment_create(
+    nranks: c_int,
+    pus: *const c_int,
+    rules_path: *const c_char,
+    fd_out: *mut c_int,
+) -> i32 {
+    guard(|| {
+        if fd_out.is_null() {
+            return fail(TC_ERR_INVALID_ARGUMENT, "fd_out is NULL");
+        }
+        let n = match usize::try_from(nranks) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return fail(
+                    TC_ERR_INVALID_ARGUMENT,
+                    format!("nranks {nranks}: expected at least 1"),
+                )
+            }
+        };
+        let pus: Vec<Option<u32>> = if pus.is_null() {
+            vec![None; n]
+        } else {
+            // SAFETY: non-NULL `pus` points to `nranks` ints (documented).
+            let s = unsafe { std::slice::from_raw_parts(pus, n) };
+            s.iter().map(|&p| u32::try_from(p).ok()).collect()
+        };
+        let rules = if rules_path.is_null() {
+            None
+        } else {
+            match c_str(rules_path, "rules_path") {
+                Ok(s) => Some(std::path::PathBuf::from(s)),
+                Err(code) => return code,
+            }
+        };
+        let m = match topocomm_topo::load_default(None) {
+            Ok(m) => m,
+            Err(e) => return fail(TC_ERR_TOPOLOGY, format!("machine model: {e}")),
+        };
+        match topocomm_transport::bootstrap::create_segment(&m, &pus, rules.as_deref()) {
+            Ok(fd) => {
+                // SAFETY: fd_out is non-NULL (checked) and writable.
+                unsafe { *fd_out = fd.into_raw_fd() };
+                TC_OK
+            }
+            Err(e) => fail(
+                TC_ERR_TRANSPORT,
+                format!("creating the shared segment: {e}"),
+            ),
+        }
+    })
+}
+
+/// Joins, as `rank`, the job whose segment descriptor `fd` came from
+/// `tc_segment_create` (in this or another process). The descriptor is
+/// closed in every case. Waits (at most TOPOCOMM_TIMEOUT) for all ranks.
+#[no_mangle]
+pub extern "C" fn tc_init_fd(fd: c_int, rank: c_int) -> i32 {
+    guard(|| {
+        // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
+        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                format!("fd {fd} is not an open descriptor"),
+            );
+        }
+        // SAFETY: `fd` is open (checked above) and the caller hands over its
+        // ownership (documented: it is closed in every case).
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        let Ok(rank) = usize::try_from(rank) else {
+            return fail(TC_ERR_INVALID_ARGUMENT, format!("rank {rank} is negative"));
+        };
+        COMM.with(|c| {
+            if c.borrow().is_some() {
+                return fail(
+                    TC_ERR_INVALID_ARGUMENT,
+                    "tc_init or tc_init_fd called twice",
+                );
+            }
+            match Comm::join(owned, rank) {
+                Ok(comm) => {
+                    *c.borrow_mut() = Some(comm);
+                    TC_OK
+                }
+                Err(e) => code_of(&e),
+            }
+        })
+    })
 }

@@ -260,6 +260,17 @@ fn singleton_params() -> Params {
     }
 }
 
+/// Maps the segment of descriptor `fd` (which this function owns) and
+/// closes the descriptor, even on failure: the mapping keeps the memfd alive,
+/// and the descriptor must not leak into programs this rank may exec.
+fn attach_and_close(fd: i32, origin: &str) -> Result<Segment> {
+    let r = Segment::attach(fd);
+    // SAFETY: closing the descriptor we were handed; the segment below no
+    // longer refers to it.
+    unsafe { libc::close(fd) };
+    r.map_err(|e| Error::Setup(format!("{origin}: {e}")))
+}
+
 fn matches(want_src: i32, want_tag: i32, src: usize, tag: i32) -> bool {
     (want_src == ANY_SOURCE || want_src as usize == src)
         && (want_tag == tag || (want_tag == ANY_TAG && tag >= 0))
@@ -278,12 +289,7 @@ impl Comm {
                 (seg, 0)
             }
             Some(fd) => {
-                let mut seg = Segment::attach(fd as i32).map_err(Error::Setup)?;
-                // The mapping keeps the memfd alive; the descriptor itself
-                // must not leak into programs this rank may exec.
-                // SAFETY: closing the inherited descriptor we own.
-                unsafe { libc::close(fd as i32) };
-                seg.fd = -1;
+                let seg = attach_and_close(fd as i32, "TOPOCOMM_SHM_FD")?;
                 let rank = env_usize("TOPOCOMM_RANK")?
                     .ok_or_else(|| Error::Setup("TOPOCOMM_RANK is not set".into()))?;
                 (seg, rank)
@@ -300,6 +306,22 @@ impl Comm {
         if rank >= size {
             return Err(Error::Setup(format!(
                 "TOPOCOMM_RANK={rank} is out of range for {size} ranks"
+            )));
+        }
+        Comm::start(seg, rank, timeout)
+    }
+
+    /// Joins as `rank` the job whose segment descriptor `fd` was created
+    /// by [`crate::bootstrap::create_segment`] and passed to this process
+    /// (e.g. over a Unix socket). The descriptor is consumed (closed) in all
+    /// cases; the wait for the other ranks is bounded by `TOPOCOMM_TIMEOUT`.
+    pub fn join(fd: std::os::fd::OwnedFd, rank: usize) -> Result<Comm> {
+        let timeout = timeout_from_env()?;
+        let seg = attach_and_close(std::os::fd::IntoRawFd::into_raw_fd(fd), "bootstrap")?;
+        let size = seg.nranks();
+        if rank >= size {
+            return Err(Error::Setup(format!(
+                "rank {rank} is out of range for the {size} ranks of the segment"
             )));
         }
         Comm::start(seg, rank, timeout)

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod bench;
+pub mod bootstrap;
 pub mod cma;
 mod comm;
 mod copy;

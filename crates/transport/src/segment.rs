@@ -261,23 +261,25 @@ impl Segment {
         })
     }
 
-    /// Maps an inherited segment descriptor and checks its header.
+    /// Maps an inherited segment descriptor and checks its header. `fd` is
+    /// only borrowed: the returned segment does not close it (its `fd` is
+    /// -1), and neither does a failure.
     pub fn attach(fd: i32) -> Result<Segment, String> {
+        let what = format!("segment descriptor {fd}");
         // SAFETY: fstat into a zeroed struct; result checked.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(os_err(&format!("TOPOCOMM_SHM_FD={fd}")));
+            return Err(os_err(&what));
         }
         let size = st.st_size as usize;
         if size < std::mem::size_of::<Header>() {
-            return Err(format!(
-                "TOPOCOMM_SHM_FD={fd} is not a topocomm segment (size {size})"
-            ));
+            return Err(format!("{what} is not a topocomm segment (size {size})"));
         }
-        let seg = Segment::map(fd, size)?;
+        let mut seg = Segment::map(fd, size)?;
+        seg.fd = -1;
         let h = seg.header();
         if h.magic != MAGIC || h.size as usize != size {
-            return Err(format!("TOPOCOMM_SHM_FD={fd} is not a topocomm segment"));
+            return Err(format!("{what} is not a topocomm segment"));
         }
         Ok(seg)
     }

@@ -6,9 +6,6 @@
 # --disable-new-dtags writes DT_RPATH, which (unlike DT_RUNPATH) wins over
 # LD_LIBRARY_PATH: the shim uses the libtopocomm it was built against even
 # when another one is on the path (cargo test puts target/debug/deps there).
-TOPOCOMM_LIBDIR := $(abspath $(CURDIR)/../target/release)
 LDLIBS_reorder := -L$(TOPOCOMM_LIBDIR) -Wl,--no-as-needed -ltopocomm -Wl,--disable-new-dtags,-rpath,$(TOPOCOMM_LIBDIR)
 
 $(foreach i,$(IMPLS),build/$(i)/libtopocomm-reorder.so): $(TOPOCOMM_LIBDIR)/libtopocomm.so
-$(TOPOCOMM_LIBDIR)/libtopocomm.so:
-	@echo "error: $@ is missing: run 'cargo build --release' at the top of the repository first (or 'make build')" >&2; exit 1

@@ -1,0 +1,200 @@
+/* topocomm_mpi_init: bootstraps topocomm's shared-memory transport among the
+ * ranks of each node of an MPI communicator (docs/mpi.md). Node rank 0
+ * creates the segment for the PUs the node's ranks are bound to and hands
+ * its descriptor to the others over an abstract Unix socket (fdpass.c);
+ * every step ends with an agreement over the whole communicator, so a
+ * failure anywhere makes every rank return the same error instead of
+ * hanging. */
+#define _GNU_SOURCE
+#include "../../include/topocomm_mpi.h"
+#include "../../../include/topocomm.h"
+#include "fdpass.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char last_error[FDP_ERR_LEN + 100];
+
+const char *topocomm_mpi_last_error(void) { return last_error; }
+
+/* The outcome of one step on one rank: 0 or a negative TC_ERR_* code. */
+struct outcome {
+    int code;
+    char msg[FDP_ERR_LEN];
+};
+
+static void set(struct outcome *o, int code, const char *fmt, ...) {
+    va_list ap;
+    o->code = code;
+    va_start(ap, fmt);
+    vsnprintf(o->msg, sizeof o->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Collective over comm: 0 if every rank succeeded, else the code of the
+ * lowest failing rank, whose message becomes every rank's last error. */
+static int agree(MPI_Comm comm, const struct outcome *mine, int node_rank) {
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    int in[2] = {mine->code != 0 ? 0 : 1, rank}, out[2];
+    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS) {
+        snprintf(last_error, sizeof last_error, "topocomm_mpi_init: MPI_Allreduce failed");
+        return TC_ERR_TRANSPORT;
+    }
+    if (out[0] == 1) return 0;
+    struct {
+        int code, node_rank;
+        char msg[FDP_ERR_LEN];
+    } w = {mine->code, node_rank, ""};
+    memcpy(w.msg, mine->msg, sizeof w.msg);
+    if (MPI_Bcast(&w, (int)sizeof w, MPI_BYTE, out[1], comm) != MPI_SUCCESS) w.code = 0;
+    snprintf(last_error, sizeof last_error, "topocomm_mpi_init: rank %d (node rank %d): %s",
+             out[1], w.node_rank, w.msg);
+    return w.code != 0 ? w.code : TC_ERR_TRANSPORT;
+}
+
+/* The PU this process is bound to, or -1 when it may run on several. */
+static int bound_pu(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) return c;
+    return -1;
+}
+
+/* TOPOCOMM_TIMEOUT (seconds) or 30 s for the descriptor hand-off. */
+static double handoff_timeout(struct outcome *o) {
+    const char *s = getenv("TOPOCOMM_TIMEOUT");
+    if (!s) return 30.0;
+    char *end;
+    double t = strtod(s, &end);
+    if (end == s || *end != '\0' || !(t > 0) || !isfinite(t)) {
+        set(o, TC_ERR_INVALID_ARGUMENT, "TOPOCOMM_TIMEOUT='%s': expected a positive number of seconds", s);
+        return 1.0;
+    }
+    return t;
+}
+
+/* Testing knob TOPOCOMM_MPI_BOOT_DELAY="R:S": node rank R sleeps S seconds
+ * before fetching the descriptor (to exercise the bounded hand-off). */
+static void test_delay(int node_rank) {
+    const char *s = getenv("TOPOCOMM_MPI_BOOT_DELAY");
+    int r;
+    double secs;
+    if (s && sscanf(s, "%d:%lf", &r, &secs) == 2 && r == node_rank && secs > 0)
+        usleep((useconds_t)(secs * 1e6));
+}
+
+/* Node rank 0: creates the segment and listens; `name` is broadcast to
+ * the node ("" on failure). */
+static void create(const int *info, int nsize, int *seg_fd, int *lfd, char *name,
+                   struct outcome *o) {
+    int *pus = malloc(sizeof(int) * (size_t)nsize);
+    if (!pus) {
+        set(o, TC_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    for (int r = 0; r < nsize; r++) pus[r] = info[2 * r];
+    const char *rules = getenv("TOPOCOMM_RULES");
+    int rc = tc_segment_create(nsize, pus, rules && *rules ? rules : NULL, seg_fd);
+    free(pus);
+    if (rc != 0) {
+        set(o, rc, "%s", tc_last_error());
+        return;
+    }
+    if (nsize > 1) {
+        char err[FDP_ERR_LEN];
+        if (fdp_listen(name, nsize, lfd, err) != 0) {
+            set(o, TC_ERR_TRANSPORT, "%s", err);
+            name[0] = '\0'; /* the peers then skip the hand-off */
+        }
+    }
+}
+
+static int bootstrap(MPI_Comm comm, MPI_Comm node) {
+    int nrank, nsize;
+    MPI_Comm_rank(node, &nrank);
+    MPI_Comm_size(node, &nsize);
+    struct outcome o = {0, ""};
+    double timeout = handoff_timeout(&o);
+    int mine[2] = {bound_pu(), (int)getpid()};
+    int *info = NULL;
+    if (nrank == 0 && !(info = malloc(sizeof(int) * 2 * (size_t)nsize))) {
+        fprintf(stderr, "topocomm_mpi_init: out of memory\n");
+        MPI_Abort(comm, 1);
+    }
+    MPI_Gather(mine, 2, MPI_INT, info, 2, MPI_INT, 0, node);
+    int seg_fd = -1, lfd = -1;
+    char name[FDP_NAME_LEN] = "";
+    if (nrank == 0 && o.code == 0) create(info, nsize, &seg_fd, &lfd, name, &o);
+    MPI_Bcast(name, FDP_NAME_LEN, MPI_CHAR, 0, node);
+    if (nsize > 1) {
+        char err[FDP_ERR_LEN];
+        if (nrank == 0) {
+            int *pids = malloc(sizeof(int) * (size_t)nsize);
+            if (!pids) {
+                fprintf(stderr, "topocomm_mpi_init: out of memory\n");
+                MPI_Abort(comm, 1);
+            }
+            for (int r = 0; r < nsize; r++) pids[r] = info[2 * r + 1];
+            if (lfd >= 0 && fdp_serve(lfd, seg_fd, pids, nsize, timeout, err) != 0)
+                set(&o, TC_ERR_TIMEOUT, "%s", err);
+            free(pids);
+        } else if (o.code == 0 && name[0] == '\0') {
+            set(&o, TC_ERR_TRANSPORT, "node rank 0 could not create the segment or its socket");
+        } else if (o.code == 0) {
+            test_delay(nrank);
+            if (fdp_fetch(name, nrank, timeout, &seg_fd, err) != 0)
+                set(&o, TC_ERR_TRANSPORT, "%s", err);
+        }
+    }
+    free(info);
+    int rc = agree(comm, &o, nrank);
+    if (rc != 0) {
+        if (seg_fd >= 0) close(seg_fd);
+        return rc;
+    }
+    /* tc_init_fd closes seg_fd in every case. */
+    int tc = tc_init_fd(seg_fd, nrank);
+    if (tc != 0) set(&o, tc, "tc_init_fd: %s", tc_last_error());
+    rc = agree(comm, &o, nrank);
+    if (rc != 0 && tc == 0) tc_finalize();
+    return rc;
+}
+
+int topocomm_mpi_init(MPI_Comm comm, MPI_Comm *node_comm) {
+    if (!node_comm) {
+        snprintf(last_error, sizeof last_error, "topocomm_mpi_init: node_comm is NULL");
+        return TC_ERR_INVALID_ARGUMENT;
+    }
+    *node_comm = MPI_COMM_NULL;
+    int rank;
+    MPI_Comm node;
+    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) !=
+            MPI_SUCCESS) {
+        snprintf(last_error, sizeof last_error,
+                 "topocomm_mpi_init: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed");
+        return TC_ERR_TRANSPORT;
+    }
+    int rc = bootstrap(comm, node);
+    if (rc != 0) {
+        MPI_Comm_free(&node);
+        return rc;
+    }
+    *node_comm = node;
+    return 0;
+}
+
+int topocomm_mpi_finalize(void) {
+    int rc = tc_finalize();
+    if (rc != 0)
+        snprintf(last_error, sizeof last_error, "topocomm_mpi_finalize: %s", tc_last_error());
+    return rc;
+}
