@@ -393,14 +393,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
             "search": result,
             "file": s.out.display().to_string(),
             "load": load,
-            "verification": {
-                "score": score,
-                "feasible": feasible,
-                "classes": verdicts,
-                "defaults": d,
-                "tuned": t,
-                "readback": readback,
-            },
+            "verification": verification_json(score, feasible, &verdicts, &d, &t, &readback),
         });
         let text = serde_json::to_string_pretty(&doc)?;
         topocomm_report::write_atomic(path, text.as_bytes())
@@ -483,6 +476,25 @@ fn which_exists(prog: &str) -> Option<PathBuf> {
 fn write_file(path: &Path, text: &str) -> Result<()> {
     topocomm_report::write_atomic(path, text.as_bytes())
         .with_context(|| format!("--out {}", path.display()))
+}
+
+/// The `verification` object of the JSON output.
+fn verification_json(
+    score: f64,
+    feasible: bool,
+    verdicts: &[ClassVerdict],
+    defaults: &[ClassMeasure],
+    tuned: &[ClassMeasure],
+    readback: &[ReadBack],
+) -> serde_json::Value {
+    serde_json::json!({
+        "score": score,
+        "feasible": feasible,
+        "classes": verdicts,
+        "defaults": defaults,
+        "tuned": tuned,
+        "readback": readback,
+    })
 }
 
 /// The runner of the verification: the search's, with 6 more samples.
@@ -570,14 +582,7 @@ fn verify_only(
             "classes": s.classes,
             "file": shown,
             "load": load,
-            "verification": {
-                "score": score,
-                "feasible": feasible,
-                "classes": verdicts,
-                "defaults": d,
-                "tuned": t,
-                "readback": readback,
-            },
+            "verification": verification_json(score, feasible, &verdicts, &d, &t, &readback),
         });
         topocomm_report::write_atomic(path, serde_json::to_string_pretty(&doc)?.as_bytes())
             .with_context(|| format!("--json {}", path.display()))?;
