@@ -1,6 +1,7 @@
 //! One candidate setting against the defaults, per locality class:
-//! the bandwidth gain over the target sizes (64 KiB to 4 MiB) and the sizes
-//! that got slower. Noise-aware: a size counts as slower only when its
+//! the bandwidth gain over the target sizes (an [`Objective`] range, 64 KiB
+//! to 4 MiB unless the user picks the sizes their application sends) and
+//! the sizes that got slower. Noise-aware: a size counts as slower only when its
 //! median is more than the tolerance worse AND the two 95% confidence
 //! intervals of the medians do not overlap (so a noisy run does not veto a
 //! good setting, and a real regression is not hidden by one lucky sample).
@@ -9,9 +10,63 @@ use serde::Serialize;
 use topocomm_measure::p2p::Test;
 use topocomm_measure::{SampleLine, Summary};
 
-/// Target range of the objective (inclusive).
+/// Default target range of the objective (inclusive).
 pub const TARGET_MIN: u64 = 64 << 10;
 pub const TARGET_MAX: u64 = 4 << 20;
+
+/// The message sizes whose streaming bandwidth the tuner maximizes
+/// (inclusive); every other measured size only has to stay no slower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Objective {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Default for Objective {
+    fn default() -> Objective {
+        Objective {
+            min: TARGET_MIN,
+            max: TARGET_MAX,
+        }
+    }
+}
+
+impl Objective {
+    /// `MIN-MAX` with K/M/G suffixes (`4K-16K`), or one size (`64K`).
+    pub fn parse(s: &str) -> Result<Objective, String> {
+        let size = |t: &str| {
+            topocomm_measure::p2p::parse_sizes(t.trim()).and_then(|v| match v.as_slice() {
+                [one] => Ok(*one),
+                _ => Err(format!("'{t}' is not one size")),
+            })
+        };
+        let (min, max) = match s.split_once('-') {
+            Some((a, b)) => (size(a)?, size(b)?),
+            None => {
+                let one = size(s)?;
+                (one, one)
+            }
+        };
+        if min > max {
+            return Err(format!("'{s}': the range is empty (min > max)"));
+        }
+        Ok(Objective { min, max })
+    }
+
+    pub fn contains(&self, size: u64) -> bool {
+        (self.min..=self.max).contains(&size)
+    }
+
+    /// `64K-4M` (or `4K` for a single size).
+    pub fn label(&self) -> String {
+        use topocomm_measure::p2p::size_label;
+        if self.min == self.max {
+            size_label(self.min)
+        } else {
+            format!("{}-{}", size_label(self.min), size_label(self.max))
+        }
+    }
+}
 /// "No size more than 5% slower than default."
 pub const TOLERANCE: f64 = 0.05;
 
@@ -63,7 +118,7 @@ fn summaries(lines: &[SampleLine]) -> Vec<(Test, u64, &str, Summary)> {
 }
 
 /// Compares `tuned` with `default` (same class, same tests and sizes).
-pub fn compare(default: &ClassMeasure, tuned: &ClassMeasure) -> ClassVerdict {
+pub fn compare(default: &ClassMeasure, tuned: &ClassMeasure, obj: &Objective) -> ClassVerdict {
     let d = summaries(&default.lines);
     let t = summaries(&tuned.lines);
     let mut sizes = Vec::new();
@@ -92,7 +147,7 @@ pub fn compare(default: &ClassMeasure, tuned: &ClassMeasure) -> ClassVerdict {
             slower,
         });
     }
-    let score = target_score(&sizes);
+    let score = target_score(&sizes, obj);
     ClassVerdict {
         class: default.class.clone(),
         sizes,
@@ -102,12 +157,9 @@ pub fn compare(default: &ClassMeasure, tuned: &ClassMeasure) -> ClassVerdict {
 
 /// Geometric mean of the bw gains on the target sizes; all bw sizes when
 /// none of them falls in the target range (e.g. `--sizes 4K`).
-fn target_score(sizes: &[SizeCompare]) -> f64 {
+fn target_score(sizes: &[SizeCompare], obj: &Objective) -> f64 {
     let bw: Vec<&SizeCompare> = sizes.iter().filter(|s| s.test == "bw").collect();
-    let in_range: Vec<&&SizeCompare> = bw
-        .iter()
-        .filter(|s| (TARGET_MIN..=TARGET_MAX).contains(&s.size))
-        .collect();
+    let in_range: Vec<&&SizeCompare> = bw.iter().filter(|s| obj.contains(s.size)).collect();
     let pick: Vec<f64> = if in_range.is_empty() {
         bw.iter().map(|s| s.gain).collect()
     } else {
@@ -197,7 +249,7 @@ mod tests {
             line("bw", 65536, around(20.0, 0.01)),
             line("bw", 1 << 20, around(20.0, 0.01)),
         ]);
-        let v = compare(&d, &t);
+        let v = compare(&d, &t, &Objective::default());
         // sqrt(4 * 2): 4 KiB is outside the target range.
         assert!((v.score - 8f64.sqrt()).abs() < 1e-9, "{}", v.score);
         assert!(v.feasible());
@@ -208,17 +260,17 @@ mod tests {
         // 10% slower with tight samples: a regression.
         let d = cm(vec![line("bw", 65536, around(10.0, 0.01))]);
         let t = cm(vec![line("bw", 65536, around(9.0, 0.01))]);
-        assert!(!compare(&d, &t).feasible());
+        assert!(!compare(&d, &t, &Objective::default()).feasible());
         // 10% slower but very noisy (CIs overlap): not proven slower.
         let t = cm(vec![line("bw", 65536, around(9.0, 0.5))]);
-        assert!(compare(&d, &t).feasible());
+        assert!(compare(&d, &t, &Objective::default()).feasible());
         // 3% slower, tight: within the tolerance.
         let t = cm(vec![line("bw", 65536, around(9.7, 0.001))]);
-        assert!(compare(&d, &t).feasible());
+        assert!(compare(&d, &t, &Objective::default()).feasible());
         // Latency: higher is worse.
         let d = cm(vec![line("latency", 8, around(0.2, 0.01))]);
         let t = cm(vec![line("latency", 8, around(0.3, 0.01))]);
-        let v = compare(&d, &t);
+        let v = compare(&d, &t, &Objective::default());
         assert!(!v.feasible());
         assert!((v.sizes[0].gain - 2.0 / 3.0).abs() < 1e-9);
     }
@@ -245,5 +297,38 @@ mod tests {
         let (s, f) = combine(&[mk(4.0, false), mk(1.0, true)], &[1.0, 0.0]);
         assert!((s - 4.0).abs() < 1e-9);
         assert!(f);
+    }
+
+    #[test]
+    fn objective_ranges_parse_and_choose_the_scored_sizes() {
+        assert_eq!(Objective::default().label(), "64K-4M");
+        let o = Objective::parse("4K-16K").unwrap();
+        assert_eq!((o.min, o.max), (4096, 16384));
+        assert_eq!(Objective::parse("64K").unwrap().label(), "64K");
+        for bad in ["16K-4K", "x", "4K-", "4K,8K"] {
+            assert!(Objective::parse(bad).is_err(), "{bad}");
+        }
+        // 4K doubles, 1M halves: each range scores only its own sizes.
+        let d = ClassMeasure {
+            class: "l3".into(),
+            pair: (0, 1),
+            lines: vec![
+                line("bw", 4096, vec![1.0; 9]),
+                line("bw", 1 << 20, vec![10.0; 9]),
+            ],
+        };
+        let t = ClassMeasure {
+            lines: vec![
+                line("bw", 4096, vec![2.0; 9]),
+                line("bw", 1 << 20, vec![5.0; 9]),
+            ],
+            ..d.clone()
+        };
+        let small = compare(&d, &t, &Objective::parse("4K-16K").unwrap());
+        assert!((small.score - 2.0).abs() < 1e-9, "{}", small.score);
+        let large = compare(&d, &t, &Objective::default());
+        assert!((large.score - 0.5).abs() < 1e-9, "{}", large.score);
+        // The constraint does not depend on the range: 1M is slower either way.
+        assert!(!small.feasible() && !large.feasible());
     }
 }

@@ -20,7 +20,7 @@
 //! Measurements per round: sum over parameters of (2 + candidates + 2), at
 //! most; paired: sum of (2 + 2 x candidates + 2).
 
-use crate::objective::{combine, compare, slower_in_every, ClassMeasure, ClassVerdict};
+use crate::objective::{combine, compare, slower_in_every, ClassMeasure, ClassVerdict, Objective};
 use crate::space::{describe, Coordinate, Setting, Space};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -38,6 +38,8 @@ pub struct SearchOptions {
     /// Measure the defaults right before every candidate (not once per
     /// coordinate): twice the jobs, robust to bursty load.
     pub paired: bool,
+    /// The sizes whose bandwidth is maximized.
+    pub objective: Objective,
 }
 
 /// One measurement of the search.
@@ -106,7 +108,11 @@ pub fn coordinate_descent(
     let mut exhausted = false;
     let mut rounds = 0;
     let score_of = |d: &[ClassMeasure], c: &[ClassMeasure]| {
-        let v: Vec<ClassVerdict> = d.iter().zip(c).map(|(d, c)| compare(d, c)).collect();
+        let v: Vec<ClassVerdict> = d
+            .iter()
+            .zip(c)
+            .map(|(d, c)| compare(d, c, &opts.objective))
+            .collect();
         let (s, f) = combine(&v, weights);
         (s, f, v)
     };
@@ -403,6 +409,7 @@ mod tests {
             min_gain: 0.02,
             confirm: true,
             paired: true,
+            objective: Objective::default(),
         }
     }
 
@@ -524,6 +531,7 @@ mod tests {
             min_gain: 0.02,
             confirm: false,
             paired: false,
+            objective: Objective::default(),
         };
         let r = coordinate_descent(&space, &[1.0], &opts, &mut |s| Ok(surface(s)), &mut |_| {})
             .unwrap();

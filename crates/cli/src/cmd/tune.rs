@@ -47,6 +47,10 @@ pub struct Args {
     /// file and read its values back (exit status 1 if a size is slower)
     #[arg(long, value_name = "FILE", requires = "mpi", conflicts_with_all = ["out", "budget", "rounds", "quick"])]
     pub verify: Option<PathBuf>,
+    /// With --mpi: message sizes whose bandwidth is maximized, MIN-MAX
+    /// (default 64K-4M); the other sizes must only not get slower
+    #[arg(long, value_name = "MIN-MAX", requires = "mpi")]
+    pub objective: Option<String>,
     /// grid (measure every candidate), model (measure around the model's optimum), or both
     #[arg(long, default_value = "both")]
     pub mode: String,
@@ -472,5 +476,6 @@ fn mpi_args(mpi: &str, a: &Args) -> Result<crate::cmd::tune_mpi::MpiArgs> {
         timeout: a.timeout,
         json: a.json.clone(),
         verify: a.verify.clone(),
+        objective: a.objective.clone(),
     })
 }

@@ -16,8 +16,7 @@ use topocomm_mpitune::export::{
     openmpi_file_env, parse_env_file, parse_mca_file, render, Entry, OPENMPI_FILE_VAR,
 };
 use topocomm_mpitune::objective::{
-    combine, compare, slower_in_every, ClassMeasure, ClassVerdict, TARGET_MAX, TARGET_MIN,
-    TOLERANCE,
+    combine, compare, slower_in_every, ClassMeasure, ClassVerdict, Objective, TOLERANCE,
 };
 use topocomm_mpitune::runner::{layer_of_pml, openmpi_pml, Runner};
 use topocomm_mpitune::search::{coordinate_descent, Adoption, SearchOptions, SearchResult};
@@ -78,6 +77,10 @@ pub struct MpiArgs {
     /// effect; exit status 1 when a size is slower than default
     #[arg(long, value_name = "FILE", conflicts_with_all = ["out", "budget", "rounds", "quick"])]
     pub verify: Option<PathBuf>,
+    /// Message sizes whose bandwidth is maximized, MIN-MAX (default 64K-4M);
+    /// every other size must only not get slower
+    #[arg(long, value_name = "MIN-MAX")]
+    pub objective: Option<String>,
 }
 
 /// Everything resolved from the arguments before any MPI job runs.
@@ -88,6 +91,7 @@ struct Setup {
     out: PathBuf,
     budget: Duration,
     rounds: usize,
+    objective: Objective,
 }
 
 fn parse_mpi(text: &str) -> Result<MpiImpl> {
@@ -153,6 +157,18 @@ fn setup(m: &Machine, a: &MpiArgs) -> Result<Setup> {
         min_time_ms: if a.quick { 1.0 } else { 2.0 },
         window: a.window.unwrap_or(if a.quick { 8 } else { 16 }),
     };
+    let objective = match &a.objective {
+        Some(o) => {
+            let obj = Objective::parse(o).map_err(|e| anyhow!("--objective: {e}"))?;
+            if !params.sizes.iter().any(|&z| obj.contains(z)) {
+                bail!(
+                    "--objective {o}: none of the measured sizes lies in it (add them with --sizes)"
+                );
+            }
+            obj
+        }
+        None => Objective::default(),
+    };
     Ok(Setup {
         which,
         params,
@@ -160,6 +176,7 @@ fn setup(m: &Machine, a: &MpiArgs) -> Result<Setup> {
         out,
         budget: Duration::from_secs(a.budget.unwrap_or(if a.quick { 120 } else { 1200 })),
         rounds: a.rounds.unwrap_or(if a.quick { 1 } else { 2 }) as usize,
+        objective,
     })
 }
 
@@ -284,6 +301,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         min_gain: MIN_GAIN,
         confirm: !a.quick,
         paired: !a.quick,
+        objective: s.objective,
     };
     let mut progress = |msg: &str| eprintln!("  {msg}");
     let result = coordinate_descent(
@@ -306,14 +324,15 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     // Write the file, then measure defaults vs the file itself.
     let meta = RunMeta::new(&m, topocomm_measure::timer::check());
     let version = mpi_version(s.which);
-    let entries = entries_for(&space, &result);
+    let entries = entries_for(&space, &result, &s.objective);
     let mut header = header_lines(&meta, &version, layer, &s, &a.out, None, None);
-    header.extend(tried_lines(&result));
+    header.extend(tried_lines(&result, &s.objective));
     write_file(&s.out, &render(layer, &header, &entries))?;
     let file_env = file_env(s.which, layer, &s.out)?;
     let verify_runner = verification_runner(&runner, &s.params);
     let reps = if a.quick { 1 } else { 2 };
-    let (d, t, verdicts) = verify_alternating(&verify_runner, &file_env, reps, &s.out)?;
+    let (d, t, verdicts) =
+        verify_alternating(&verify_runner, &file_env, reps, &s.out, &s.objective)?;
     let (score, feasible) = combine(&verdicts, &weights);
     // The file changes a value only when the verification shows that it
     // pays: no size slower, and the same gain the search asked for. A
@@ -336,7 +355,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         Some(&load),
     );
     let mut header = header;
-    header.extend(tried_lines(&result));
+    header.extend(tried_lines(&result, &s.objective));
     write_file(&s.out, &render(layer, &header, &entries))?;
     let values: Vec<(String, String)> = entries
         .iter()
@@ -390,6 +409,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
             "layer": layer,
             "space": space,
             "classes": s.classes,
+            "objective": s.objective,
             "search": result,
             "file": s.out.display().to_string(),
             "load": load,
@@ -547,8 +567,13 @@ fn verify_only(
         values.len(),
         s.which.name()
     );
-    let (d, t, verdicts) =
-        verify_alternating(&verification_runner(runner, &s.params), &env, 2, file)?;
+    let (d, t, verdicts) = verify_alternating(
+        &verification_runner(runner, &s.params),
+        &env,
+        2,
+        file,
+        &s.objective,
+    )?;
     let (score, feasible) = combine(&verdicts, weights);
     let load = Load {
         pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
@@ -569,7 +594,7 @@ fn verify_only(
             file.display()
         );
     }
-    print_summary(&verdicts, score, feasible);
+    print_summary(&verdicts, score, feasible, &s.objective);
     print_readback(&readback, &sources);
     println!("{}", load.text());
     if let Some(path) = &a.json {
@@ -580,6 +605,7 @@ fn verify_only(
             "mpi_version": mpi_version(s.which),
             "layer": layer,
             "classes": s.classes,
+            "objective": s.objective,
             "file": shown,
             "load": load,
             "verification": verification_json(score, feasible, &verdicts, &d, &t, &readback),
@@ -612,6 +638,7 @@ fn verify_alternating(
     file_env: &[(String, String)],
     reps: usize,
     file: &Path,
+    obj: &Objective,
 ) -> Result<(Vec<ClassMeasure>, Vec<ClassMeasure>, Vec<ClassVerdict>)> {
     let mut d: Vec<ClassMeasure> = Vec::new();
     let mut t: Vec<ClassMeasure> = Vec::new();
@@ -627,11 +654,17 @@ fn verify_alternating(
         let t1 = runner
             .measure_env(file_env.to_vec(), &mut |_| {})
             .map_err(|e| anyhow!("verification, {}: {e}", file.display()))?;
-        per_rep.push(d1.iter().zip(&t1).map(|(d, t)| compare(d, t)).collect());
+        per_rep.push(
+            d1.iter()
+                .zip(&t1)
+                .map(|(d, t)| compare(d, t, obj))
+                .collect(),
+        );
         pool(&mut d, d1);
         pool(&mut t, t1);
     }
-    let mut verdicts: Vec<ClassVerdict> = d.iter().zip(&t).map(|(d, t)| compare(d, t)).collect();
+    let mut verdicts: Vec<ClassVerdict> =
+        d.iter().zip(&t).map(|(d, t)| compare(d, t, obj)).collect();
     let reps: Vec<&[ClassVerdict]> = per_rep.iter().map(Vec::as_slice).collect();
     slower_in_every(&mut verdicts, &reps);
     Ok((d, t, verdicts))
@@ -656,10 +689,10 @@ fn file_env(which: MpiImpl, layer: Layer, path: &Path) -> Result<Vec<(String, St
     })
 }
 
-fn gains_text(v: &ClassVerdict) -> String {
+fn gains_text(v: &ClassVerdict, obj: &Objective) -> String {
     v.sizes
         .iter()
-        .filter(|s| s.test == "bw" && (TARGET_MIN..=TARGET_MAX).contains(&s.size))
+        .filter(|s| s.test == "bw" && obj.contains(s.size))
         .map(|s| format!("{} x{:.2}", size_label(s.size), s.gain))
         .collect::<Vec<_>>()
         .join(", ")
@@ -667,7 +700,7 @@ fn gains_text(v: &ClassVerdict) -> String {
 
 /// One entry per parameter the search moved, with why (from the step that
 /// adopted its final value).
-fn entries_for(space: &Space, r: &SearchResult) -> Vec<Entry> {
+fn entries_for(space: &Space, r: &SearchResult, obj: &Objective) -> Vec<Entry> {
     let mut out = Vec::new();
     for (name, value) in &r.best {
         let prm = space.param(name);
@@ -681,15 +714,14 @@ fn entries_for(space: &Space, r: &SearchResult) -> Vec<Entry> {
                 why.push(format!("Set with the preset \"{p}\"."));
             }
             why.push(format!(
-                "Chosen in round {}: weighted bw gain over {}-{} vs the defaults went x{:.2} -> x{:.2}",
+                "Chosen in round {}: weighted bw gain over {} vs the defaults went x{:.2} -> x{:.2}",
                 ad.round,
-                size_label(TARGET_MIN),
-                size_label(TARGET_MAX),
+                obj.label(),
                 ad.score_before,
                 ad.score_after
             ));
             for v in &ad.verdicts {
-                why.push(format!("  {}: {}", v.class, gains_text(v)));
+                why.push(format!("  {}: {}", v.class, gains_text(v, obj)));
             }
             why.push(format!(
                 "  and no measured size (bw, latency <= 4K) more than {:.0}% slower (95% CIs apart).",
@@ -748,9 +780,8 @@ fn header_lines(
         Some((vs, score, feasible)) => {
             h.push(String::new());
             h.push(format!(
-                "Verified (defaults vs this file, same run): weighted bw gain over {}-{} x{score:.2}; {}.",
-                size_label(TARGET_MIN),
-                size_label(TARGET_MAX),
+                "Verified (defaults vs this file, same run): weighted bw gain over {} x{score:.2}; {}.",
+                s.objective.label(),
                 if feasible {
                     format!("no size more than {:.0}% slower", TOLERANCE * 100.0)
                 } else {
@@ -783,16 +814,15 @@ fn header_lines(
 }
 
 /// What the search tried, so that "nothing to set" is explained too.
-fn tried_lines(r: &SearchResult) -> Vec<String> {
+fn tried_lines(r: &SearchResult, obj: &Objective) -> Vec<String> {
     let mut h = vec![
         String::new(),
         format!(
-            "Search: {} jobs in {} round(s){}; each candidate vs defaults measured just before it (x = weighted bw gain over {}-{}):",
+            "Search: {} jobs in {} round(s){}; each candidate vs defaults measured just before it (x = weighted bw gain over {}):",
             r.steps.len(),
             r.rounds,
             if r.budget_exhausted { ", stopped by the time budget" } else { "" },
-            size_label(TARGET_MIN),
-            size_label(TARGET_MAX)
+            obj.label()
         ),
     ];
     for st in r.steps.iter().filter(|s| s.role != "defaults") {
@@ -835,7 +865,7 @@ fn print_report(
             "\n(no setting beat the defaults: both columns are the defaults, an A/A test; their differences are the machine's noise)"
         );
     }
-    print_summary(verdicts, score, feasible);
+    print_summary(verdicts, score, feasible, &s.objective);
     println!(
         "search: {} measurements, {} round(s){}; settings: {}",
         result.steps.len(),
@@ -887,11 +917,10 @@ fn print_verdicts(s: &Setup, verdicts: &[ClassVerdict]) {
 }
 
 /// The weighted gain, the verdict and the noise floor.
-fn print_summary(verdicts: &[ClassVerdict], score: f64, feasible: bool) {
+fn print_summary(verdicts: &[ClassVerdict], score: f64, feasible: bool, obj: &Objective) {
     println!(
-        "\nweighted bw gain over {}-{}: x{score:.2} (geometric mean); {}",
-        size_label(TARGET_MIN),
-        size_label(TARGET_MAX),
+        "\nweighted bw gain over {}: x{score:.2} (geometric mean); {}",
+        obj.label(),
         if feasible {
             format!(
                 "no size more than {:.0}% slower than default",
