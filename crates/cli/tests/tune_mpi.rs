@@ -47,6 +47,22 @@ fn bad_input_is_a_one_line_error() {
         &topocomm(&["tune", "--mpi", "mpich", "--pair", "0,0"]),
         "--pair 0,0",
     );
+    one_line_error(
+        &topocomm(&["tune", "--mpi", "openmpi", "--objective", "16K-4K"]),
+        "--objective: '16K-4K'",
+    );
+    one_line_error(
+        &topocomm(&[
+            "tune",
+            "--mpi",
+            "openmpi",
+            "--objective",
+            "3K",
+            "--sizes",
+            "4K,64K",
+        ]),
+        "none of the measured sizes",
+    );
     // A missing MPI build.
     let empty = std::env::temp_dir().join(format!("tc-tune-mpi-empty-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();

@@ -331,13 +331,25 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let file_env = file_env(s.which, layer, &s.out)?;
     let verify_runner = verification_runner(&runner, &s.params);
     let reps = if a.quick { 1 } else { 2 };
-    let (d, t, verdicts) =
-        verify_alternating(&verify_runner, &file_env, reps, &s.out, &s.objective)?;
+    let Verification {
+        defaults: d,
+        tuned: t,
+        verdicts,
+        clean,
+    } = verify_alternating(
+        &verify_runner,
+        &file_env,
+        reps,
+        &s.out,
+        &s.objective,
+        &weights,
+    )?;
     let (score, feasible) = combine(&verdicts, &weights);
     // The file changes a value only when the verification shows that it
-    // pays: no size slower, and the same gain the search asked for. A
-    // setting adopted on noisy search measurements is otherwise dropped.
-    let keep = feasible && score > 1.0 + MIN_GAIN;
+    // pays: no size slower (pooled or in any alternation), and the same gain
+    // the search asked for. A setting adopted on noisy search measurements,
+    // or one that is slower only some of the time, is otherwise dropped.
+    let keep = clean && score > 1.0 + MIN_GAIN;
     let load = Load {
         pus: topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()),
         start: load_start,
@@ -373,11 +385,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     if rejected {
         let mut note = vec![format!(
             "REJECTED by the verification ({}): this file keeps the MPI's defaults. The search's setting was:",
-            if feasible {
-                format!("gain x{score:.2} is not above x{:.2}", 1.0 + MIN_GAIN)
-            } else {
-                "some size is slower than default".to_string()
-            }
+            rejection(feasible, clean, score)
         )];
         note.extend(
             entries
@@ -395,7 +403,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
         println!(
             "the verification rejected {} ({}): {} keeps the MPI's defaults (the read-back above checked the rejected values)",
             describe(&result.best),
-            if feasible { "gain within the noise" } else { "a size got slower" },
+            rejection(feasible, clean, score),
             s.out.display()
         );
     }
@@ -567,12 +575,18 @@ fn verify_only(
         values.len(),
         s.which.name()
     );
-    let (d, t, verdicts) = verify_alternating(
+    let Verification {
+        defaults: d,
+        tuned: t,
+        verdicts,
+        clean,
+    } = verify_alternating(
         &verification_runner(runner, &s.params),
         &env,
         2,
         file,
         &s.objective,
+        weights,
     )?;
     let (score, feasible) = combine(&verdicts, weights);
     let load = Load {
@@ -620,26 +634,55 @@ fn verify_only(
             s.which.name()
         );
     }
-    Ok(if feasible {
+    if !clean && feasible && !values.is_empty() {
+        println!("not confirmed: {}", rejection(feasible, clean, score));
+    }
+    // A file that sets nothing cannot make anything slower: an A/A test.
+    Ok(if clean || values.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
 }
 
+/// Why the verification did not confirm a setting.
+fn rejection(feasible: bool, clean: bool, score: f64) -> String {
+    if !feasible {
+        "some size is slower than default".into()
+    } else if !clean {
+        "a size was slower than default in one of the alternations (not established, but not a safe export)".into()
+    } else {
+        format!("gain x{score:.2} is not above x{:.2}", 1.0 + MIN_GAIN)
+    }
+}
+
+/// What the alternating verification measured.
+struct Verification {
+    /// Pooled samples of the defaults and of the file, per class.
+    defaults: Vec<ClassMeasure>,
+    tuned: Vec<ClassMeasure>,
+    /// Pooled comparison; a size is marked slower only if it is slower in
+    /// the pooled samples AND in every alternation: established.
+    verdicts: Vec<ClassVerdict>,
+    /// Whether no size was slower anywhere: not in the pooled samples and
+    /// not in any single alternation. What a file must pass to be kept: a
+    /// setting that is slower only some of the time is not a safe export.
+    clean: bool,
+}
+
 /// Defaults and `file_env` measured alternately `reps` times (D, T, D, T),
 /// samples pooled per setting, so that a load change during one job biases
-/// both sides alike. A size counts as slower only if it is slower in the
-/// pooled samples AND in every alternation on its own: the pooled CIs hold
-/// the spread within jobs, not between jobs (a whole job can run at another
-/// speed).
+/// both sides alike. The pooled CIs hold the spread within jobs, not between
+/// jobs (a whole job can run at another speed), hence the per-alternation
+/// verdicts beside the pooled one.
 fn verify_alternating(
     runner: &Runner,
     file_env: &[(String, String)],
     reps: usize,
     file: &Path,
     obj: &Objective,
-) -> Result<(Vec<ClassMeasure>, Vec<ClassMeasure>, Vec<ClassVerdict>)> {
+    weights: &[f64],
+) -> Result<Verification> {
     let mut d: Vec<ClassMeasure> = Vec::new();
     let mut t: Vec<ClassMeasure> = Vec::new();
     let mut per_rep: Vec<Vec<ClassVerdict>> = Vec::new();
@@ -665,9 +708,15 @@ fn verify_alternating(
     }
     let mut verdicts: Vec<ClassVerdict> =
         d.iter().zip(&t).map(|(d, t)| compare(d, t, obj)).collect();
+    let clean = combine(&verdicts, weights).1 && per_rep.iter().all(|r| combine(r, weights).1);
     let reps: Vec<&[ClassVerdict]> = per_rep.iter().map(Vec::as_slice).collect();
     slower_in_every(&mut verdicts, &reps);
-    Ok((d, t, verdicts))
+    Ok(Verification {
+        defaults: d,
+        tuned: t,
+        verdicts,
+        clean,
+    })
 }
 
 /// The environment that makes a job use the exported file exactly as a user
