@@ -307,11 +307,15 @@ fn machine_mode(ctx: &Ctx, json: bool) -> Result<ExitCode> {
     for i in &rails.ignored {
         println!("ignored: {} ({})", i.name, i.reason);
     }
-    println!(
-        "\nSplit of a large message from each NUMA node; weights: {}{}\n(distance, weight, share per rail)",
-        ctx.source(),
-        if ctx.params.contention { "; contention mode: nearest rails only" } else { "" }
-    );
+    if rails.nics.is_empty() {
+        println!("\nNearest GPUs from each NUMA node (no network rail):");
+    } else {
+        println!(
+            "\nSplit of a large message from each NUMA node; weights: {}{}\n(distance, weight, share per rail)",
+            ctx.source(),
+            if ctx.params.contention { "; contention mode: nearest rails only" } else { "" }
+        );
+    }
     let mut h: Vec<&str> = vec!["from", "package", "PUs"];
     h.extend(rails.nics.iter().map(|r| r.name.as_str()));
     h.push("nearest GPUs");
