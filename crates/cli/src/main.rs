@@ -37,6 +37,8 @@ enum Command {
     Model(Box<cmd::model::Args>),
     /// Tune the transport rules per locality class (grid and model-guided search)
     Tune(Box<cmd::tune::Args>),
+    /// NIC/GPU rails: locality, NUIOA split weights and plans, per-local-rank device environment
+    Rails(Box<cmd::rails::Args>),
     /// Benchmark worker run by `topocomm bench` under `topocomm run`
     #[command(hide = true)]
     BenchWorker(cmd::bench_worker::Args),
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(&cli.global, a),
         Command::Model(a) => cmd::model::run(&cli.global, a),
         Command::Tune(a) => cmd::tune::run(&cli.global, a),
+        Command::Rails(a) => cmd::rails::run(&cli.global, a),
         Command::BenchWorker(a) => cmd::bench_worker::run(&cli.global, a),
         Command::Selftest(a) => cmd::selftest::run(&cli.global, a),
     };

@@ -8,6 +8,7 @@ pub mod charact;
 pub mod map;
 pub mod model;
 pub mod plan;
+pub mod rails;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -87,3 +87,19 @@ pub fn build_mpi(imp: &str, targets: &[&str]) -> std::path::PathBuf {
     );
     dir.join("build").join(imp)
 }
+
+/// Runs `topocomm ARGS` with extra environment variables (and without an
+/// inherited topology or launcher local rank unless given here).
+pub fn topocomm_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_topocomm"));
+    c.args(args);
+    for v in [
+        "TOPOCOMM_TOPOLOGY",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "SLURM_LOCALID",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().copied()).output().expect("topocomm runs")
+}
