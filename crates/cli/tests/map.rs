@@ -13,8 +13,13 @@ fn dir() -> PathBuf {
     d
 }
 
+/// Writes `text` to a file of its own: the tests of this binary run in
+/// parallel threads, and rewriting a file another test's `topocomm` is
+/// reading would race (a truncated matrix).
 fn write(name: &str, text: &str) -> PathBuf {
-    let p = dir().join(name);
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = dir().join(format!("{n}-{name}"));
     std::fs::write(&p, text).unwrap();
     p
 }
