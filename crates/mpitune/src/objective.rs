@@ -208,6 +208,43 @@ pub fn slower_in_every(verdicts: &mut [ClassVerdict], runs: &[&[ClassVerdict]]) 
     }
 }
 
+/// Which way every size moved in a [`job_level_shift`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shift {
+    /// The setting's job ran slower at (almost) every size.
+    Slower,
+    /// ... faster: most likely the defaults' job ran slow.
+    Faster,
+}
+
+/// Whether one comparison looks like a machine event rather than the
+/// setting: at least two thirds of all measured points (bw and latency, every
+/// class) moved beyond the tolerance in the same direction. On a shared VM a
+/// whole job sometimes runs at another speed; a parameter usually moves a
+/// range of sizes. The caller measures such a pair again; a setting that
+/// really moves everything (e.g. another pml) does so again.
+pub fn job_level_shift(verdicts: &[ClassVerdict]) -> Option<Shift> {
+    let gains: Vec<f64> = verdicts
+        .iter()
+        .flat_map(|v| v.sizes.iter().map(|c| c.gain))
+        .collect();
+    if gains.len() < 3 {
+        return None;
+    }
+    let slower = gains.iter().filter(|&&g| g < 1.0 - TOLERANCE).count();
+    let faster = gains
+        .iter()
+        .filter(|&&g| g > 1.0 / (1.0 - TOLERANCE))
+        .count();
+    if 3 * slower >= 2 * gains.len() {
+        Some(Shift::Slower)
+    } else if 3 * faster >= 2 * gains.len() {
+        Some(Shift::Faster)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +367,41 @@ mod tests {
         assert!((large.score - 0.5).abs() < 1e-9, "{}", large.score);
         // The constraint does not depend on the range: 1M is slower either way.
         assert!(!small.feasible() && !large.feasible());
+    }
+
+    #[test]
+    fn a_shift_of_every_size_is_told_from_a_range() {
+        let mk = |gains: &[f64]| ClassVerdict {
+            class: "l3".into(),
+            score: 1.0,
+            sizes: gains
+                .iter()
+                .enumerate()
+                .map(|(i, &g)| {
+                    let s = Summary::of(&[1.0, 1.0, 1.0]).unwrap();
+                    SizeCompare {
+                        test: "bw".into(),
+                        size: 1 << i,
+                        unit: "GB/s".into(),
+                        default: s.clone(),
+                        tuned: s,
+                        gain: g,
+                        slower: g < 0.95,
+                    }
+                })
+                .collect(),
+        };
+        // A slow job: everything x0.4-0.6.
+        let slow = [mk(&[0.4, 0.5, 0.6, 0.45, 0.5, 1.0])];
+        assert_eq!(job_level_shift(&slow), Some(Shift::Slower));
+        // A slow defaults job seen from the other side.
+        let fast = [mk(&[2.0, 1.9, 2.1, 1.0, 2.2, 2.0])];
+        assert_eq!(job_level_shift(&fast), Some(Shift::Faster));
+        // A setting that moves the large sizes only.
+        assert_eq!(
+            job_level_shift(&[mk(&[1.0, 1.0, 1.0, 0.8, 0.8, 0.8])]),
+            None
+        );
+        assert_eq!(job_level_shift(&[mk(&[0.5, 0.5])]), None);
     }
 }
