@@ -205,6 +205,11 @@ fn report_writes_html_and_json() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("<svg") && html.contains(">P#7<"));
     assert!(html.contains("Locality classes") && html.contains("mlx5_0"));
+    // The fixture's HCA is a rail: the NUIOA split table is in the report.
+    assert!(
+        html.contains("Rails: NUIOA split") && html.contains("Split of a large message"),
+        "rails section missing"
+    );
     assert!(
         !html.contains("<script src") && !html.contains("<link "),
         "self-contained"

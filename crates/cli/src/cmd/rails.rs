@@ -232,7 +232,11 @@ fn numa_locations(m: &Machine) -> Vec<(String, Location)> {
     out
 }
 
-fn machine_mode(ctx: &Ctx, json: bool) -> Result<ExitCode> {
+/// The split of a large message from each NUMA node: header, table rows
+/// and the same as JSON.
+type NumaSplit = (Vec<String>, Vec<Vec<String>>, Vec<serde_json::Value>);
+
+fn numa_split(ctx: &Ctx) -> Result<NumaSplit> {
     let (m, rails) = (&ctx.m, &ctx.rails);
     let large = ctx.params.single_rail_below.max(1 << 30);
     let mut rows = Vec::new();
@@ -275,6 +279,58 @@ fn machine_mode(ctx: &Ctx, json: bool) -> Result<ExitCode> {
             "nearest_gpus": gpu_names, "gpu_distance": gd}),
         );
     }
+    let mut head: Vec<String> = vec!["from".into(), "package".into(), "PUs".into()];
+    head.extend(rails.nics.iter().map(|r| r.name.clone()));
+    head.push("nearest GPUs".into());
+    Ok((head, rows, js))
+}
+
+/// The report's rails section (HTML), for machines that have rails.
+pub fn report_section(m: &Machine) -> Option<String> {
+    use topocomm_report::{esc, html_table};
+    let ctx = Ctx {
+        m: m.clone(),
+        rails: discover(m, &DiscoverOptions { ethernet: false }),
+        table: None,
+        params: SplitParams::default(),
+    };
+    if ctx.rails.is_empty() {
+        return None;
+    }
+    let (head, rows, _) = numa_split(&ctx).ok()?;
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut h = String::new();
+    for (list, what, gpu) in [
+        (&ctx.rails.nics, "Network rails", false),
+        (&ctx.rails.gpus, "GPUs (index in PCI bus order)", true),
+    ] {
+        if !list.is_empty() {
+            h.push_str(&format!("<p>{what}:</p>"));
+            h.push_str(&html_table(
+                &[
+                    "name",
+                    if gpu { "index" } else { "transport" },
+                    "aliases",
+                    "PCI",
+                    "near",
+                    "NUMA",
+                    "PUs",
+                ],
+                &rail_rows(list, gpu),
+            ));
+        }
+    }
+    h.push_str(&format!(
+        "<p>Split of a large message from each NUMA node (distance, weight, share per rail); weights: {} (<code>topocomm rails</code>, docs/commands/rails.md).</p>",
+        esc(&ctx.source())
+    ));
+    h.push_str(&html_table(&head, &rows));
+    Some(h)
+}
+
+fn machine_mode(ctx: &Ctx, json: bool) -> Result<ExitCode> {
+    let (m, rails) = (&ctx.m, &ctx.rails);
+    let (split_head, rows, js) = numa_split(ctx)?;
     if json {
         let v = json!({"schema": "topocomm.rails/1", "origin": origin_text(m),
             "weights": ctx.source(), "contention": ctx.params.contention,
@@ -316,9 +372,7 @@ fn machine_mode(ctx: &Ctx, json: bool) -> Result<ExitCode> {
             if ctx.params.contention { "; contention mode: nearest rails only" } else { "" }
         );
     }
-    let mut h: Vec<&str> = vec!["from", "package", "PUs"];
-    h.extend(rails.nics.iter().map(|r| r.name.as_str()));
-    h.push("nearest GPUs");
+    let h: Vec<&str> = split_head.iter().map(String::as_str).collect();
     print!("{}", indent(&text_table(&h, &rows)));
     Ok(ExitCode::SUCCESS)
 }

@@ -76,6 +76,10 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         );
     }
 
+    if let Some(html) = crate::cmd::rails::report_section(&m) {
+        r.add("rails", "Rails: NUIOA split from each NUMA node", html);
+    }
+
     let p2p = if a.no_bench {
         serde_json::Value::Null
     } else {
