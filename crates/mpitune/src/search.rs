@@ -100,6 +100,126 @@ pub struct SearchResult {
 /// Measures one setting on every class (in weight order).
 pub type MeasureFn<'a> = dyn FnMut(&Setting) -> Result<Vec<ClassMeasure>, String> + 'a;
 
+/// One setting measured against paired defaults.
+struct Scored {
+    score: f64,
+    feasible: bool,
+    error: Option<String>,
+    verdicts: Vec<ClassVerdict>,
+    /// The first pair looked like a machine event and was measured again.
+    remeasured: bool,
+    seconds: f64,
+}
+
+impl Step {
+    fn defaults(round: usize, param: &str, seconds: f64) -> Step {
+        Step {
+            round,
+            param: param.into(),
+            role: "defaults".into(),
+            setting: Setting::new(),
+            score: 1.0,
+            feasible: true,
+            error: None,
+            remeasured: false,
+            seconds,
+        }
+    }
+
+    fn scored(round: usize, param: &str, role: &str, setting: &Setting, sc: &Scored) -> Step {
+        Step {
+            round,
+            param: param.into(),
+            role: role.into(),
+            setting: setting.clone(),
+            score: sc.score,
+            feasible: sc.feasible,
+            error: sc.error.clone(),
+            remeasured: sc.remeasured,
+            seconds: sc.seconds,
+        }
+    }
+}
+
+/// The measuring side of the search: timed jobs and their comparison.
+struct Bench<'m, 'a> {
+    measure: &'m mut MeasureFn<'a>,
+    weights: &'m [f64],
+    objective: Objective,
+}
+
+impl Bench<'_, '_> {
+    fn timed(&mut self, s: &Setting) -> (Result<Vec<ClassMeasure>, String>, f64) {
+        let t = Instant::now();
+        let r = (self.measure)(s);
+        (r, t.elapsed().as_secs_f64())
+    }
+
+    /// The defaults; failing to run them ends the search.
+    fn defaults(&mut self) -> Result<(Vec<ClassMeasure>, f64), String> {
+        let (r, secs) = self.timed(&Setting::new());
+        Ok((r.map_err(|e| format!("measuring the defaults: {e}"))?, secs))
+    }
+
+    fn score(&self, d: &[ClassMeasure], c: &[ClassMeasure]) -> (f64, bool, Vec<ClassVerdict>) {
+        let v: Vec<ClassVerdict> = d
+            .iter()
+            .zip(c)
+            .map(|(d, c)| compare(d, c, &self.objective))
+            .collect();
+        let (s, f) = combine(&v, self.weights);
+        (s, f, v)
+    }
+
+    /// `s` against the defaults `d`. When the setting's job came out slower
+    /// at (almost) every size, a machine event is more likely than the
+    /// setting: the pair is measured again once, and the new defaults
+    /// replace `d`.
+    fn against(
+        &mut self,
+        d: &mut Vec<ClassMeasure>,
+        s: &Setting,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Scored, String> {
+        let (r, mut seconds) = self.timed(s);
+        let mut sc = self.scored(d, r, 0.0);
+        if job_level_shift(&sc.verdicts) == Some(Shift::Slower) {
+            progress("  every size moved together: measuring the pair again");
+            let (d2, secs_d) = self.defaults()?;
+            *d = d2;
+            let (r, secs_c) = self.timed(s);
+            seconds += secs_d + secs_c;
+            sc = self.scored(d, r, 0.0);
+            sc.remeasured = true;
+        }
+        sc.seconds += seconds;
+        Ok(sc)
+    }
+
+    fn scored(
+        &self,
+        d: &[ClassMeasure],
+        r: Result<Vec<ClassMeasure>, String>,
+        seconds: f64,
+    ) -> Scored {
+        let (score, feasible, error, verdicts) = match r {
+            Ok(c) => {
+                let (s, f, v) = self.score(d, &c);
+                (s, f, None, v)
+            }
+            Err(e) => (0.0, false, Some(e), Vec::new()),
+        };
+        Scored {
+            score,
+            feasible,
+            error,
+            verdicts,
+            remeasured: false,
+            seconds,
+        }
+    }
+}
+
 pub fn coordinate_descent(
     space: &Space,
     weights: &[f64],
@@ -108,21 +228,17 @@ pub fn coordinate_descent(
     progress: &mut dyn FnMut(&str),
 ) -> Result<SearchResult, String> {
     let start = Instant::now();
+    let mut bench = Bench {
+        measure,
+        weights,
+        objective: opts.objective,
+    };
     let mut incumbent = Setting::new();
     let mut incumbent_score = 1.0;
     let mut steps = Vec::new();
     let mut adoptions = Vec::new();
     let mut exhausted = false;
     let mut rounds = 0;
-    let score_of = |d: &[ClassMeasure], c: &[ClassMeasure]| {
-        let v: Vec<ClassVerdict> = d
-            .iter()
-            .zip(c)
-            .map(|(d, c)| compare(d, c, &opts.objective))
-            .collect();
-        let (s, f) = combine(&v, weights);
-        (s, f, v)
-    };
     'rounds: for round in 1..=opts.max_rounds.max(1) {
         rounds = round;
         let mut changed = false;
@@ -136,64 +252,30 @@ pub fn coordinate_descent(
                 exhausted = true;
                 break 'rounds;
             }
-            let mut timed = |s: &Setting| {
-                let t = Instant::now();
-                let r = measure(s);
-                (r, t.elapsed().as_secs_f64())
-            };
-            progress(&format!("round {round}, {}: defaults", name));
-            let (d, secs) = timed(&Setting::new());
-            let mut d = d.map_err(|e| format!("measuring the defaults: {e}"))?;
+            progress(&format!("round {round}, {name}: defaults"));
+            let (mut d, secs) = bench.defaults()?;
+            steps.push(Step::defaults(round, name, secs));
             // Whether `d` still has to serve its first comparison.
             let mut d_unused = true;
-            steps.push(Step {
-                round,
-                param: name.into(),
-                role: "defaults".into(),
-                setting: Setting::new(),
-                score: 1.0,
-                feasible: true,
-                error: None,
-                remeasured: false,
-                seconds: secs,
-            });
             // The incumbent's score against these defaults.
             let mut best_score = 1.0;
             if !incumbent.is_empty() {
                 d_unused = false;
                 progress(&format!(
-                    "round {round}, {}: incumbent {}",
-                    name,
+                    "round {round}, {name}: incumbent {}",
                     describe(&incumbent)
                 ));
-                let (r, secs) = timed(&incumbent);
-                let (score, feasible, error) = match r {
-                    Ok(c) => {
-                        let (s, f, _) = score_of(&d, &c);
-                        (s, f, None)
-                    }
-                    Err(e) => (0.0, false, Some(e)),
-                };
-                steps.push(Step {
-                    round,
-                    param: name.into(),
-                    role: "incumbent".into(),
-                    setting: incumbent.clone(),
-                    score,
-                    feasible,
-                    error,
-                    remeasured: false,
-                    seconds: secs,
-                });
+                let sc = bench.against(&mut d, &incumbent, progress)?;
+                steps.push(Step::scored(round, name, "incumbent", &incumbent, &sc));
                 // The bar for a candidate: beat the incumbent as measured
                 // now, and never less than the defaults (a noisy low
                 // re-measurement of the incumbent must not let a neutral
                 // candidate in). An incumbent that now looks infeasible
                 // keeps its place only if nothing feasible beats 1.
-                best_score = if feasible { score.max(1.0) } else { 1.0 };
+                best_score = if sc.feasible { sc.score.max(1.0) } else { 1.0 };
             }
             let before = best_score;
-            let mut best: Option<(Setting, f64, Vec<ClassVerdict>)> = None;
+            let mut best: Option<(Setting, Scored)> = None;
             for cand in cands {
                 if start.elapsed() > opts.budget {
                     exhausted = true;
@@ -202,72 +284,26 @@ pub fn coordinate_descent(
                 if opts.paired && !d_unused {
                     // Defaults measured right before each candidate: the
                     // pair shares the machine's load of the moment.
-                    let (r, secs) = timed(&Setting::new());
-                    d = r.map_err(|e| format!("measuring the defaults: {e}"))?;
-                    steps.push(Step {
-                        round,
-                        param: name.into(),
-                        role: "defaults".into(),
-                        setting: Setting::new(),
-                        score: 1.0,
-                        feasible: true,
-                        error: None,
-                        remeasured: false,
-                        seconds: secs,
-                    });
+                    let (d2, secs) = bench.defaults()?;
+                    d = d2;
+                    steps.push(Step::defaults(round, name, secs));
                 }
                 d_unused = false;
-                progress(&format!("round {round}, {}: {}", name, describe(&cand)));
-                let (r, mut secs) = timed(&cand);
-                let (mut score, mut feasible, mut error, mut verdicts) = match r {
-                    Ok(c) => {
-                        let (s, f, v) = score_of(&d, &c);
-                        (s, f, None, v)
-                    }
-                    Err(e) => (0.0, false, Some(e), Vec::new()),
-                };
-                let remeasured = job_level_shift(&verdicts) == Some(Shift::Slower);
-                if remeasured {
-                    // Every size got slower: a machine event more likely than
-                    // the setting. The pair is measured again, once.
-                    progress("  every size moved together: measuring the pair again");
-                    let (d2, secs_d) = timed(&Setting::new());
-                    let (c2, secs_c) = timed(&cand);
-                    secs += secs_d + secs_c;
-                    match (d2, c2) {
-                        (Ok(d2), Ok(c2)) => {
-                            (score, feasible, verdicts) = score_of(&d2, &c2);
-                            error = None;
-                            d = d2;
-                        }
-                        (Err(e), _) => return Err(format!("measuring the defaults: {e}")),
-                        (_, Err(e)) => {
-                            (score, feasible, error, verdicts) = (0.0, false, Some(e), Vec::new());
-                        }
-                    }
-                }
+                progress(&format!("round {round}, {name}: {}", describe(&cand)));
+                let sc = bench.against(&mut d, &cand, progress)?;
                 progress(&format!(
-                    "  score x{score:.2}{}",
-                    why_rejected(feasible, error.as_deref(), &verdicts)
+                    "  score x{:.2}{}",
+                    sc.score,
+                    why_rejected(sc.feasible, sc.error.as_deref(), &sc.verdicts)
                 ));
-                steps.push(Step {
-                    round,
-                    param: name.into(),
-                    role: "candidate".into(),
-                    setting: cand.clone(),
-                    score,
-                    feasible,
-                    error,
-                    remeasured,
-                    seconds: secs,
-                });
+                steps.push(Step::scored(round, name, "candidate", &cand, &sc));
                 // With confirmation, a candidate vetoed by one size may still
-                // be the winner: the veto must reproduce in the confirmation
-                // (a whole job sometimes runs slower on a shared machine).
-                let eligible = feasible || (opts.confirm && !verdicts.is_empty());
-                if eligible && score > best_score * (1.0 + opts.min_gain) {
-                    best_score = score;
-                    best = Some((cand, score, verdicts));
+                // be the winner; the confirmation below then needs two clean
+                // measurements (a whole job sometimes runs slower).
+                let eligible = sc.feasible || (opts.confirm && sc.error.is_none());
+                if eligible && sc.score > best_score * (1.0 + opts.min_gain) {
+                    best_score = sc.score;
+                    best = Some((cand, sc));
                 }
             }
             // Confirmation: one lucky measurement must not move the
@@ -280,65 +316,37 @@ pub fn coordinate_descent(
             // pipeline) rarely passes. It keeps the lowest of its scores and
             // must still beat the incumbent.
             let best = match best {
-                Some((s, score, verdicts)) if opts.confirm => {
-                    let first_clean = combine(&verdicts, weights).1;
-                    let rounds_needed = if first_clean { 1 } else { 2 };
-                    let mut kept = Some((s.clone(), score, verdicts));
-                    for _ in 0..rounds_needed {
+                Some((s, first)) if opts.confirm => {
+                    let needed = if first.feasible { 1 } else { 2 };
+                    let (mut score, mut verdicts) = (first.score, first.verdicts);
+                    let mut confirmed = true;
+                    for _ in 0..needed {
                         progress(&format!(
-                            "round {round}, {}: confirming {}",
-                            name,
+                            "round {round}, {name}: confirming {}",
                             describe(&s)
                         ));
-                        let mut pair = || {
-                            let (d2, secs_d) = timed(&Setting::new());
-                            let (c2, secs_c) = timed(&s);
-                            let r = match (d2, c2) {
-                                (Ok(d2), Ok(c2)) => score_of(&d2, &c2),
-                                _ => (0.0, false, Vec::new()),
-                            };
-                            (r, secs_d + secs_c)
-                        };
-                        let ((mut score2, mut feasible2, mut verdicts2), mut secs2) = pair();
-                        let remeasured = job_level_shift(&verdicts2) == Some(Shift::Slower);
-                        if remeasured {
-                            progress("  every size moved together: measuring the pair again");
-                            let (r, more) = pair();
-                            (score2, feasible2, verdicts2) = r;
-                            secs2 += more;
-                        }
-                        steps.push(Step {
-                            round,
-                            param: name.into(),
-                            role: "confirmation".into(),
-                            setting: s.clone(),
-                            score: score2,
-                            feasible: feasible2,
-                            error: None,
-                            remeasured,
-                            seconds: secs2,
-                        });
+                        let (mut d2, secs) = bench.defaults()?;
+                        let mut sc = bench.against(&mut d2, &s, progress)?;
+                        sc.seconds += secs;
                         progress(&format!(
-                            "  confirmation x{score2:.2}{}",
-                            why_rejected(feasible2, None, &verdicts2)
+                            "  confirmation x{:.2}{}",
+                            sc.score,
+                            why_rejected(sc.feasible, sc.error.as_deref(), &sc.verdicts)
                         ));
-                        kept = match kept {
-                            Some((s, sc, v))
-                                if feasible2 && score2 > before * (1.0 + opts.min_gain) =>
-                            {
-                                // The clean measurement's verdicts justify the
-                                // adoption; the lowest score is kept.
-                                Some((s, sc.min(score2), if first_clean { v } else { verdicts2 }))
-                            }
-                            _ => None,
-                        };
-                        if kept.is_none() {
+                        steps.push(Step::scored(round, name, "confirmation", &s, &sc));
+                        if !sc.feasible || sc.score <= before * (1.0 + opts.min_gain) {
+                            confirmed = false;
                             break;
                         }
+                        score = score.min(sc.score);
+                        // A clean measurement's verdicts justify the adoption.
+                        if !first.feasible {
+                            verdicts = sc.verdicts;
+                        }
                     }
-                    kept
+                    confirmed.then_some((s, score, verdicts))
                 }
-                other => other,
+                other => other.map(|(s, sc)| (s, sc.score, sc.verdicts)),
             };
             if let Some((s, score, verdicts)) = best {
                 adoptions.push(Adoption {
