@@ -174,6 +174,23 @@ fn rank_id(
     Ok(v)
 }
 
+/// One edge from its four located tokens (source, destination, bytes,
+/// messages), each named as the format calls it in errors.
+fn edge(
+    path: &str,
+    line: usize,
+    [src, dst, bytes, msgs]: [(usize, &str); 4],
+    [src_n, dst_n, bytes_n, msgs_n]: [&str; 4],
+    ranks: Option<usize>,
+) -> Result<Edge, MapError> {
+    Ok(Edge {
+        src: rank_id(path, line, src, src_n, ranks)?,
+        dst: rank_id(path, line, dst, dst_n, ranks)?,
+        bytes: amount(path, line, bytes, bytes_n)?,
+        msgs: amount(path, line, msgs, msgs_n)?,
+    })
+}
+
 fn amount(path: &str, line: usize, (col, tok): (usize, &str), what: &str) -> Result<f64, MapError> {
     let v: f64 = tok.parse().map_err(|_| {
         MapError::syntax(path, line, col, format!("{what} '{tok}' is not a number"))
@@ -223,16 +240,8 @@ pub fn parse_csv(path: &str, text: &str, ranks: Option<usize>) -> Result<Vec<Edg
                 format!("{} fields, expected 4: src,dst,bytes,msgs", fields.len()),
             ));
         }
-        let src = rank_id(path, line, fields[0], "src", ranks)?;
-        let dst = rank_id(path, line, fields[1], "dst", ranks)?;
-        let bytes = amount(path, line, fields[2], "bytes")?;
-        let msgs = amount(path, line, fields[3], "msgs")?;
-        edges.push(Edge {
-            src,
-            dst,
-            bytes,
-            msgs,
-        });
+        let f = [fields[0], fields[1], fields[2], fields[3]];
+        edges.push(edge(path, line, f, ["src", "dst", "bytes", "msgs"], ranks)?);
     }
     Ok(edges)
 }
@@ -320,16 +329,14 @@ pub fn parse_prof(path: &str, text: &str, ranks: Option<usize>) -> Result<Vec<Ed
                 format!("expected '{kind} <me> <peer> <bytes> bytes <count> msgs sent ...'"),
             ));
         }
-        let src = rank_id(path, line, toks[1], "sender", ranks)?;
-        let dst = rank_id(path, line, toks[2], "peer", ranks)?;
-        let bytes = amount(path, line, toks[3], "bytes")?;
-        let msgs = amount(path, line, toks[5], "message count")?;
-        edges.push(Edge {
-            src,
-            dst,
-            bytes,
-            msgs,
-        });
+        let f = [toks[1], toks[2], toks[3], toks[5]];
+        edges.push(edge(
+            path,
+            line,
+            f,
+            ["sender", "peer", "bytes", "message count"],
+            ranks,
+        )?);
     }
     Ok(edges)
 }
