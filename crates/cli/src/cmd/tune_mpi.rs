@@ -220,10 +220,11 @@ fn mpi_version(which: MpiImpl) -> String {
 pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let m = g.machine()?;
     let s = setup(&m, a)?;
-    if let Some(f) = &a.verify {
-        // Bad input fails before any MPI job starts.
-        read_export(s.which, f)?;
-    }
+    // Bad input fails before any MPI job starts.
+    let to_verify = match &a.verify {
+        Some(f) => Some(read_export(s.which, f).map_err(|e| anyhow!("--verify: {e:#}"))?),
+        None => None,
+    };
     if which_exists(s.which.mpirun()).is_none() {
         bail!(
             "{} not found: install the {} package (scripts/setup.sh)",
@@ -270,9 +271,9 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     };
     let weights: Vec<f64> = s.classes.iter().map(|c| c.weight).collect();
     let load_start = loadavg();
-    if let Some(file) = &a.verify {
+    if let (Some(file), Some(export)) = (&a.verify, to_verify) {
         return verify_only(
-            &m, &s, layer, &build, &runner, &weights, file, a, load_start,
+            &m, &s, layer, &build, &runner, &weights, file, export, a, load_start,
         );
     }
     eprintln!(
@@ -329,7 +330,7 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let mut header = header_lines(&meta, &version, layer, &s, &a.out, None, None);
     header.extend(tried_lines(&result, &s.objective));
     write_file(&s.out, &render(layer, &header, &entries))?;
-    let file_env = file_env(s.which, layer, &s.out)?;
+    let file_env = read_export(s.which, &s.out)?.env;
     let verify_runner = verification_runner(&runner, &s.params);
     let reps = if a.quick { 1 } else { 2 };
     let Verification {
@@ -541,18 +542,6 @@ fn verification_runner(runner: &Runner, params: &P2pParams) -> Runner {
     }
 }
 
-/// The values of an exported file given to `--verify`, checked for syntax.
-fn read_export(which: MpiImpl, file: &Path) -> Result<Vec<(String, String)>> {
-    let text =
-        std::fs::read_to_string(file).map_err(|e| anyhow!("--verify {}: {e}", file.display()))?;
-    let shown = file.display().to_string();
-    match which {
-        MpiImpl::OpenMpi => parse_mca_file(&shown, &text),
-        MpiImpl::Mpich => parse_env_file(&shown, &text),
-    }
-    .map_err(|e| anyhow!("--verify: {e}"))
-}
-
 /// `--verify FILE`: the verification and read-back of an existing export,
 /// without a search. The file is only read.
 #[allow(clippy::too_many_arguments)]
@@ -564,11 +553,10 @@ fn verify_only(
     runner: &Runner,
     weights: &[f64],
     file: &Path,
+    Export { values, env }: Export,
     a: &MpiArgs,
     load_start: Option<f64>,
 ) -> Result<ExitCode> {
-    let values = read_export(s.which, file)?;
-    let env = file_env(s.which, layer, file).map_err(|e| anyhow!("--verify: {e:#}"))?;
     let shown = file.display().to_string();
     eprintln!(
         "verifying {} ({} value(s)) against the defaults of {}",
@@ -733,22 +721,34 @@ fn verify_alternating(
     })
 }
 
-/// The environment that makes a job use the exported file exactly as a user
-/// would: Open MPI reads the MCA file itself (as `mpirun --tune` makes it
+/// An exported file, read once: its values (syntax-checked) and the
+/// environment that makes an MPI job read it the way the file's users
+/// would. Open MPI reads the MCA file itself (as `mpirun --tune` makes it
 /// do, on top of its default files); MPICH's variables are what
-/// `source FILE` would export (parsed back from the file).
-fn file_env(which: MpiImpl, layer: Layer, path: &Path) -> Result<Vec<(String, String)>> {
+/// `source FILE` would export.
+struct Export {
+    values: Vec<(String, String)>,
+    env: Vec<(String, String)>,
+}
+
+fn read_export(which: MpiImpl, path: &Path) -> Result<Export> {
     let abs = path
         .canonicalize()
         .with_context(|| format!("{}", path.display()))?;
     let text = std::fs::read_to_string(&abs).with_context(|| format!("{}", abs.display()))?;
     let shown = abs.display().to_string();
-    Ok(match (which, layer) {
-        (MpiImpl::OpenMpi, _) => {
-            parse_mca_file(&shown, &text).map_err(|e| anyhow!(e))?;
-            openmpi_file_env(&abs)
+    Ok(match which {
+        MpiImpl::OpenMpi => Export {
+            values: parse_mca_file(&shown, &text).map_err(|e| anyhow!(e))?,
+            env: openmpi_file_env(&abs),
+        },
+        MpiImpl::Mpich => {
+            let values = parse_env_file(&shown, &text).map_err(|e| anyhow!(e))?;
+            Export {
+                env: values.clone(),
+                values,
+            }
         }
-        (MpiImpl::Mpich, _) => parse_env_file(&shown, &text).map_err(|e| anyhow!(e))?,
     })
 }
 
