@@ -267,9 +267,24 @@ fn exit_codes_propagate() {
         "--",
         "sh",
         "-c",
+        "test $TOPOCOMM_RANK = 1 && exit 5; exit 0",
+    ]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    // Both ranks fail at once: which exit the launcher sees first is a race,
+    // so the rule checked is "the code of the rank the launcher names".
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        "sh",
+        "-c",
         "exit $((3 + TOPOCOMM_RANK))",
     ]);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let named = if err.contains("rank 0 ") { 3 } else { 4 };
+    assert!(err.contains("rank 0 ") || err.contains("rank 1 "), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(named), "{}", text(&o));
     let o = topocomm(&[
         "run",
         "-n",
