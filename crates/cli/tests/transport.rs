@@ -283,7 +283,11 @@ fn exit_codes_propagate() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     let named = if err.contains("rank 0 ") { 3 } else { 4 };
-    assert!(err.contains("rank 0 ") || err.contains("rank 1 "), "{}", text(&o));
+    assert!(
+        err.contains("rank 0 ") || err.contains("rank 1 "),
+        "{}",
+        text(&o)
+    );
     assert_eq!(o.status.code(), Some(named), "{}", text(&o));
     let o = topocomm(&[
         "run",
