@@ -130,6 +130,40 @@ fn stress_with_single_copy_and_small_fragments() {
 }
 
 #[test]
+fn ranks_sharing_a_pu_yield_instead_of_spinning() {
+    // Ranks 0 and 1 share PU 0, rank 2 has PU 1 to itself (PU 0 only when
+    // the machine has one CPU: then all three share it).
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let bind = if two { "0,0,1" } else { "0,0,0" };
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--bind",
+            bind,
+            "--",
+            bin(),
+            "selftest",
+            "stress",
+            "--messages",
+            "40",
+        ])
+        .env("TOPOCOMM_VERBOSE", "1")
+        .output()
+        .expect("topocomm runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}", text(&o));
+    for r in [0, 1] {
+        let line = format!("rank {r}: waits by yielding at once (PU 0 is shared");
+        assert!(err.contains(&line), "{err}");
+    }
+    if two {
+        assert!(err.contains("rank 2: waits by spinning"), "{err}");
+    }
+}
+
+#[test]
 fn truncation_is_reported_and_the_channel_survives() {
     let out = run_ok(&["run", "-n", "2", "--", bin(), "selftest", "truncate"]);
     assert_eq!(out.matches("truncation detected").count(), 3, "{out}");

@@ -271,6 +271,14 @@ fn attach_and_close(fd: i32, origin: &str) -> Result<Segment> {
     r.map_err(|e| Error::Setup(format!("{origin}: {e}")))
 }
 
+/// The one PU this process is bound to, if its affinity has exactly one.
+fn single_pu() -> Option<u32> {
+    match crate::launch::allowed_cpus()[..] {
+        [p] => Some(p),
+        _ => None,
+    }
+}
+
 fn matches(want_src: i32, want_tag: i32, src: usize, tag: i32) -> bool {
     (want_src == ANY_SOURCE || want_src as usize == src)
         && (want_tag == tag || (want_tag == ANY_TAG && tag >= 0))
@@ -329,13 +337,6 @@ impl Comm {
 
     fn start(seg: Segment, rank: usize, timeout: Duration) -> Result<Comm> {
         let size = seg.nranks();
-        // SAFETY: sysconf with a constant name.
-        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-        crate::wait::set_spin(if cpus > 0 && size <= cpus as usize {
-            crate::wait::SPIN_DEDICATED
-        } else {
-            crate::wait::SPIN_SHARED
-        });
         let mut outs = Vec::with_capacity(size);
         let mut ins = Vec::with_capacity(size);
         let chan = |s: usize, r: usize| {
@@ -415,7 +416,11 @@ impl Comm {
             .store(probe.as_ptr() as u64, Ordering::Relaxed);
         me.probe_val
             .store(probe.load(Ordering::Relaxed), Ordering::Relaxed);
-        // Release: publishes pid and probe word with the state.
+        me.bound_pu.store(
+            single_pu().map_or(0, |p| u64::from(p) + 1),
+            Ordering::Relaxed,
+        );
+        // Release: publishes pid, probe word and binding with the state.
         me.state.store(ST_UP, Ordering::Release);
         let mut comm = Comm {
             rank,
@@ -439,8 +444,26 @@ impl Comm {
             seg,
         };
         comm.startup_barrier(1)?;
+        let mut bound = Vec::with_capacity(size);
         for r in 0..size {
-            comm.pids[r] = comm.seg.rank_slot(r).pid.load(Ordering::Relaxed) as i32;
+            let slot = comm.seg.rank_slot(r);
+            comm.pids[r] = slot.pid.load(Ordering::Relaxed) as i32;
+            bound.push(
+                slot.bound_pu
+                    .load(Ordering::Relaxed)
+                    .checked_sub(1)
+                    .map(|p| p as u32),
+            );
+        }
+        // SAFETY: sysconf with a constant name.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+        let spin = crate::wait::spin_for(bound[rank], &bound, cpus);
+        crate::wait::set_spin(spin);
+        if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {
+            crate::say!(
+                "topocomm: rank {rank}: {}",
+                crate::wait::describe(spin, bound[rank])
+            );
         }
         let ok = if size == 1 {
             crate::cma::probe_fork().map_err(|e| e.to_string())
@@ -1417,7 +1440,9 @@ impl Comm {
     /// or tag, sends to push, a long wait) returns `None` and the general
     /// engine takes over.
     fn recv_fast(&mut self, buf: &mut [u8], s: usize, tag: i32) -> Option<Status> {
-        for _ in 0..2000 {
+        // Within the waiting policy's spin phase (short when a peer shares
+        // our PU: spinning would only keep it from running).
+        for _ in 0..crate::wait::spin().min(2000) {
             let pos = self.ins[s].tail;
             // SAFETY: cell index < RING inside the mapping.
             let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };

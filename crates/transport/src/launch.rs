@@ -49,7 +49,7 @@ impl FromStr for Bind {
 }
 
 /// PUs this process may run on.
-fn allowed_cpus() -> Vec<u32> {
+pub(crate) fn allowed_cpus() -> Vec<u32> {
     // SAFETY: sched_getaffinity into a zeroed cpu_set_t of the right size.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

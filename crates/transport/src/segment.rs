@@ -47,6 +47,8 @@ pub struct RankSlot {
     pub probe_val: AtomicU64,
     /// 1 when this rank could read its neighbour's probe word, 2 when not.
     pub cma_ok: AtomicU64,
+    /// 1 + the PU this rank is bound to; 0 when its affinity has several.
+    pub bound_pu: AtomicU64,
 }
 
 /// Receiver-owned control line of a channel: the sender only reads it when
