@@ -144,7 +144,7 @@ fn end_to_end(imp: &str, format: &str) {
         "two.csv",
         "src,dst,bytes,msgs\n0,1,1000000,10\n1,0,1000000,10\n",
     );
-    // (0,2) and (1,3) talk: on 2 PUs the pairs share a PU.
+    // (0,2) and (1,3) talk: 4 ranks on 2 PUs, two per PU.
     let four = write(
         &d,
         "four.csv",

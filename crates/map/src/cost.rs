@@ -69,7 +69,10 @@ struct CostsFile {
 /// the ranks of a node. Used only where no measurement is given.
 pub fn default_cost(class: &str) -> ClassCost {
     let (l, b) = match class {
-        "self" => (0.10, 25.0),
+        // Two ranks time-sharing one PU: every message waits for a context
+        // switch (1.6 us with topocomm, 1.7 us with Open MPI's yield; a
+        // busy-polling MPI pays a 4 ms time slice; docs/transport.md).
+        "self" => (2.0, 10.0),
         "smt" | "l1" => (0.15, 20.0),
         "l2" => (0.20, 18.0),
         "l3" | "l4" | "l5" => (0.30, 15.0),

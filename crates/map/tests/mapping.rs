@@ -189,25 +189,65 @@ fn deterministic_with_a_seed() {
     assert_eq!(seen.len(), 60, "two ranks on one slot");
 }
 
-#[test]
-fn oversubscription_puts_talkers_on_one_pu() {
-    // 8 ranks on 4 PUs (2 per PU): pairs (0,4), (1,5), ... should share PUs.
-    let m = gen::rings(4, 2, 1e6);
+/// 8 ranks on 4 PUs (2 per PU) where rank j talks only with rank j + 4,
+/// `msgs` messages of `bytes` in total each way.
+fn oversubscribed_pairs(msgs: f64, bytes: f64, costs: Costs) -> Vec<Slot> {
+    let mut edges = Vec::new();
+    for j in 0..4u32 {
+        for (a, b) in [(j, j + 4), (j + 4, j)] {
+            edges.push(topocomm_map::Edge {
+                src: a,
+                dst: b,
+                bytes,
+                msgs,
+            });
+        }
+    }
+    let m = CommMatrix::from_edges(8, edges);
     assert!(Cluster::uniform(machine("pack:2 core:2 pu:1"), 1)
         .default_slots(8, false)
         .is_err());
     let t = target("pack:2 core:2 pu:1", 1, 8, true);
     assert_eq!(t.len(), 8);
-    let r = map(&t, &m, &MapOptions::default()).unwrap();
-    let s = slots_of(&t, &r.leaf_of_rank);
-    for j in 0..4 {
-        assert_eq!(s[j].pu, s[j + 4].pu, "{s:?}");
-    }
+    let opts = MapOptions {
+        costs,
+        ..Default::default()
+    };
+    let s = slots_of(&t, &map(&t, &m, &opts).unwrap().leaf_of_rank);
     let mut per_pu = [0; 4];
     for x in &s {
         per_pu[x.pu as usize] += 1;
     }
     assert_eq!(per_pu, [2, 2, 2, 2]);
+    s
+}
+
+#[test]
+fn oversubscription_keeps_latency_bound_talkers_on_different_pus() {
+    // By default two ranks time-sharing a PU pay a context switch per
+    // message (2 us against 0.7 us across cores of a package).
+    let s = oversubscribed_pairs(1e4, 8e4, Costs::defaults());
+    for j in 0..4 {
+        assert_ne!(s[j].pu, s[j + 4].pu, "{s:?}");
+    }
+}
+
+#[test]
+fn oversubscription_follows_measured_costs_that_favour_sharing_a_pu() {
+    // A costs file saying a shared PU is the cheapest place (as for ranks
+    // that block in the kernel) puts each pair on one PU.
+    let mut costs = Costs::defaults();
+    costs.classes.insert(
+        "self".into(),
+        topocomm_map::ClassCost {
+            latency_us: 0.05,
+            bandwidth_gbs: 40.0,
+        },
+    );
+    let s = oversubscribed_pairs(1e4, 1e8, costs);
+    for j in 0..4 {
+        assert_eq!(s[j].pu, s[j + 4].pu, "{s:?}");
+    }
 }
 
 #[test]
