@@ -64,7 +64,9 @@ fn oversubscribed_slots_and_bad_edges() {
     );
     assert_eq!(rc, TC_OK);
     let pu_of = |v: i32| slots[out.iter().position(|&x| x == v).unwrap()].1;
-    assert_eq!(pu_of(0), pu_of(3));
+    // Two ranks on one PU pay a context switch per message (class `self`),
+    // so the two that talk run on different PUs.
+    assert_ne!(pu_of(0), pu_of(3));
     let (rc, _) = call(
         "synthetic:pack:1 core:2 pu:1",
         1,

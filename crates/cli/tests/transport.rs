@@ -294,27 +294,12 @@ fn stuck_exchange_times_out() {
 
 #[test]
 fn exit_codes_propagate() {
-    let o = topocomm(&[
-        "run",
-        "-n",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        "test $TOPOCOMM_RANK = 1 && exit 5; exit 0",
-    ]);
+    let sh = |n: &str, script: &str| topocomm(&["run", "-n", n, "--", "sh", "-c", script]);
+    let o = sh("2", "test $TOPOCOMM_RANK = 1 && exit 5; exit 0");
     assert_eq!(o.status.code(), Some(5), "{}", text(&o));
     // Both ranks fail at once: which exit the launcher sees first is a race,
     // so the rule checked is "the code of the rank the launcher names".
-    let o = topocomm(&[
-        "run",
-        "-n",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        "exit $((3 + TOPOCOMM_RANK))",
-    ]);
+    let o = sh("2", "exit $((3 + TOPOCOMM_RANK))");
     let err = String::from_utf8_lossy(&o.stderr);
     let named = if err.contains("rank 0 ") { 3 } else { 4 };
     assert!(
@@ -323,15 +308,7 @@ fn exit_codes_propagate() {
         text(&o)
     );
     assert_eq!(o.status.code(), Some(named), "{}", text(&o));
-    let o = topocomm(&[
-        "run",
-        "-n",
-        "3",
-        "--",
-        "sh",
-        "-c",
-        "test $TOPOCOMM_SIZE = 3",
-    ]);
+    let o = sh("3", "test $TOPOCOMM_SIZE = 3");
     assert!(o.status.success(), "{}", text(&o));
     let o = topocomm(&["run", "-n", "1", "--", "/nonexistent/prog"]);
     assert_eq!(o.status.code(), Some(2));
