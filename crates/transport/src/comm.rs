@@ -457,13 +457,10 @@ impl Comm {
         }
         // SAFETY: sysconf with a constant name.
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
-        let spin = crate::wait::spin_for(bound[rank], &bound, cpus);
-        crate::wait::set_spin(spin);
+        let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
+        crate::wait::set_spin(policy.spin_turns());
         if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {
-            crate::say!(
-                "topocomm: rank {rank}: {}",
-                crate::wait::describe(spin, bound[rank])
-            );
+            crate::say!("topocomm: rank {rank}: {policy}");
         }
         let ok = if size == 1 {
             crate::cma::probe_fork().map_err(|e| e.to_string())

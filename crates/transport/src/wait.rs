@@ -23,30 +23,62 @@ const YIELD: u32 = 2000;
 
 static SPIN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(SPIN_SHARED);
 
-/// Spin phase for a rank: `my_pu` is the one PU this rank is bound to (None
-/// when its affinity has several), `bound` the single-PU bindings of all
-/// ranks (None for ranks not bound to one PU), `cpus` the online CPUs.
-///
-/// A rank spins long only when it surely has a CPU of its own: bound to a
-/// PU no other rank is bound to, with every rank bound (an unbound rank may
-/// run anywhere), or an unbound job with no more ranks than CPUs.
-pub fn spin_for(my_pu: Option<u32>, bound: &[Option<u32>], cpus: usize) -> u32 {
-    match my_pu {
-        Some(p) if bound.iter().filter(|b| **b == Some(p)).count() > 1 => SPIN_COLOCATED,
-        Some(_) if bound.iter().all(Option::is_some) => SPIN_DEDICATED,
-        _ if bound.len() <= cpus && !has_colocated(bound) => SPIN_DEDICATED,
-        _ => SPIN_SHARED,
+/// How a rank waits, chosen at start-up from every rank's binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Its PU is its own: spin long, as an MPI rank does.
+    Dedicated,
+    /// Bound to this PU together with another rank: yield at once.
+    Colocated(u32),
+    /// CPUs may be shared (more ranks than CPUs, or unbound ranks).
+    Shared,
+}
+
+impl Policy {
+    /// `my_pu` is the one PU this rank is bound to (None when its affinity
+    /// has several), `bound` the single-PU bindings of all ranks (None for
+    /// ranks not bound to one PU), `cpus` the online CPUs.
+    ///
+    /// A rank spins long only when it surely has a CPU of its own: bound to
+    /// a PU no other rank is bound to, with every rank bound (an unbound
+    /// rank may run anywhere), or an unbound job with no more ranks than
+    /// CPUs.
+    pub fn choose(my_pu: Option<u32>, bound: &[Option<u32>], cpus: usize) -> Policy {
+        match my_pu {
+            Some(p) if bound.iter().filter(|b| **b == Some(p)).count() > 1 => Policy::Colocated(p),
+            Some(_) if bound.iter().all(Option::is_some) => Policy::Dedicated,
+            _ if bound.len() <= cpus && !has_colocated(bound) => Policy::Dedicated,
+            _ => Policy::Shared,
+        }
+    }
+
+    /// Spin turns before yielding.
+    pub fn spin_turns(self) -> u32 {
+        match self {
+            Policy::Dedicated => SPIN_DEDICATED,
+            Policy::Colocated(_) => SPIN_COLOCATED,
+            Policy::Shared => SPIN_SHARED,
+        }
     }
 }
 
 /// One line on a rank's waiting policy, for `TOPOCOMM_VERBOSE`.
-pub fn describe(spin: u32, my_pu: Option<u32>) -> String {
-    match (spin, my_pu) {
-        (SPIN_COLOCATED, Some(p)) => {
-            format!("waits by yielding at once (PU {p} is shared with another rank)")
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let turns = self.spin_turns();
+        match self {
+            Policy::Colocated(p) => {
+                write!(
+                    f,
+                    "waits by yielding at once (PU {p} is shared with another rank)"
+                )
+            }
+            Policy::Dedicated => write!(f, "waits by spinning ({turns} turns) on a CPU of its own"),
+            Policy::Shared => write!(
+                f,
+                "waits by spinning {turns} turns, then yielding (CPUs may be shared)"
+            ),
         }
-        (SPIN_DEDICATED, _) => format!("waits by spinning ({spin} turns) on a CPU of its own"),
-        _ => format!("waits by spinning {spin} turns, then yielding (CPUs may be shared)"),
     }
 }
 
@@ -136,20 +168,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spin_phase_follows_the_bindings() {
+    fn policy_follows_the_bindings() {
+        use Policy::*;
         // Two ranks on one PU: never spin long, whatever the CPU count.
-        assert_eq!(spin_for(Some(0), &[Some(0), Some(0)], 2), SPIN_COLOCATED);
+        assert_eq!(
+            Policy::choose(Some(0), &[Some(0), Some(0)], 2),
+            Colocated(0)
+        );
         // Own PU, everyone bound: the core is ours.
         assert_eq!(
-            spin_for(Some(1), &[Some(0), Some(0), Some(1)], 2),
-            SPIN_DEDICATED
+            Policy::choose(Some(1), &[Some(0), Some(0), Some(1)], 2),
+            Dedicated
         );
-        assert_eq!(spin_for(Some(1), &[Some(0), Some(1)], 2), SPIN_DEDICATED);
+        assert_eq!(Policy::choose(Some(1), &[Some(0), Some(1)], 2), Dedicated);
         // Own PU, but an unbound rank may be scheduled on it.
-        assert_eq!(spin_for(Some(1), &[None, Some(1), None], 2), SPIN_SHARED);
+        assert_eq!(Policy::choose(Some(1), &[None, Some(1), None], 2), Shared);
         // Unbound job: dedicated only with a CPU per rank and no co-bound pair.
-        assert_eq!(spin_for(None, &[None, None], 2), SPIN_DEDICATED);
-        assert_eq!(spin_for(None, &[None, None, None], 2), SPIN_SHARED);
-        assert_eq!(spin_for(None, &[None, Some(0), Some(0)], 4), SPIN_SHARED);
+        assert_eq!(Policy::choose(None, &[None, None], 2), Dedicated);
+        assert_eq!(Policy::choose(None, &[None, None, None], 2), Shared);
+        assert_eq!(Policy::choose(None, &[None, Some(0), Some(0)], 4), Shared);
+        assert_eq!(Colocated(3).spin_turns(), SPIN_COLOCATED);
+        assert_eq!(
+            Colocated(3).to_string(),
+            "waits by yielding at once (PU 3 is shared with another rank)"
+        );
     }
 }
