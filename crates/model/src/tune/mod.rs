@@ -177,6 +177,27 @@ fn to_winners(entries: &[Entry], sizes: &[u64]) -> Vec<Winner> {
         .collect()
 }
 
+/// Measures one candidate section, naming it on the progress line
+/// (`tune CLASS STAGE i/total: LABEL`).
+fn measure_entry(
+    r: &mut Runner,
+    t: &Target,
+    progress: &mut dyn FnMut(&str),
+    stage: &str,
+    (i, total): (usize, usize),
+    params: Params,
+) -> Result<Entry, String> {
+    progress(&format!(
+        "tune {} {stage} {}/{}: {}",
+        t.class,
+        i + 1,
+        total,
+        label(&params)
+    ));
+    let points = r.measure(t.pair, &t.class, &params)?;
+    Ok(Entry { params, points })
+}
+
 fn search_grid(
     r: &mut Runner,
     t: &Target,
@@ -198,15 +219,7 @@ fn search_grid(
             skipped = total - i;
             break;
         }
-        progress(&format!(
-            "tune {} grid {}/{}: {}",
-            t.class,
-            i + 1,
-            total,
-            label(&p)
-        ));
-        let points = r.measure(t.pair, &t.class, &p)?;
-        entries.push(Entry { params: p, points });
+        entries.push(measure_entry(r, t, progress, "grid", (i, total), p)?);
     }
     finish("grid", r, t, entries, jobs0, start, skipped, None, None)
 }
@@ -279,18 +292,15 @@ fn search_model(
         single_copy(&t.builtin, t.builtin.cma_chunk),
     ];
     let mut entries: Vec<Entry> = Vec::new();
-    for (i, p) in calib.iter().enumerate() {
-        progress(&format!(
-            "tune {} model calibration {}/2: {}",
-            t.class,
-            i + 1,
-            label(p)
-        ));
-        let points = r.measure(t.pair, &t.class, p)?;
-        entries.push(Entry {
-            params: p.clone(),
-            points,
-        });
+    for (i, p) in calib.into_iter().enumerate() {
+        entries.push(measure_entry(
+            r,
+            t,
+            progress,
+            "model calibration",
+            (i, 2),
+            p,
+        )?);
     }
     let obs: Vec<Observation> = entries
         .iter()
@@ -398,15 +408,7 @@ fn search_model(
             skipped = total - i;
             break;
         }
-        progress(&format!(
-            "tune {} model probe {}/{}: {}",
-            t.class,
-            i + 1,
-            total,
-            label(&p)
-        ));
-        let points = r.measure(t.pair, &t.class, &p)?;
-        entries.push(Entry { params: p, points });
+        entries.push(measure_entry(r, t, progress, "model probe", (i, total), p)?);
     }
     finish(
         "model",
