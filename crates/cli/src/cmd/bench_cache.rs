@@ -335,10 +335,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     let r = measure(&m, a)?;
     if let Some(dir) = &a.out {
-        charact::write_file(
-            &dir.join("cache.json"),
-            serde_json::to_string_pretty(&r)?.as_bytes(),
-        )?;
+        charact::write_json(&dir.join("cache.json"), &r)?;
         for (op, svg) in curves_svg(&r) {
             charact::write_file(&dir.join(format!("cache-{op}.svg")), svg.as_bytes())?;
         }

@@ -312,7 +312,7 @@ pub fn measure(m: &Machine, a: &Args) -> Result<MatrixReport> {
         done += 1;
         // Partial results after every pair, so an interrupted run can resume.
         report.classes = class_stats(&report.pairs);
-        charact::write_file(&out_json, serde_json::to_string_pretty(&report)?.as_bytes())?;
+        charact::write_json(&out_json, &report)?;
         bar.tick(done);
     }
     report.complete = true;
@@ -534,10 +534,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     let r = measure(&m, a)?;
     let dir = &a.out;
-    charact::write_file(
-        &dir.join("matrix.json"),
-        serde_json::to_string_pretty(&r)?.as_bytes(),
-    )?;
+    charact::write_json(&dir.join("matrix.json"), &r)?;
     let (summary_csv, raw_csv) = csv(&r);
     charact::write_file(&dir.join("matrix.csv"), summary_csv.as_bytes())?;
     charact::write_file(&dir.join("matrix-samples.csv"), raw_csv.as_bytes())?;
@@ -546,7 +543,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         charact::write_file(&dir.join(format!("heatmap-{name}.png")), &h.png())?;
     }
     if let Some(c) = &a.costs_out {
-        charact::write_file(c, serde_json::to_string_pretty(&costs(&r))?.as_bytes())?;
+        charact::write_json(c, &costs(&r))?;
         eprintln!("costs written to {}", c.display());
     }
     eprintln!("results written to {}", dir.display());

@@ -260,10 +260,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     let r = measure(&m, a)?;
     if let Some(dir) = &a.out {
-        charact::write_file(
-            &dir.join("placement.json"),
-            serde_json::to_string_pretty(&r)?.as_bytes(),
-        )?;
+        charact::write_json(&dir.join("placement.json"), &r)?;
         eprintln!("results written to {}", dir.display());
     }
     if a.json {

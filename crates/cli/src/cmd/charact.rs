@@ -112,6 +112,11 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("cannot write '{}'", path.display()))
 }
 
+/// Writes `value` as pretty-printed JSON to `path` (see [`write_file`]).
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    write_file(path, serde_json::to_string_pretty(value)?.as_bytes())
+}
+
 /// `value [ci_low, ci_high]` with a precision fit for the magnitude.
 pub fn fmt_ci(s: &topocomm_measure::Summary) -> String {
     format!("{} [{}, {}]", num(s.median), num(s.ci_low), num(s.ci_high))

@@ -549,7 +549,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let r = compute(&m, a)?;
     print!("{}", tables(&r));
     if let Some(f) = &a.json {
-        charact::write_file(f, serde_json::to_string_pretty(&r)?.as_bytes())?;
+        charact::write_json(f, &r)?;
         eprintln!("json written to {}", f.display());
     }
     if let Some(d) = &a.plot {

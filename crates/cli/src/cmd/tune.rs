@@ -431,7 +431,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     };
     print!("{}", tables(&report));
     if let Some(f) = &a.json {
-        charact::write_file(f, serde_json::to_string_pretty(&report)?.as_bytes())?;
+        charact::write_json(f, &report)?;
         eprintln!("json written to {}", f.display());
     }
     Ok(ExitCode::SUCCESS)
