@@ -7,7 +7,7 @@
 //! small control message outside the timed region. One untimed batch warms
 //! up each (test, size, cache) point.
 
-use crate::comm::{Comm, Error, Request, Result};
+use crate::{Comm, Error, Request, Result};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -113,7 +113,7 @@ fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Poo
             }
             Test::Bw | Test::Msgrate => {
                 reqs.clear();
-                // SAFETY (raw calls): buffers come from `pool`, which
+                // SAFETY: the raw calls' buffers come from `pool`, which
                 // outlives the batch, and every request is waited for
                 // before the batch returns.
                 unsafe {

@@ -22,11 +22,18 @@ pub mod bootstrap;
 pub mod cma;
 mod comm;
 mod copy;
+mod error;
 pub mod launch;
 pub mod plan;
+mod progress;
+mod recv;
+mod request;
 pub mod rules;
 mod segment;
+mod send;
+mod startup;
 mod wait;
+mod waiting;
 
 /// `eprintln!` as one write, so lines of concurrent ranks never interleave.
 macro_rules! say {
@@ -37,6 +44,8 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-pub use comm::{Comm, Error, Request, Result, Status, ANY_SOURCE, ANY_TAG};
+pub use comm::{Comm, ANY_SOURCE, ANY_TAG};
+pub use error::{Error, Result};
 pub use plan::Plan;
+pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};

@@ -7,7 +7,7 @@ use std::path::Path;
 use topocomm_topo::{LocalityClass, Machine, ObjectKind};
 
 /// Bytes of payload carried inside one 64-byte cell (the rest is header).
-pub const CELL_PAYLOAD: usize = 40;
+pub const CELL_PAYLOAD: usize = crate::segment::INLINE_BYTES;
 
 /// Copy routine used to move data into and out of fragment slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,7 +29,8 @@ pub enum Owner {
 /// once resolved into a [`Plan`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Params {
-    /// Messages up to this size travel inside the cell (<= 40 bytes).
+    /// Messages up to this size travel inside the cell (<= [`CELL_PAYLOAD`]
+    /// = 40 bytes).
     pub inline_max: u64,
     /// Messages up to this size are copied into one fragment slot without
     /// waiting for the receiver (<= fragment).

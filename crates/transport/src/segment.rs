@@ -17,7 +17,13 @@ pub const MAGIC: u64 = 0x3176_6f63_6f70_6f74; // "topocov1"
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
+/// Bytes of one cell: one cache line.
 pub const CELL: usize = 64;
+/// Bytes of a cell's header: `seq`, `kind`, `tag` and `len`.
+const CELL_HEADER: usize = 8 + 4 + 4 + 8;
+/// Bytes of payload carried inside one cell (`Cell::body`): the cell minus
+/// its header. Inline messages and the words of control cells live here.
+pub const INLINE_BYTES: usize = CELL - CELL_HEADER;
 
 /// Segment header, written once by the creator before any rank starts.
 #[repr(C, align(64))]
@@ -61,17 +67,38 @@ pub struct RecvCtrl {
     pub frags_done: AtomicU64,
 }
 
-/// One 64-byte cell: header and up to 40 bytes of payload in a single cache
-/// line. `seq == position + 1` publishes the cell (lap-safe: a stale cell
-/// from the previous lap holds `position + 1 - RING`).
+/// One 64-byte cell: header and up to [`INLINE_BYTES`] (40) bytes of
+/// payload in a single cache line. `seq == position + 1` publishes the cell
+/// (lap-safe: a stale cell from the previous lap holds
+/// `position + 1 - RING`).
 #[repr(C, align(64))]
 pub struct Cell {
     pub seq: AtomicU64,
     pub kind: u32,
     pub tag: i32,
     pub len: u64,
-    pub body: [u8; 40],
+    pub body: [u8; INLINE_BYTES],
 }
+
+// The layout every rank of a job relies on (the segment is shared memory
+// between processes, so these are the format, checked at compile time).
+// Cells fill the ring back to back, one cache line each, with the payload
+// after the header.
+const _: () = assert!(std::mem::size_of::<Cell>() == CELL);
+const _: () = assert!(std::mem::align_of::<Cell>() == CELL);
+const _: () = assert!(std::mem::offset_of!(Cell, body) == CELL_HEADER);
+// A rendezvous request carries three 64-bit words in the body.
+const _: () = assert!(INLINE_BYTES >= 3 * 8);
+// `Layout::new` steps 64 bytes per rank slot, and a channel starts with a
+// 64-byte `RecvCtrl` line before its cells (`Layout::channel_bytes`,
+// `Comm::start`).
+const _: () = assert!(std::mem::size_of::<RankSlot>() == 64);
+const _: () = assert!(std::mem::size_of::<RecvCtrl>() == 64);
+// The rank table follows the header's 64-byte-aligned end; the header
+// fits in one line.
+const _: () = assert!(std::mem::size_of::<Header>() <= 64);
+// The plan table: `n * n` plain records of 128 bytes.
+const _: () = assert!(std::mem::size_of::<PlanRaw>() == 128);
 
 pub const K_INLINE: u32 = 1;
 pub const K_EAGER: u32 = 2;
@@ -270,6 +297,8 @@ impl Segment {
         let what = format!("segment descriptor {fd}");
         // SAFETY: fstat into a zeroed struct; result checked.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a live, writable `stat` for fstat to fill; a bad
+        // `fd` only makes the call fail (checked).
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
             return Err(os_err(&what));
         }

@@ -1,0 +1,242 @@
+//! The progress engine: draining a channel's published cells (every cell
+//! kind of the protocol), one pass over the pending sends and the poll set,
+//! the full sweep of the slow path, and the health checks (job abort, dead
+//! or finalized peers). Orderings referred to by number are listed in the
+//! module documentation of `comm.rs`.
+
+use crate::comm::Comm;
+use crate::copy::copy_plain;
+use crate::error::{Error, Result};
+use crate::recv::{Payload, Unexp};
+use crate::request::Status;
+use crate::segment::{K_CTS, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP};
+use crate::send::Stream;
+use std::sync::atomic::Ordering;
+
+/// Empty drains after which a channel leaves the poll set.
+const IDLE_CLEAR: u32 = 4096;
+
+impl Comm {
+    /// Processes every published cell of the channel src -> me. Returns the
+    /// number of cells consumed.
+    pub(crate) fn drain(&mut self, src: usize) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let pos = self.ins[src].tail;
+            // SAFETY: cell index < RING inside the mapping.
+            let c = unsafe { &*self.ins[src].cells.add((pos % RING) as usize) };
+            // Acquire pairs with the sender's Release (ordering 1).
+            if c.seq.load(Ordering::Acquire) != pos + 1 {
+                break;
+            }
+            let (kind, tag, len, body) = (c.kind, c.tag, c.len as usize, c.body);
+            let word = |k: usize| u64::from_ne_bytes(body[8 * k..8 * k + 8].try_into().unwrap());
+            match kind {
+                K_INLINE => match self.match_posted(src, tag) {
+                    Some(idx) => self.deliver(idx, src, tag, body.as_ptr(), len),
+                    None => self.unexp.push_back(Unexp {
+                        src,
+                        tag,
+                        len,
+                        payload: Payload::Small(body),
+                    }),
+                },
+                K_EAGER => {
+                    let data = self.cur_slot(src);
+                    match self.match_posted(src, tag) {
+                        Some(idx) => self.deliver(idx, src, tag, data, len),
+                        None => {
+                            // SAFETY: the slot holds len <= fragment bytes.
+                            let v = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+                            self.unexp.push_back(Unexp {
+                                src,
+                                tag,
+                                len,
+                                payload: Payload::Data(v),
+                            });
+                        }
+                    }
+                    self.release_slot(src);
+                }
+                K_RTS => {
+                    let (msg_id, addr, cma) = (word(0), word(1), word(2) != 0);
+                    match self.match_posted(src, tag) {
+                        Some(idx) => self.start_rdv(idx, src, tag, len, msg_id, cma, addr)?,
+                        None => self.unexp.push_back(Unexp {
+                            src,
+                            tag,
+                            len,
+                            payload: Payload::Rts { msg_id, cma, addr },
+                        }),
+                    }
+                }
+                K_FRAG => {
+                    let (msg_id, off) = (word(0), word(1) as usize);
+                    let data = self.cur_slot(src);
+                    let k = self.ins[src]
+                        .streams
+                        .iter()
+                        .position(|s| s.msg_id == msg_id)
+                        .ok_or_else(|| {
+                            Error::Setup(format!(
+                                "protocol error: fragment of unknown message {msg_id} from rank {src}"
+                            ))
+                        })?;
+                    let req = self.ins[src].streams[k].req;
+                    let (buf, _) = self.recv_buf(req);
+                    // SAFETY: the sender never sends past the length the
+                    // receiver accepted (off + len <= cap); slot holds len bytes.
+                    unsafe { copy_plain(buf.add(off), data, len) };
+                    self.release_slot(src);
+                    let s = &mut self.ins[src].streams[k];
+                    s.got += len;
+                    if s.got == s.len {
+                        self.ins[src].streams.swap_remove(k);
+                        let st = self.reqs[req as usize].status;
+                        self.complete(req, st, None);
+                    }
+                }
+                K_CTS | K_FIN => {
+                    let msg_id = word(0);
+                    let o = &mut self.outs[src];
+                    let k = o
+                        .rdv
+                        .iter()
+                        .position(|r| r.msg_id == msg_id)
+                        .ok_or_else(|| {
+                            Error::Setup(format!(
+                            "protocol error: reply for unknown message {msg_id} from rank {src}"
+                        ))
+                        })?;
+                    let r = o.rdv.swap_remove(k);
+                    if kind == K_FIN {
+                        self.complete(r.req, Status::default(), None);
+                    } else {
+                        o.streams.push_back(Stream {
+                            req: r.req,
+                            ptr: r.ptr,
+                            len: r.len,
+                            off: 0,
+                            msg_id,
+                        });
+                        self.mark_pending(src);
+                        self.advance_out(src);
+                    }
+                }
+                _ => {
+                    return Err(Error::Setup(format!(
+                        "protocol error: cell kind {kind} from rank {src}"
+                    )))
+                }
+            }
+            self.ins[src].tail = pos + 1;
+            n += 1;
+        }
+        self.activity += n as u64;
+        let i = &mut self.ins[src];
+        if i.tail != i.published {
+            i.published = i.tail;
+            // SAFETY: ctrl points into the mapping; we are its only writer.
+            // Release: our reads of the cells happen-before the sender's
+            // reuse of them (ordering 2).
+            unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
+        }
+        Ok(n)
+    }
+
+    /// One pass of the progress engine: pending sends, then the channels in
+    /// the poll set (doorbells), never all channels.
+    pub fn progress(&mut self) -> Result<()> {
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
+        let mut k = 0;
+        while k < self.pending_outs.len() {
+            let d = self.pending_outs[k];
+            self.advance_out(d);
+            let o = &self.outs[d];
+            if o.queue.is_empty() && o.ctrl_q.is_empty() && o.streams.is_empty() {
+                self.outs[d].pending = false;
+                self.pending_outs.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        for w in 0..self.active.len() {
+            self.active[w] |= self.seg.doorbell(self.rank, w).load(Ordering::Relaxed);
+            let mut bits = self.active[w];
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let s = w * 64 + b;
+                if self.drain(s)? > 0 {
+                    self.ins[s].idle = 0;
+                } else {
+                    self.ins[s].idle += 1;
+                    if self.ins[s].idle > IDLE_CLEAR && self.ins[s].streams.is_empty() {
+                        // Idle channel leaves the poll set; re-check after
+                        // the clear so a cell published just before is seen.
+                        self.ins[s].idle = 0;
+                        self.active[w] &= !(1u64 << b);
+                        self.seg
+                            .doorbell(self.rank, w)
+                            .fetch_and(!(1u64 << b), Ordering::Relaxed);
+                        self.drain(s)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drains every channel (slow path: recovers doorbells lost in the
+    /// set/clear race).
+    pub(crate) fn sweep(&mut self) -> Result<()> {
+        for s in 0..self.size {
+            self.drain(s)?;
+        }
+        self.progress()
+    }
+
+    /// Slow-path checks: job abort, dead peers, peers gone that we wait for.
+    pub(crate) fn health(&mut self, waiting_for: Option<usize>) -> Result<()> {
+        let abort = self.seg.header().abort.load(Ordering::Relaxed);
+        let mut err = None;
+        if abort != 0 {
+            let rank = if abort == u64::MAX {
+                -1
+            } else {
+                abort as i32 - 1
+            };
+            err = Some(Error::DeadPeer {
+                rank,
+                detail: "the launcher saw it exit abnormally".into(),
+            });
+        }
+        for p in 0..self.size {
+            if p == self.rank || err.is_some() {
+                continue;
+            }
+            let st = self.seg.rank_slot(p).state.load(Ordering::Acquire);
+            // SAFETY: signal 0 only checks for existence.
+            let gone = unsafe { libc::kill(self.pids[p], 0) } != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            if st == ST_UP && gone {
+                err = Some(Error::DeadPeer {
+                    rank: p as i32,
+                    detail: format!("process {} exited without finalizing", self.pids[p]),
+                });
+            } else if st == ST_FINALIZED && waiting_for == Some(p) {
+                err = Some(Error::DeadPeer {
+                    rank: p as i32,
+                    detail: "it finalized while a message from it was awaited".into(),
+                });
+            }
+        }
+        if let Some(e) = err {
+            self.broken = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
+    }
+}

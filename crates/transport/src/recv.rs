@@ -1,0 +1,423 @@
+//! The receiving side: posted receives and unexpected messages, matching
+//! (MPI order per source and tag), delivery into the user's buffer,
+//! truncation, the receiver's half of the rendezvous, and the latency path
+//! of a blocking receive. Orderings referred to by number are listed in the
+//! module documentation of `comm.rs`.
+
+use crate::comm::{Comm, ANY_SOURCE, ANY_TAG};
+use crate::copy::copy_plain;
+use crate::error::{Error, Result};
+use crate::request::{ReqKind, Request, Status};
+use crate::segment::{
+    Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_EAGER, K_FIN, K_INLINE, RING,
+};
+use std::sync::atomic::Ordering;
+
+/// Whether a message from `src` with `tag` matches a receive for
+/// `want_src` and `want_tag` (wildcards included; [`ANY_TAG`] never matches
+/// the internal negative tags).
+pub(crate) fn matches(want_src: i32, want_tag: i32, src: usize, tag: i32) -> bool {
+    (want_src == ANY_SOURCE || want_src as usize == src)
+        && (want_tag == tag || (want_tag == ANY_TAG && tag >= 0))
+}
+
+/// A rendezvous receive cleared with CTS: its fragments arrive on the
+/// channel from the sender.
+pub(crate) struct InStream {
+    pub(crate) msg_id: u64,
+    pub(crate) req: u32,
+    pub(crate) got: usize,
+    pub(crate) len: usize,
+}
+
+/// Receiver side of the channel peer -> me.
+pub(crate) struct In {
+    pub(crate) cells: *const Cell,
+    pub(crate) ctrl: *mut RecvCtrl,
+    pub(crate) slots: *const u8,
+    pub(crate) plan: PlanRaw,
+    pub(crate) tail: u64,
+    pub(crate) published: u64,
+    pub(crate) frags_done: u64,
+    pub(crate) streams: Vec<InStream>,
+    pub(crate) idle: u32,
+}
+
+/// What an unexpected message holds until a receive matches it.
+pub(crate) enum Payload {
+    /// An inline message, kept without a heap allocation.
+    Small([u8; INLINE_BYTES]),
+    Data(Vec<u8>),
+    Rts {
+        msg_id: u64,
+        cma: bool,
+        addr: u64,
+    },
+}
+
+/// A message that arrived before a matching receive was posted.
+pub(crate) struct Unexp {
+    pub(crate) src: usize,
+    pub(crate) tag: i32,
+    pub(crate) len: usize,
+    pub(crate) payload: Payload,
+}
+
+impl Comm {
+    /// Starts receiving into `cap` bytes at `ptr` from `src` (or
+    /// [`ANY_SOURCE`]) with `tag` (or [`ANY_TAG`]).
+    ///
+    /// # Safety
+    /// `ptr` must stay valid for `cap` writable bytes until the request
+    /// completes, and not be accessed meanwhile.
+    pub unsafe fn irecv_raw(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+    ) -> Result<Request> {
+        if tag < ANY_TAG {
+            return Err(Error::Invalid(format!("tag {tag} must be >= 0 or ANY_TAG")));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.irecv_inner(ptr, cap, src, tag) }
+    }
+
+    pub(crate) unsafe fn irecv_inner(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+    ) -> Result<Request> {
+        if src != ANY_SOURCE {
+            if src < 0 {
+                return Err(Error::Invalid(format!(
+                    "source {src} must be a rank or ANY_SOURCE"
+                )));
+            }
+            self.check_peer(src as usize, "source")?;
+        }
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
+        let idx = self.alloc(ReqKind::Recv {
+            src,
+            tag,
+            buf: ptr,
+            cap,
+        });
+        let req = Request {
+            idx,
+            gen: self.reqs[idx as usize].gen,
+        };
+        let found = self
+            .unexp
+            .iter()
+            .position(|u| matches(src, tag, u.src, u.tag));
+        match found {
+            Some(i) => {
+                let u = self.unexp.remove(i).expect("index from position");
+                match u.payload {
+                    Payload::Small(b) => self.deliver(idx, u.src, u.tag, b.as_ptr(), u.len),
+                    Payload::Data(v) => self.deliver(idx, u.src, u.tag, v.as_ptr(), v.len()),
+                    Payload::Rts { msg_id, cma, addr } => {
+                        self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr)?
+                    }
+                }
+            }
+            None => self.posted.push_back(idx),
+        }
+        Ok(req)
+    }
+
+    /// Copies a complete message into receive request `idx`.
+    pub(crate) fn deliver(&mut self, idx: u32, src: usize, tag: i32, data: *const u8, len: usize) {
+        let Some((buf, st)) = self.fit(idx, src, tag, len) else {
+            return;
+        };
+        // SAFETY: buf holds cap >= len bytes (irecv contract, checked by fit); data holds len.
+        unsafe { copy_plain(buf, data, len) };
+        self.complete(idx, st, None);
+    }
+
+    /// The buffer of receive request `idx` and the status of a `len`-byte
+    /// message from `src` with `tag`. A message longer than the buffer
+    /// completes the request with a truncation error (the message counts as
+    /// received) and gives `None`.
+    fn fit(&mut self, idx: u32, src: usize, tag: i32, len: usize) -> Option<(*mut u8, Status)> {
+        let (buf, cap) = self.recv_buf(idx);
+        let st = Status {
+            source: src as i32,
+            tag,
+            count: len,
+        };
+        if len > cap {
+            let e = Error::Truncated {
+                len,
+                cap,
+                peer: src as i32,
+                tag,
+            };
+            self.complete(idx, st, Some(e));
+            return None;
+        }
+        Some((buf, st))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_rdv(
+        &mut self,
+        idx: u32,
+        src: usize,
+        tag: i32,
+        len: usize,
+        msg_id: u64,
+        cma: bool,
+        addr: u64,
+    ) -> Result<()> {
+        let Some((buf, st)) = self.fit(idx, src, tag, len) else {
+            // FIN releases the sender without data.
+            self.queue_ctrl(src, K_FIN, msg_id);
+            return Ok(());
+        };
+        if cma {
+            let chunk = self.ins[src].plan.cma_chunk as usize;
+            // SAFETY: buf holds cap >= len writable bytes (irecv contract).
+            let r = unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) };
+            match r {
+                Ok(()) => self.complete(idx, st, None),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    let e = Error::DeadPeer {
+                        rank: src as i32,
+                        detail: "process vanished during single copy".into(),
+                    };
+                    self.broken = Some(e.clone());
+                    return Err(e);
+                }
+                Err(e) => {
+                    let e = Error::Cma {
+                        rank: src as i32,
+                        detail: e.to_string(),
+                    };
+                    self.complete(idx, st, Some(e));
+                }
+            }
+            self.queue_ctrl(src, K_FIN, msg_id);
+        } else {
+            self.reqs[idx as usize].status = st;
+            self.ins[src].streams.push(InStream {
+                msg_id,
+                req: idx,
+                got: 0,
+                len,
+            });
+            self.queue_ctrl(src, K_CTS, msg_id);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn match_posted(&mut self, src: usize, tag: i32) -> Option<u32> {
+        let i = self.posted.iter().position(|&idx| {
+            matches!(self.reqs[idx as usize].kind,
+                ReqKind::Recv { src: s, tag: t, .. } if matches(s, t, src, tag))
+        })?;
+        self.posted.remove(i)
+    }
+
+    /// Releases the receiver's current slot (ordering 3).
+    pub(crate) fn release_slot(&mut self, src: usize) {
+        let i = &mut self.ins[src];
+        i.frags_done += 1;
+        // SAFETY: ctrl points into the mapping; we are its only writer.
+        unsafe { (*i.ctrl).frags_done.store(i.frags_done, Ordering::Release) };
+    }
+
+    pub(crate) fn cur_slot(&self, src: usize) -> *const u8 {
+        let i = &self.ins[src];
+        // SAFETY: slot index < depth, inside the slot area.
+        unsafe {
+            i.slots
+                .add(((i.frags_done % i.plan.depth) * i.plan.fragment) as usize)
+        }
+    }
+
+    /// Receives into `buf`; a longer message is a `Truncated` error.
+    pub fn recv(&mut self, buf: &mut [u8], src: i32, tag: i32) -> Result<Status> {
+        let direct = src >= 0 && (src as usize) < self.size && tag >= 0;
+        if direct
+            && self.posted.is_empty()
+            && self.broken.is_none()
+            && !self.unexp.iter().any(|u| matches(src, tag, u.src, u.tag))
+        {
+            if let Some(st) = self.recv_fast(buf, src as usize, tag) {
+                return Ok(st);
+            }
+        }
+        // SAFETY: `buf` is exclusively borrowed until the wait returns.
+        let r = unsafe { self.irecv_raw(buf.as_mut_ptr(), buf.len(), src, tag)? };
+        self.wait(r)
+    }
+
+    /// Latency path of a blocking receive: spins on the next cell of one
+    /// channel and takes an inline or eager message with the wanted tag
+    /// straight into `buf`, with no request. Nothing is posted and nothing
+    /// matching is queued (checked by the caller), and only the channel's
+    /// next cell is taken, so MPI order holds. Anything else (another kind
+    /// or tag, sends to push, a long wait) returns `None` and the general
+    /// engine takes over.
+    fn recv_fast(&mut self, buf: &mut [u8], s: usize, tag: i32) -> Option<Status> {
+        // Within the waiting policy's spin phase (short when a peer shares
+        // our PU: spinning would only keep it from running).
+        for _ in 0..crate::wait::spin().min(2000) {
+            let pos = self.ins[s].tail;
+            // SAFETY: cell index < RING inside the mapping.
+            let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
+            // Acquire pairs with the sender's Release (ordering 1).
+            if c.seq.load(Ordering::Acquire) == pos + 1 {
+                let len = c.len as usize;
+                if (c.kind != K_INLINE && c.kind != K_EAGER) || c.tag != tag || len > buf.len() {
+                    return None;
+                }
+                if c.kind == K_INLINE {
+                    buf[..len].copy_from_slice(&c.body[..len]);
+                } else {
+                    let data = self.cur_slot(s);
+                    // SAFETY: the slot holds len <= fragment published bytes.
+                    unsafe { copy_plain(buf.as_mut_ptr(), data, len) };
+                    self.release_slot(s);
+                }
+                let i = &mut self.ins[s];
+                i.tail = pos + 1;
+                i.published = i.tail;
+                // SAFETY: ctrl points into the mapping; we are its only
+                // writer. Release: ordering 2.
+                unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
+                self.activity += 1;
+                return Some(Status {
+                    source: s as i32,
+                    tag,
+                    count: len,
+                });
+            }
+            if !self.pending_outs.is_empty() {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// Non-blocking probe: the status of the first matching message that has
+    /// arrived and is not yet received.
+    pub fn iprobe(&mut self, src: i32, tag: i32) -> Result<Option<Status>> {
+        self.progress()?;
+        Ok(self
+            .unexp
+            .iter()
+            .find(|u| matches(src, tag, u.src, u.tag))
+            .map(|u| Status {
+                source: u.src as i32,
+                tag: u.tag,
+                count: u.len,
+            }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn solo() -> Comm {
+        std::env::remove_var("TOPOCOMM_SHM_FD");
+        Comm::init().expect("job of one rank")
+    }
+
+    #[test]
+    fn self_messages_keep_order_per_tag_and_match_any_tag() {
+        let mut c = solo();
+        assert_eq!((c.rank(), c.size()), (0, 1));
+        // Inline, eager and rendezvous sizes, queued as unexpected messages.
+        let inline = INLINE_BYTES;
+        let sizes = [0usize, 5, inline, inline + 1, 5000, 16384, 200_000];
+        let mut bufs = Vec::new();
+        let mut reqs = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let b: Vec<u8> = (0..n).map(|k| (k + i) as u8).collect();
+            // SAFETY: `b` is kept alive in `bufs` until the wait_all below.
+            reqs.push(unsafe { c.isend_raw(b.as_ptr(), n, 0, (i % 2) as i32).unwrap() });
+            bufs.push(b);
+        }
+        let st = c
+            .iprobe(0, 1)
+            .unwrap()
+            .expect("a tag-1 message has arrived");
+        assert_eq!((st.tag, st.count), (1, 5));
+        let mut out = vec![0u8; 300_000];
+        // Tag 1 first: messages 1, 3, 5 in order.
+        for i in [1usize, 3, 5] {
+            let mut r = out.clone();
+            // SAFETY: `r` is alive and untouched until the wait on the next line.
+            let rq = unsafe { c.irecv_raw(r.as_mut_ptr(), r.len(), 0, 1).unwrap() };
+            let st = c.wait(rq).unwrap();
+            assert_eq!(st.count, sizes[i]);
+            assert_eq!(&r[..st.count], &bufs[i][..]);
+        }
+        // Then ANY_TAG gets the rest in order: 0, 2, 4, 6.
+        for i in [0usize, 2, 4, 6] {
+            // SAFETY: `out` is alive and untouched until the wait below.
+            let rq = unsafe {
+                c.irecv_raw(out.as_mut_ptr(), out.len(), ANY_SOURCE, ANY_TAG)
+                    .unwrap()
+            };
+            let st = c.wait(rq).unwrap();
+            assert_eq!((st.source, st.tag, st.count), (0, 0, sizes[i]));
+            assert_eq!(&out[..st.count], &bufs[i][..]);
+        }
+        c.wait_all(&reqs).unwrap();
+        assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
+    }
+
+    #[test]
+    fn truncation_is_an_error_and_consumes_the_message() {
+        let mut c = solo();
+        let big = vec![1u8; 100_000];
+        for n in [30usize, 1000, 100_000] {
+            // SAFETY: n <= big.len(); `big` is neither freed nor modified
+            // before the wait for `s` below.
+            let s = unsafe { c.isend_raw(big.as_ptr(), n, 0, 3).unwrap() };
+            let mut small = [0u8; 8];
+            let e = c.recv(&mut small, 0, 3).unwrap_err();
+            assert!(
+                matches!(e, Error::Truncated { len, cap: 8, .. } if len == n),
+                "{e}"
+            );
+            c.wait(s).unwrap();
+        }
+        c.send(b"ok", 0, 4).unwrap();
+        let mut b = [0u8; 2];
+        assert_eq!(c.recv(&mut b, 0, 4).unwrap().count, 2);
+    }
+
+    #[test]
+    fn posted_receives_match_in_posting_order_and_bad_arguments_fail() {
+        let mut c = solo();
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        // SAFETY: `a` and `b` hold 4 bytes each, outlive their requests and
+        // are not accessed before the waits below.
+        let ra = unsafe { c.irecv_raw(a.as_mut_ptr(), 4, ANY_SOURCE, ANY_TAG).unwrap() };
+        // SAFETY: as above.
+        let rb = unsafe { c.irecv_raw(b.as_mut_ptr(), 4, 0, 9).unwrap() };
+        c.send(b"one", 0, 9).unwrap();
+        c.send(b"two", 0, 9).unwrap();
+        assert_eq!(c.wait(ra).unwrap().count, 3);
+        assert_eq!(c.wait(rb).unwrap().count, 3);
+        assert_eq!((&a[..3], &b[..3]), (&b"one"[..], &b"two"[..]));
+        assert!(c.wait(ra).is_err(), "a completed request is gone");
+        assert!(matches!(c.send(b"x", 3, 0), Err(Error::Invalid(_))));
+        assert!(matches!(c.send(b"x", 0, -5), Err(Error::Invalid(_))));
+        let mut z = [0u8; 1];
+        assert!(matches!(c.recv(&mut z, 7, 0), Err(Error::Invalid(_))));
+    }
+}

@@ -1,0 +1,317 @@
+//! The sending side of a channel: the protocol choice for a message
+//! (inline in the cell, eager through one fragment slot, or rendezvous with
+//! a pipelined two-copy stream or a single copy by the receiver), the
+//! sender's queues, and the pushing of cells and fragments into the ring.
+//! Orderings referred to by number are listed in the module documentation
+//! of `comm.rs`.
+
+use crate::comm::Comm;
+use crate::copy::{copy_nontemporal, copy_plain};
+use crate::error::{Error, Result};
+use crate::request::{ReqKind, Request, Status, DONE_IDX};
+use crate::segment::{
+    Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_EAGER, K_FRAG, K_INLINE, K_RTS, RING,
+};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a message travels (chosen from the channel's plan by its length).
+#[derive(Clone, Copy, PartialEq)]
+enum Proto {
+    Inline,
+    Eager,
+    Rts { cma: bool },
+}
+
+/// A send waiting for room in the ring (and in the slots, if eager).
+pub(crate) struct Job {
+    req: Option<u32>,
+    ptr: *const u8,
+    len: usize,
+    tag: i32,
+    proto: Proto,
+}
+
+/// A rendezvous send cleared by the receiver (CTS): its fragments are
+/// streamed through the slots.
+pub(crate) struct Stream {
+    pub(crate) req: u32,
+    pub(crate) ptr: *const u8,
+    pub(crate) len: usize,
+    pub(crate) off: usize,
+    pub(crate) msg_id: u64,
+}
+
+/// A rendezvous send waiting for the receiver's CTS or FIN.
+pub(crate) struct RdvSend {
+    pub(crate) msg_id: u64,
+    pub(crate) req: u32,
+    pub(crate) ptr: *const u8,
+    pub(crate) len: usize,
+}
+
+/// Sender side of the channel me -> peer.
+pub(crate) struct Out {
+    pub(crate) cells: *mut Cell,
+    pub(crate) ctrl: *const RecvCtrl,
+    pub(crate) slots: *mut u8,
+    pub(crate) plan: PlanRaw,
+    pub(crate) head: u64,
+    pub(crate) tail_cache: u64,
+    pub(crate) frags: u64,
+    pub(crate) frags_done_cache: u64,
+    pub(crate) queue: VecDeque<Job>,
+    pub(crate) ctrl_q: VecDeque<(u32, u64)>,
+    pub(crate) streams: VecDeque<Stream>,
+    pub(crate) rdv: Vec<RdvSend>,
+    pub(crate) next_msg: u64,
+    pub(crate) pending: bool,
+    pub(crate) doorbell: *const AtomicU64,
+    pub(crate) bit: u64,
+}
+
+impl Comm {
+    /// Starts sending `len` bytes at `ptr` to `dst` with `tag`.
+    ///
+    /// # Safety
+    /// `ptr` must stay valid and unmodified for `len` bytes until the
+    /// request completes.
+    pub unsafe fn isend_raw(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dst: usize,
+        tag: i32,
+    ) -> Result<Request> {
+        if tag < 0 {
+            return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.isend_inner(ptr, len, dst, tag) }
+    }
+
+    pub(crate) unsafe fn isend_inner(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dst: usize,
+        tag: i32,
+    ) -> Result<Request> {
+        self.check_peer(dst, "destination")?;
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
+        // Field reads, not a copy of the whole 128-byte plan.
+        let plan = &self.outs[dst].plan;
+        let proto = if (len as u64) <= plan.inline_max {
+            Proto::Inline
+        } else if (len as u64) <= plan.eager_max {
+            Proto::Eager
+        } else {
+            Proto::Rts {
+                cma: plan.cma != 0 && self.cma_ok && len as u64 >= plan.cma_threshold,
+            }
+        };
+        let mut job = Job {
+            req: None,
+            ptr,
+            len,
+            tag,
+            proto,
+        };
+        if !matches!(proto, Proto::Rts { .. }) && self.outs[dst].queue.is_empty() {
+            // Fast path: nothing queued ahead, push now, no request needed.
+            if self.try_push(dst, &job) {
+                self.ring(dst);
+                return Ok(Request {
+                    idx: DONE_IDX,
+                    gen: 0,
+                });
+            }
+        }
+        let idx = self.alloc(ReqKind::Send);
+        job.req = Some(idx);
+        self.outs[dst].queue.push_back(job);
+        self.mark_pending(dst);
+        self.advance_out(dst);
+        Ok(Request {
+            idx,
+            gen: self.reqs[idx as usize].gen,
+        })
+    }
+
+    pub(crate) fn mark_pending(&mut self, dst: usize) {
+        if !self.outs[dst].pending {
+            self.outs[dst].pending = true;
+            self.pending_outs.push(dst);
+        }
+    }
+
+    /// Free cells in the ring to `dst` (re-reading the receiver's tail only
+    /// when the cached value says full).
+    fn ring_space(&mut self, dst: usize) -> bool {
+        let o = &mut self.outs[dst];
+        if o.head - o.tail_cache < RING {
+            return true;
+        }
+        // SAFETY: ctrl points into the mapping. Acquire pairs with the
+        // receiver's Release of `tail` (ordering 2).
+        o.tail_cache = unsafe { (*o.ctrl).tail.load(Ordering::Acquire) };
+        o.head - o.tail_cache < RING
+    }
+
+    fn slot_free(&mut self, dst: usize) -> bool {
+        let o = &mut self.outs[dst];
+        if o.frags - o.frags_done_cache < o.plan.depth {
+            return true;
+        }
+        // SAFETY: as above; pairs with the Release of `frags_done` (ordering 3).
+        o.frags_done_cache = unsafe { (*o.ctrl).frags_done.load(Ordering::Acquire) };
+        o.frags - o.frags_done_cache < o.plan.depth
+    }
+
+    /// Writes a cell's fields, then publishes it (ordering 1).
+    fn push_cell(&mut self, dst: usize, kind: u32, tag: i32, len: u64, body: &[u8]) {
+        let o = &mut self.outs[dst];
+        let pos = o.head;
+        // SAFETY: the cell at pos % RING is ours: ring_space() checked that
+        // the receiver released it (tail > pos - RING).
+        unsafe {
+            let c = o.cells.add((pos % RING) as usize);
+            (*c).kind = kind;
+            (*c).tag = tag;
+            (*c).len = len;
+            std::ptr::copy_nonoverlapping(body.as_ptr(), (*c).body.as_mut_ptr(), body.len());
+            (*c).seq.store(pos + 1, Ordering::Release);
+        }
+        o.head += 1;
+        self.activity += 1;
+    }
+
+    /// Copies `len` bytes into the next fragment slot of `dst`.
+    fn fill_slot(&mut self, dst: usize, src: *const u8, len: usize, total: usize) {
+        let o = &mut self.outs[dst];
+        let slot = (o.frags % o.plan.depth) * o.plan.fragment;
+        // SAFETY: slot_free() checked the receiver released this slot; the
+        // slot holds `fragment` >= len bytes; `src` is valid per isend's contract.
+        unsafe {
+            let d = o.slots.add(slot as usize);
+            if o.plan.nontemporal != 0 && total as u64 >= o.plan.nt_threshold {
+                copy_nontemporal(d, src, len);
+            } else {
+                copy_plain(d, src, len);
+            }
+        }
+        o.frags += 1;
+    }
+
+    fn try_push(&mut self, dst: usize, job: &Job) -> bool {
+        match job.proto {
+            Proto::Inline => {
+                if !self.ring_space(dst) {
+                    return false;
+                }
+                let mut body = [0u8; INLINE_BYTES];
+                // SAFETY: len <= inline_max <= INLINE_BYTES; ptr valid per contract.
+                unsafe { copy_plain(body.as_mut_ptr(), job.ptr, job.len) };
+                self.push_cell(dst, K_INLINE, job.tag, job.len as u64, &body[..job.len]);
+            }
+            Proto::Eager => {
+                if !self.ring_space(dst) || !self.slot_free(dst) {
+                    return false;
+                }
+                self.fill_slot(dst, job.ptr, job.len, job.len);
+                self.push_cell(dst, K_EAGER, job.tag, job.len as u64, &[]);
+            }
+            Proto::Rts { cma } => {
+                if !self.ring_space(dst) {
+                    return false;
+                }
+                let o = &mut self.outs[dst];
+                let msg_id = o.next_msg;
+                o.next_msg += 1;
+                let mut body = [0u8; 24];
+                body[..8].copy_from_slice(&msg_id.to_ne_bytes());
+                body[8..16].copy_from_slice(&(job.ptr as u64).to_ne_bytes());
+                body[16..24].copy_from_slice(&u64::from(cma).to_ne_bytes());
+                let req = job.req.expect("rendezvous sends have a request");
+                o.rdv.push(RdvSend {
+                    msg_id,
+                    req,
+                    ptr: job.ptr,
+                    len: job.len,
+                });
+                self.push_cell(dst, K_RTS, job.tag, job.len as u64, &body);
+                return true;
+            }
+        }
+        if let Some(r) = job.req {
+            self.complete(r, Status::default(), None);
+        }
+        true
+    }
+
+    /// Sets our bit in `dst`'s doorbell unless it is already set (a relaxed
+    /// load that hits in cache in steady state: no RMW on the hot path).
+    fn ring(&mut self, dst: usize) {
+        let o = &self.outs[dst];
+        // SAFETY: doorbell points into the mapping's doorbell table.
+        let db = unsafe { &*o.doorbell };
+        if db.load(Ordering::Relaxed) & o.bit == 0 {
+            db.fetch_or(o.bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Pushes whatever the ring and the slots allow on the channel to `dst`.
+    pub(crate) fn advance_out(&mut self, dst: usize) {
+        let start = self.outs[dst].head;
+        while let Some(&(kind, msg_id)) = self.outs[dst].ctrl_q.front() {
+            if !self.ring_space(dst) {
+                break;
+            }
+            self.push_cell(dst, kind, 0, 0, &msg_id.to_ne_bytes());
+            self.outs[dst].ctrl_q.pop_front();
+        }
+        while let Some(job) = self.outs[dst].queue.pop_front() {
+            if !self.try_push(dst, &job) {
+                self.outs[dst].queue.push_front(job);
+                break;
+            }
+        }
+        while let Some(mut st) = self.outs[dst].streams.pop_front() {
+            while st.off < st.len && self.ring_space(dst) && self.slot_free(dst) {
+                let n = (st.len - st.off).min(self.outs[dst].plan.fragment as usize);
+                // SAFETY: off + n <= len, inside the send buffer.
+                let src = unsafe { st.ptr.add(st.off) };
+                self.fill_slot(dst, src, n, st.len);
+                let mut body = [0u8; 16];
+                body[..8].copy_from_slice(&st.msg_id.to_ne_bytes());
+                body[8..].copy_from_slice(&(st.off as u64).to_ne_bytes());
+                self.push_cell(dst, K_FRAG, 0, n as u64, &body);
+                st.off += n;
+            }
+            if st.off == st.len {
+                self.complete(st.req, Status::default(), None);
+            } else {
+                self.outs[dst].streams.push_front(st);
+                break;
+            }
+        }
+        if self.outs[dst].head != start {
+            self.ring(dst);
+        }
+    }
+
+    pub(crate) fn queue_ctrl(&mut self, dst: usize, kind: u32, msg_id: u64) {
+        self.outs[dst].ctrl_q.push_back((kind, msg_id));
+        self.mark_pending(dst);
+        self.advance_out(dst);
+    }
+
+    /// Sends `buf` to `dst` and waits until the buffer may be reused.
+    pub fn send(&mut self, buf: &[u8], dst: usize, tag: i32) -> Result<()> {
+        // SAFETY: `buf` outlives the request, which is waited for here.
+        let r = unsafe { self.isend_raw(buf.as_ptr(), buf.len(), dst, tag)? };
+        self.wait(r).map(|_| ())
+    }
+}

@@ -1,0 +1,144 @@
+//! Start-up helpers of [`Comm::init`] and [`Comm::join`]: the
+//! environment, the parameters of a job without the launcher, the segment
+//! attach, the single-copy probe, the start-up barrier and the verbose
+//! report of the mechanisms in use.
+
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::rules::{CopyKind, Owner, Params};
+use crate::segment::{Segment, INLINE_BYTES};
+use crate::wait::Backoff;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The bound of every wait (`TOPOCOMM_TIMEOUT`, seconds; 60 s by default).
+pub(crate) fn timeout_from_env() -> Result<Duration> {
+    match std::env::var("TOPOCOMM_TIMEOUT") {
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+            _ => Err(Error::Setup(format!(
+                "TOPOCOMM_TIMEOUT='{v}': expected a positive number of seconds"
+            ))),
+        },
+        Err(_) => Ok(Duration::from_secs(60)),
+    }
+}
+
+/// A non-negative integer from the environment; `None` when unset.
+pub(crate) fn env_usize(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Setup(format!("{name}='{v}': expected a non-negative integer"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Parameters of a job started without the launcher (one rank).
+pub(crate) fn singleton_params() -> Params {
+    Params {
+        inline_max: INLINE_BYTES as u64,
+        eager_max: 16 << 10,
+        fragment: 64 << 10,
+        depth: 4,
+        cma: false,
+        cma_threshold: u64::MAX,
+        cma_chunk: 1 << 20,
+        copy: CopyKind::Plain,
+        nt_threshold: u64::MAX,
+        buffer_owner: Owner::Sender,
+    }
+}
+
+/// Maps the segment of descriptor `fd` (which this function owns) and
+/// closes the descriptor, even on failure: the mapping keeps the memfd alive,
+/// and the descriptor must not leak into programs this rank may exec.
+pub(crate) fn attach_and_close(fd: i32, origin: &str) -> Result<Segment> {
+    let r = Segment::attach(fd);
+    // SAFETY: closing the descriptor we were handed; the segment below no
+    // longer refers to it.
+    unsafe { libc::close(fd) };
+    r.map_err(|e| Error::Setup(format!("{origin}: {e}")))
+}
+
+/// The one PU this process is bound to, if its affinity has exactly one.
+pub(crate) fn single_pu() -> Option<u32> {
+    match crate::launch::allowed_cpus()[..] {
+        [p] => Some(p),
+        _ => None,
+    }
+}
+
+impl Comm {
+    /// One line per class used by the job: its mechanism for large messages.
+    pub(crate) fn print_mechanisms(&self) {
+        let mut seen = std::collections::BTreeMap::new();
+        for s in 0..self.size {
+            for r in 0..self.size {
+                if s != r || self.size == 1 {
+                    let p = self.seg.plan(s, r);
+                    let mech = if p.cma != 0 && self.cma_ok {
+                        format!("two-copy, single copy (CMA) from {} B", p.cma_threshold)
+                    } else {
+                        "two-copy".to_string()
+                    };
+                    seen.insert(p.class_name(), (mech, p.fragment, p.depth));
+                }
+            }
+        }
+        for (class, (mech, frag, depth)) in seen {
+            crate::say!("topocomm: class {class}: {mech} (fragment {frag} B x {depth})");
+        }
+    }
+
+    pub(crate) fn probe_neighbour(&self) -> std::result::Result<(), String> {
+        let n = (self.rank + 1) % self.size;
+        let slot = self.seg.rank_slot(n);
+        let (addr, want) = (
+            slot.probe_addr.load(Ordering::Relaxed),
+            slot.probe_val.load(Ordering::Relaxed),
+        );
+        let mut got = 0u64;
+        // SAFETY: `got` provides 8 writable bytes.
+        let r =
+            unsafe { crate::cma::read(self.pids[n], (&mut got as *mut u64).cast(), addr, 8, 4096) };
+        match r {
+            Ok(()) if got == want => Ok(()),
+            Ok(()) => Err("trial read returned wrong data".into()),
+            Err(e) => Err(format!(
+                "process_vm_readv: {e}{}",
+                crate::cma::ptrace_scope()
+                    .map(|s| format!(", Yama ptrace_scope = {s}"))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+
+    /// Start-up barrier on the header counter (phase `k` waits for k*n arrivals).
+    pub(crate) fn startup_barrier(&mut self, k: u64) -> Result<()> {
+        let h = self.seg.header();
+        // AcqRel: our earlier stores (state, probe words, cma_ok) are
+        // visible to whoever observes the count that includes us.
+        h.arrived.fetch_add(1, Ordering::AcqRel);
+        let target = k * self.size as u64;
+        let start = Instant::now();
+        let mut b = Backoff::new();
+        while h.arrived.load(Ordering::Acquire) < target {
+            if b.slow_check_due() {
+                if h.abort.load(Ordering::Relaxed) != 0 {
+                    return Err(Error::DeadPeer {
+                        rank: -1,
+                        detail: "the job was aborted during start-up".into(),
+                    });
+                }
+                if start.elapsed() > self.timeout {
+                    return Err(Error::Timeout(self.timeout));
+                }
+            }
+            b.snooze();
+        }
+        Ok(())
+    }
+}

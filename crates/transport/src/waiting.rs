@@ -1,0 +1,119 @@
+//! Blocking on the communicator: waiting for and testing requests, and the
+//! blocking probe. Each loop spins, yields and sleeps by [`Backoff`] (the
+//! waiting policy of `wait.rs`) and runs the slow-path checks (full sweep,
+//! peer health, the `TOPOCOMM_TIMEOUT` deadline) when it says so.
+
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::request::{ReqKind, Request, Status, DONE_IDX};
+use crate::wait::Backoff;
+use std::time::Instant;
+
+impl Comm {
+    /// Waits for a request; the waiting policy and fault checks are in
+    /// docs/transport.md.
+    pub fn wait(&mut self, r: Request) -> Result<Status> {
+        self.check_req(&r)?;
+        if r.idx == DONE_IDX {
+            return self.take(r);
+        }
+        let direct = match self.reqs[r.idx as usize].kind {
+            ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
+            _ => None,
+        };
+        // The stuck-exchange clock starts at the first slow check (no clock
+        // read on the fast path).
+        let mut start: Option<Instant> = None;
+        let mut b = Backoff::new();
+        let mut i = 0u32;
+        let mut seen = self.activity;
+        loop {
+            if self.reqs[r.idx as usize].done {
+                return self.take(r);
+            }
+            if self.activity != seen {
+                // Progress: spin again, and the stuck-exchange clock restarts.
+                seen = self.activity;
+                start = None;
+                b.reset();
+            }
+            // A receive from one source polls that channel directly while
+            // spinning (the latency path); the full engine runs every 16th turn.
+            match direct {
+                Some(s) if b.spinning() && i % 16 != 0 => {
+                    self.drain(s)?;
+                }
+                _ => self.progress()?,
+            }
+            i = i.wrapping_add(1);
+            if self.reqs[r.idx as usize].done {
+                return self.take(r);
+            }
+            if b.slow_check_due() {
+                self.sweep()?;
+                if self.reqs[r.idx as usize].done {
+                    return self.take(r);
+                }
+                self.health(direct)?;
+                if start.get_or_insert_with(Instant::now).elapsed() > self.timeout {
+                    return Err(Error::Timeout(self.timeout));
+                }
+            }
+            b.snooze();
+        }
+    }
+
+    /// Completes a request if it is done (it is then released).
+    pub fn test(&mut self, r: &Request) -> Result<Option<Status>> {
+        self.check_req(r)?;
+        if r.idx != DONE_IDX {
+            self.progress()?;
+            if !self.reqs[r.idx as usize].done {
+                return Ok(None);
+            }
+        }
+        self.take(*r).map(Some)
+    }
+
+    /// Waits for all requests, returning the first error after all finished
+    /// or failed.
+    pub fn wait_all(&mut self, reqs: &[Request]) -> Result<Vec<Status>> {
+        let mut out = Vec::with_capacity(reqs.len());
+        let mut first = None;
+        for r in reqs {
+            match self.wait(*r) {
+                Ok(s) => out.push(s),
+                Err(e) => {
+                    if matches!(e, Error::DeadPeer { .. } | Error::Timeout(_)) {
+                        return Err(e);
+                    }
+                    out.push(Status::default());
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// Blocking probe.
+    pub fn probe(&mut self, src: i32, tag: i32) -> Result<Status> {
+        let start = Instant::now();
+        let mut b = Backoff::new();
+        loop {
+            if let Some(s) = self.iprobe(src, tag)? {
+                return Ok(s);
+            }
+            if b.slow_check_due() {
+                self.sweep()?;
+                self.health((src >= 0).then_some(src as usize))?;
+                if start.elapsed() > self.timeout {
+                    return Err(Error::Timeout(self.timeout));
+                }
+            }
+            b.snooze();
+        }
+    }
+}
