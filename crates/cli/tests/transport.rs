@@ -161,6 +161,66 @@ fn ranks_sharing_a_pu_yield_instead_of_spinning() {
     if two {
         assert!(err.contains("rank 2: waits by spinning"), "{err}");
     }
+    for r in 0..if two { 3 } else { 2 } {
+        let line = format!("rank {r}: copies between buffers aligned differently take");
+        assert!(err.contains(&line), "{err}");
+    }
+}
+
+/// Both copy routes move every byte through the transport (the stress test
+/// checks each message; its sizes cross the 2 KiB vector-loop threshold and
+/// its buffers sit at several offsets), and a bad `TOPOCOMM_COPY` is a
+/// clear error naming the variable.
+#[test]
+fn both_copy_routes_carry_the_stress_test_and_a_bad_choice_is_refused() {
+    for choice in ["vector", "memcpy"] {
+        let o = Command::new(bin())
+            .args([
+                "run",
+                "-n",
+                "2",
+                "--",
+                bin(),
+                "selftest",
+                "stress",
+                "--messages",
+                "60",
+            ])
+            .env("TOPOCOMM_COPY", choice)
+            .env("TOPOCOMM_VERBOSE", "1")
+            .output()
+            .expect("topocomm runs");
+        assert!(o.status.success(), "TOPOCOMM_COPY={choice}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        let how = if choice == "vector" && cfg!(target_arch = "x86_64") {
+            "take a vector loop"
+        } else {
+            "take memcpy"
+        };
+        assert!(err.contains(how), "TOPOCOMM_COPY={choice}: {err}");
+    }
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--",
+            bin(),
+            "selftest",
+            "stress",
+            "--messages",
+            "4",
+        ])
+        .env("TOPOCOMM_COPY", "fast")
+        .output()
+        .expect("topocomm runs");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("TOPOCOMM_COPY='fast': expected auto, memcpy or vector"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

@@ -242,8 +242,12 @@ impl Comm {
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
         crate::wait::set_spin(policy.spin_turns());
+        crate::copy::CopyChoice::from_env().map_err(Error::Setup)?;
+        // Measured here, once, rather than inside the first large copy.
+        let copies = crate::copy::MisalignedCost::get();
         if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {
             crate::say!("topocomm: rank {rank}: {policy}");
+            crate::say!("topocomm: rank {rank}: {}", copies.describe());
         }
         let ok = if size == 1 {
             crate::cma::probe_fork().map_err(|e| e.to_string())

@@ -1,15 +1,263 @@
-//! Copy routines: plain `memcpy` and non-temporal stores (x86_64 SSE2
-//! streaming stores, which bypass the cache and avoid the read-for-ownership
-//! of destination lines; plain copy elsewhere).
+//! Copy routines: plain copies that do not depend on the relative alignment
+//! of source and destination, and non-temporal stores (x86_64 SSE2 streaming
+//! stores, which bypass the cache and avoid the read-for-ownership of
+//! destination lines; plain copy elsewhere).
+//!
+//! Why not always `memcpy`: on x86_64, glibc copies from about 2 KiB up to
+//! the L2 size with `rep movsb` on CPUs that announce fast string moves
+//! (ERMS/FSRM: AMD Zen 3 and later, Intel Ice Lake and later), and `rep
+//! movsb` can slow down when source and destination are not aligned alike
+//! (`(src ^ dst) % 64 != 0`): by 1.3x in cache on the Zen 5 dev VM, by up to
+//! 20x on Zen 3 by public reports (docs/transport.md, "Job-level slow mode").
+//! The transport's slots are 64-byte aligned and user buffers are wherever
+//! the allocator put them (a `malloc`'d block is 16-byte aligned, its offset
+//! modulo 64 depends on what the program allocated before), so with such a
+//! CPU a plain `memcpy` makes a whole job fast or slow depending on its heap
+//! layout. Each process therefore measures once, at its first copy in that
+//! range, how much slower a mutually misaligned `memcpy` is than an aligned
+//! one ([`MisalignedCost`]); where it is more than [`PATHOLOGICAL`] times
+//! slower, mutually misaligned copies go through a vector loop (unaligned
+//! loads, aligned stores) whose speed does not depend on the alignment.
+//! Where it is not (Zen 5: the vector loop measured 15% slower than `rep
+//! movsb` across cores), `memcpy` keeps them.
 
-/// Copies `len` bytes with ordinary loads and stores.
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// Below this glibc copies with vector moves whatever the alignment.
+pub const REP_MOVSB_FROM: usize = 2048;
+/// A misaligned `memcpy` this many times slower than an aligned one is
+/// routed around.
+pub const PATHOLOGICAL: f64 = 2.0;
+
+/// How [`copy_plain`] moves `len` bytes from `src` to `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The C library's `memcpy`.
+    Memcpy,
+    /// The alignment-insensitive vector loop.
+    Vector,
+}
+
+/// The route of a copy: the vector loop for mutually misaligned copies of
+/// at least [`REP_MOVSB_FROM`] bytes when `avoid_misaligned_memcpy` (the
+/// measured verdict of [`MisalignedCost`]), `memcpy` otherwise.
+pub fn route(dst: *const u8, src: *const u8, len: usize, avoid_misaligned_memcpy: bool) -> Route {
+    let misaligned = (dst as usize ^ src as usize) % 64 != 0;
+    if avoid_misaligned_memcpy && len >= REP_MOVSB_FROM && misaligned {
+        Route::Vector
+    } else {
+        Route::Memcpy
+    }
+}
+
+/// `TOPOCOMM_COPY`: how mutually misaligned copies are routed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyChoice {
+    /// Measured at start-up (the default).
+    Auto,
+    /// Always `memcpy`.
+    Memcpy,
+    /// Always the vector loop (x86_64; `memcpy` elsewhere).
+    Vector,
+}
+
+impl CopyChoice {
+    /// Reads `TOPOCOMM_COPY`; an unknown value is an error naming it.
+    pub fn from_env() -> Result<CopyChoice, String> {
+        match std::env::var("TOPOCOMM_COPY") {
+            Err(_) => Ok(CopyChoice::Auto),
+            Ok(v) => match v.trim() {
+                "auto" | "" => Ok(CopyChoice::Auto),
+                "memcpy" => Ok(CopyChoice::Memcpy),
+                "vector" => Ok(CopyChoice::Vector),
+                _ => Err(format!(
+                    "TOPOCOMM_COPY='{v}': expected auto, memcpy or vector"
+                )),
+            },
+        }
+    }
+}
+
+/// This process's measurement of `memcpy` on mutually misaligned buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct MisalignedCost {
+    /// Time of a misaligned copy over the time of an aligned one (64 KiB,
+    /// in cache, best of several tries).
+    pub ratio: f64,
+    /// Whether mutually misaligned copies take the vector loop.
+    pub avoid: bool,
+    /// What decided `avoid`.
+    pub choice: CopyChoice,
+}
+
+impl MisalignedCost {
+    fn measure() -> MisalignedCost {
+        // An invalid value was reported by Comm::start; fall back to auto.
+        let choice = CopyChoice::from_env().unwrap_or(CopyChoice::Auto);
+        if !cfg!(target_arch = "x86_64") {
+            return MisalignedCost {
+                ratio: 1.0,
+                avoid: false,
+                choice,
+            };
+        }
+        const N: usize = 64 << 10;
+        let src = vec![0x5au8; N + 128];
+        let mut dst = vec![0u8; N + 128];
+        let s = src.as_ptr().wrapping_add(src.as_ptr().align_offset(64));
+        let d = dst.as_mut_ptr().wrapping_add(dst.as_ptr().align_offset(64));
+        let time = |doff: usize| {
+            (0..7)
+                .map(|_| {
+                    let t = Instant::now();
+                    for _ in 0..4 {
+                        // SAFETY: both buffers hold N + 128 bytes, the
+                        // offsets are below 128 - 63, and they do not overlap.
+                        unsafe { std::ptr::copy_nonoverlapping(s, d.wrapping_add(doff), N) };
+                    }
+                    std::hint::black_box(d);
+                    t.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        time(0); // warm both buffers
+        let ratio = time(16) / time(0).max(1e-9);
+        let avoid = match choice {
+            CopyChoice::Auto => ratio > PATHOLOGICAL,
+            CopyChoice::Memcpy => false,
+            CopyChoice::Vector => true,
+        };
+        MisalignedCost {
+            ratio,
+            avoid,
+            choice,
+        }
+    }
+
+    /// The process-wide measurement, taken at the first call.
+    pub fn get() -> MisalignedCost {
+        static COST: OnceLock<MisalignedCost> = OnceLock::new();
+        *COST.get_or_init(MisalignedCost::measure)
+    }
+
+    /// One line for `TOPOCOMM_VERBOSE`.
+    pub fn describe(&self) -> String {
+        let how = if self.avoid {
+            "a vector loop"
+        } else {
+            "memcpy"
+        };
+        let why = if self.choice == CopyChoice::Auto {
+            ""
+        } else {
+            ", set by TOPOCOMM_COPY"
+        };
+        format!(
+            "copies between buffers aligned differently take {how} (a misaligned memcpy measured {:.2}x the time of an aligned one{why})",
+            self.ratio
+        )
+    }
+}
+
+/// Copies `len` bytes; see the module documentation for the route taken.
 ///
 /// # Safety
 /// `src` and `dst` must be valid for `len` bytes and not overlap.
 #[inline]
 pub unsafe fn copy_plain(dst: *mut u8, src: *const u8, len: usize) {
+    // Short copies never measure: the verdict matters from REP_MOVSB_FROM on.
+    let avoid = len >= REP_MOVSB_FROM && MisalignedCost::get().avoid;
+    match route(dst, src, len, avoid) {
+        // SAFETY: forwarded contract.
+        Route::Memcpy => unsafe { std::ptr::copy_nonoverlapping(src, dst, len) },
+        // SAFETY: forwarded contract.
+        Route::Vector => unsafe { copy_vector(dst, src, len) },
+    }
+}
+
+/// The vector loop: the destination is aligned first (a short `memcpy` of
+/// the head), then 128 bytes per turn with unaligned loads and aligned
+/// stores (AVX2 when the CPU has it, SSE2 otherwise), then the tail.
+///
+/// # Safety
+/// `src` and `dst` must be valid for `len` bytes and not overlap.
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_vector(dst: *mut u8, src: *const u8, len: usize) {
+    let head = dst.align_offset(64).min(len);
+    // SAFETY: head <= len, inside both buffers.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
+    let body = (len - head) / 128 * 128;
+    // SAFETY: [head, head + body) lies inside both buffers and dst + head is
+    // 64-byte aligned; AVX2 is used only where the CPU reports it.
+    unsafe {
+        let (d, s) = (dst.add(head), src.add(head));
+        if std::is_x86_feature_detected!("avx2") {
+            loop_avx2(d, s, body);
+        } else {
+            loop_sse2(d, s, body);
+        }
+        let done = head + body;
+        std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), len - done);
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_vector(dst: *mut u8, src: *const u8, len: usize) {
     // SAFETY: forwarded contract.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
+}
+
+/// `len` (a multiple of 128) bytes, `dst` 32-byte aligned.
+///
+/// # Safety
+/// Both ranges valid for `len` bytes, not overlapping; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn loop_avx2(dst: *mut u8, src: *const u8, len: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_store_si256};
+    let mut i = 0;
+    while i < len {
+        // SAFETY: i + 128 <= len; the stores are 32-byte aligned because
+        // dst is and i is a multiple of 128.
+        unsafe {
+            let s = src.add(i) as *const __m256i;
+            let d = dst.add(i) as *mut __m256i;
+            let (a, b, c, e) = (
+                _mm256_loadu_si256(s),
+                _mm256_loadu_si256(s.add(1)),
+                _mm256_loadu_si256(s.add(2)),
+                _mm256_loadu_si256(s.add(3)),
+            );
+            _mm256_store_si256(d, a);
+            _mm256_store_si256(d.add(1), b);
+            _mm256_store_si256(d.add(2), c);
+            _mm256_store_si256(d.add(3), e);
+        }
+        i += 128;
+    }
+}
+
+/// `len` (a multiple of 128) bytes, `dst` 16-byte aligned.
+///
+/// # Safety
+/// Both ranges valid for `len` bytes, not overlapping.
+#[cfg(target_arch = "x86_64")]
+unsafe fn loop_sse2(dst: *mut u8, src: *const u8, len: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_store_si128};
+    let mut i = 0;
+    while i < len {
+        // SAFETY: i + 128 <= len; the stores are 16-byte aligned because
+        // dst is and i is a multiple of 128; SSE2 is part of x86_64.
+        unsafe {
+            let s = src.add(i) as *const __m128i;
+            let d = dst.add(i) as *mut __m128i;
+            for k in 0..8 {
+                _mm_store_si128(d.add(k), _mm_loadu_si128(s.add(k)));
+            }
+        }
+        i += 128;
+    }
 }
 
 /// Copies `len` bytes with streaming stores and ends with a store fence, so
@@ -23,14 +271,14 @@ pub unsafe fn copy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
     if len < 256 {
         // SAFETY: forwarded contract.
-        unsafe { copy_plain(dst, src, len) };
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
         return;
     }
     let head = dst.align_offset(16).min(len);
     // SAFETY: all offsets stay below `len`; the streamed destination is
     // 16-byte aligned by construction; SSE2 is part of x86_64.
     unsafe {
-        copy_plain(dst, src, head);
+        std::ptr::copy_nonoverlapping(src, dst, head);
         let mut i = head;
         while i + 64 <= len {
             let s = src.add(i) as *const __m128i;
@@ -47,7 +295,7 @@ pub unsafe fn copy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
             _mm_stream_si128(d.add(3), e);
             i += 64;
         }
-        copy_plain(dst.add(i), src.add(i), len - i);
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
         _mm_sfence();
     }
 }
@@ -59,11 +307,81 @@ pub unsafe fn copy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
 #[cfg(not(target_arch = "x86_64"))]
 pub unsafe fn copy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
     // SAFETY: forwarded contract.
-    unsafe { copy_plain(dst, src, len) }
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_copies_exactly_at_every_relative_alignment() {
+        for len in [0usize, 1, 63, 2047, 2048, 2049, 4096, 65_536 + 77, 300_001] {
+            for soff in [0usize, 1, 16, 48, 64] {
+                for doff in [0usize, 3, 16, 32, 64] {
+                    let src: Vec<u8> = (0..len + soff).map(|i| (i * 131 + 17) as u8).collect();
+                    let mut dst = vec![0u8; len + doff + 8];
+                    // SAFETY: both buffers hold at least `len` bytes past the offsets.
+                    unsafe { copy_plain(dst.as_mut_ptr().add(doff), src.as_ptr().add(soff), len) };
+                    assert_eq!(
+                        &dst[doff..doff + len],
+                        &src[soff..],
+                        "len {len} +{soff} -> +{doff}"
+                    );
+                    assert!(dst[..doff].iter().all(|&b| b == 0));
+                    assert!(dst[doff + len..].iter().all(|&b| b == 0));
+                }
+            }
+        }
+    }
+
+    /// The state behind the job-level slow mode must never be reached on a
+    /// CPU where it is slow: a mutually misaligned copy in `rep movsb`'s
+    /// range handed to `memcpy`.
+    #[test]
+    fn misaligned_copies_avoid_memcpy_where_it_is_slow() {
+        let a = vec![0u8; 1 << 20];
+        let base = a.as_ptr().wrapping_add(a.as_ptr().align_offset(64));
+        let at = |k: usize| base.wrapping_add(k);
+        // A slot (64-byte aligned) and a malloc'd buffer at 16 mod 64.
+        assert_eq!(route(at(0), at(4096 + 16), 65_536, true), Route::Vector);
+        assert_eq!(route(at(4096 + 16), at(0), 131_072, true), Route::Vector);
+        assert_eq!(route(at(1), at(4096), REP_MOVSB_FROM, true), Route::Vector);
+        // Aligned alike, or too short for rep movsb: memcpy's best path.
+        assert_eq!(route(at(16), at(4096 + 16), 65_536, true), Route::Memcpy);
+        assert_eq!(route(at(0), at(4096), 1 << 19, true), Route::Memcpy);
+        assert_eq!(
+            route(at(0), at(4096 + 16), REP_MOVSB_FROM - 1, true),
+            Route::Memcpy
+        );
+        // Where the CPU does not mind (measured), memcpy keeps them.
+        assert_eq!(route(at(0), at(4096 + 16), 65_536, false), Route::Memcpy);
+    }
+
+    #[test]
+    fn the_vector_loop_copies_exactly() {
+        for len in [2048usize, 2049, 4096 + 77, 300_001] {
+            for (soff, doff) in [(0usize, 16usize), (16, 0), (3, 64), (64, 1)] {
+                let src: Vec<u8> = (0..len + soff).map(|i| (i * 7 + 3) as u8).collect();
+                let mut dst = vec![0u8; len + doff + 8];
+                // SAFETY: both buffers hold at least `len` bytes past the offsets.
+                unsafe { copy_vector(dst.as_mut_ptr().add(doff), src.as_ptr().add(soff), len) };
+                assert_eq!(&dst[doff..doff + len], &src[soff..]);
+                assert!(dst[doff + len..].iter().all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn the_misaligned_cost_is_measured_and_explained() {
+        let c = MisalignedCost::get();
+        assert!(c.ratio.is_finite() && c.ratio > 0.0, "{c:?}");
+        if c.choice == CopyChoice::Auto {
+            assert_eq!(c.avoid, c.ratio > PATHOLOGICAL);
+        }
+        assert!(c.describe().contains("misaligned memcpy measured"));
+    }
+
     #[test]
     fn nontemporal_copies_exactly() {
         for len in [0usize, 1, 255, 256, 1000, 4097, 100_003] {
