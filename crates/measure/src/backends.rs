@@ -8,6 +8,7 @@ use crate::limits::{self, LimitParams};
 use crate::p2p::{find_meta, verify_pinning, JobMeta, P2pParams, Test};
 use crate::procrun::{last_error_line, run_bounded_with};
 use crate::record::SampleLine;
+use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -54,7 +55,7 @@ impl MpiImpl {
 }
 
 /// Parses `--vs`: `openmpi,mpich`, `openmpi`, or `none`.
-pub fn parse_peers(text: &str) -> Result<Vec<MpiImpl>, String> {
+pub fn parse_peers(text: &str) -> Result<Vec<MpiImpl>> {
     if text.trim() == "none" {
         return Ok(Vec::new());
     }
@@ -63,13 +64,13 @@ pub fn parse_peers(text: &str) -> Result<Vec<MpiImpl>, String> {
         let m = MpiImpl::ALL
             .into_iter()
             .find(|m| m.name() == part)
-            .ok_or_else(|| format!("unknown peer '{part}' (expected openmpi, mpich, or none)"))?;
+            .ok_or_else(|| Error::UnknownPeer { name: part.into() })?;
         if !out.contains(&m) {
             out.push(m);
         }
     }
     if out.is_empty() {
-        return Err("empty list of peers (use none to measure no peer)".into());
+        return Err(Error::NoPeers);
     }
     Ok(out)
 }
@@ -77,17 +78,14 @@ pub fn parse_peers(text: &str) -> Result<Vec<MpiImpl>, String> {
 /// Folder holding `openmpi/tc_mpibench` and `mpich/tc_mpibench`: the first of
 /// `$TOPOCOMM_MPI_BUILD`, `<dir of exe>/../../mpi/build`, `./mpi/build` that
 /// exists.
-pub fn locate_mpi_build(exe: Option<&Path>) -> Result<PathBuf, String> {
+pub fn locate_mpi_build(exe: Option<&Path>) -> Result<PathBuf> {
     let mut tried = Vec::new();
     if let Some(d) = std::env::var_os(MPI_BUILD_ENV) {
         let d = PathBuf::from(d);
         if d.is_dir() {
             return Ok(d);
         }
-        return Err(format!(
-            "${MPI_BUILD_ENV} is '{}', which is not a folder (build the MPI benchmark with `make build` or `make -C mpi`)",
-            d.display()
-        ));
+        return Err(Error::MpiBuildNotFolder { path: d });
     }
     if let Some(dir) = exe.and_then(Path::parent) {
         tried.push(dir.join("../../mpi/build"));
@@ -98,14 +96,7 @@ pub fn locate_mpi_build(exe: Option<&Path>) -> Result<PathBuf, String> {
             return Ok(d.canonicalize().unwrap_or_else(|_| d.clone()));
         }
     }
-    Err(format!(
-        "the MPI benchmark is not built (looked in {}); build it with `make build` (or `make -C mpi`), or set ${MPI_BUILD_ENV}",
-        tried
-            .iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+    Err(Error::MpiBuildMissing { tried })
 }
 
 /// What one backend produced for one pair and cache mode.
@@ -154,7 +145,7 @@ impl Backend {
         params: &P2pParams,
         timeout: Duration,
         progress: &mut dyn FnMut(&str),
-    ) -> Result<BackendRun, String> {
+    ) -> Result<BackendRun> {
         let start = std::time::Instant::now();
         match self {
             Backend::Limit => {
@@ -170,10 +161,7 @@ impl Backend {
             Backend::Mpi { which, build, env } => {
                 let bin = build.join(which.name()).join("tc_mpibench");
                 if !bin.is_file() {
-                    return Err(format!(
-                        "{} not found; build it with `make build` (or `make -C mpi`)",
-                        bin.display()
-                    ));
+                    return Err(Error::MpiBenchMissing { path: bin });
                 }
                 let mut cmd = Command::new(which.mpirun());
                 cmd.args(["-n", "2"])
@@ -218,7 +206,7 @@ fn run_job(
     timeout: Duration,
     require_meta: bool,
     progress: &mut dyn FnMut(&str),
-) -> Result<BackendRun, String> {
+) -> Result<BackendRun> {
     let mut on_line = |line: &str| {
         if let Ok(l) = serde_json::from_str::<SampleLine>(line) {
             progress(&format!("{} {} {} B", name, l.test, l.size));
@@ -226,17 +214,14 @@ fn run_job(
     };
     let out = run_bounded_with(cmd, name, timeout, &mut on_line)?;
     if name == "topocomm" && out.stderr.contains("unrecognized subcommand") {
-        return Err(
-            "topocomm: this build has no transport worker yet (`topocomm run` / `bench-worker p2p` missing)"
-                .into(),
-        );
+        return Err(Error::NoTransportWorker);
     }
     if !out.status.success() {
-        return Err(format!(
-            "{name}: the job failed ({}): {}",
-            out.status,
-            last_error_line(&out.stderr)
-        ));
+        return Err(Error::JobFailed {
+            name: name.into(),
+            status: out.status,
+            line: last_error_line(&out.stderr),
+        });
     }
     let meta = find_meta(&out.stderr).or_else(|| find_meta(&out.stdout));
     let note = match &meta {
@@ -244,11 +229,7 @@ fn run_job(
             verify_pinning(m, pair, name)?;
             None
         }
-        None if require_meta => {
-            return Err(format!(
-                "{name}: the job did not report where its ranks ran; refusing unverified pinning"
-            ))
-        }
+        None if require_meta => return Err(Error::NoPinningMeta { name: name.into() }),
         None => Some(format!(
             "{name}: pinning not verified (the job printed no meta line)"
         )),
@@ -273,40 +254,48 @@ fn run_job(
 
 /// Every requested (test, size) is present once, with the expected impl,
 /// cache, unit and number of samples.
-pub fn check_complete(lines: &[SampleLine], name: &str, params: &P2pParams) -> Result<(), String> {
+pub fn check_complete(lines: &[SampleLine], name: &str, params: &P2pParams) -> Result<()> {
     for l in lines {
         if l.implementation != name || l.cache != params.cache() {
-            return Err(format!(
-                "{name}: unexpected line for impl '{}', cache '{}'",
-                l.implementation, l.cache
-            ));
+            return Err(Error::ForeignLine {
+                name: name.into(),
+                implementation: l.implementation.clone(),
+                cache: l.cache.clone(),
+            });
         }
-        let t: Test = l.test.parse().map_err(|e| format!("{name}: {e}"))?;
+        let t: Test = l.test.parse().map_err(|e| Error::BadLine {
+            name: name.into(),
+            cause: Box::new(e),
+        })?;
         if l.unit != t.unit() {
-            return Err(format!(
-                "{name}: {} in '{}', expected '{}'",
-                l.test,
-                l.unit,
-                t.unit()
-            ));
+            return Err(Error::WrongUnit {
+                name: name.into(),
+                test: l.test.clone(),
+                unit: l.unit.clone(),
+                expected: t.unit(),
+            });
         }
         if l.samples.iter().any(|x| !x.is_finite() || *x <= 0.0) {
-            return Err(format!(
-                "{name}: {} {} B has a non-positive or non-finite sample",
-                l.test, l.size
-            ));
+            return Err(Error::BadSample {
+                name: name.into(),
+                test: l.test.clone(),
+                size: l.size,
+            });
         }
     }
     let mut missing = Vec::new();
-    for t in &params.tests {
-        for s in &params.sizes {
-            if !lines.iter().any(|l| l.test == t.name() && l.size == *s) {
-                missing.push(format!("{t} {s} B"));
+    for &t in &params.tests {
+        for &s in &params.sizes {
+            if !lines.iter().any(|l| l.test == t.name() && l.size == s) {
+                missing.push((t, s));
             }
         }
     }
     if !missing.is_empty() {
-        return Err(format!("{name}: no result for {}", missing.join(", ")));
+        return Err(Error::MissingResults {
+            name: name.into(),
+            missing,
+        });
     }
     Ok(())
 }
@@ -318,7 +307,7 @@ pub fn run_limits(
     pair: (u32, u32),
     params: &P2pParams,
     progress: &mut dyn FnMut(&str),
-) -> Result<Vec<SampleLine>, String> {
+) -> Result<Vec<SampleLine>> {
     // Batches of at most 1 ms: long against the clock (20-30 ns here), short
     // enough that on a busy machine most samples see no preemption of one of
     // the two spinning threads, which would inflate a whole batch.
@@ -359,7 +348,14 @@ mod tests {
             vec![MpiImpl::OpenMpi, MpiImpl::Mpich]
         );
         assert!(parse_peers("none").unwrap().is_empty());
-        assert!(parse_peers("intelmpi").unwrap_err().contains("intelmpi"));
+        assert_eq!(
+            parse_peers("intelmpi").unwrap_err().to_string(),
+            "unknown peer 'intelmpi' (expected openmpi, mpich, or none)"
+        );
+        assert_eq!(
+            parse_peers(" , ").unwrap_err().to_string(),
+            "empty list of peers (use none to measure no peer)"
+        );
         assert_eq!(
             MpiImpl::Mpich.bind_args((2, 5)),
             vec!["-bind-to", "user:2,5"]
@@ -390,11 +386,31 @@ mod tests {
             samples: vec![1.0, 2.0, 3.0],
         };
         check_complete(&[l(8, "mpich", "us"), l(64, "mpich", "us")], "mpich", &p).unwrap();
-        let e = check_complete(&[l(8, "mpich", "us")], "mpich", &p).unwrap_err();
-        assert!(e.contains("no result for latency 64 B"), "{e}");
-        let e = check_complete(&[l(8, "openmpi", "us")], "mpich", &p).unwrap_err();
-        assert!(e.contains("unexpected"), "{e}");
-        let e = check_complete(&[l(8, "mpich", "GB/s")], "mpich", &p).unwrap_err();
-        assert!(e.contains("expected 'us'"), "{e}");
+        let err =
+            |lines: &[SampleLine]| check_complete(lines, "mpich", &p).unwrap_err().to_string();
+        assert_eq!(
+            err(&[l(8, "mpich", "us")]),
+            "mpich: no result for latency 64 B"
+        );
+        assert_eq!(
+            err(&[l(8, "openmpi", "us")]),
+            "mpich: unexpected line for impl 'openmpi', cache 'hot'"
+        );
+        assert_eq!(
+            err(&[l(8, "mpich", "GB/s")]),
+            "mpich: latency in 'GB/s', expected 'us'"
+        );
+        let mut odd = l(8, "mpich", "us");
+        odd.test = "pingpong".into();
+        assert_eq!(
+            err(&[odd]),
+            "mpich: unknown test 'pingpong' (expected latency, bw, bibw, msgrate)"
+        );
+        let mut bad = l(8, "mpich", "us");
+        bad.samples[1] = f64::NAN;
+        assert_eq!(
+            err(&[bad]),
+            "mpich: latency 8 B has a non-positive or non-finite sample"
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! times the LLC instead of `clflush`.
 
 use crate::stats::Summary;
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::hint::black_box;
@@ -68,8 +69,8 @@ impl fmt::Display for State {
 }
 
 impl FromStr for State {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
         match s.trim().to_ascii_uppercase().as_str() {
             "M" => Ok(State::M),
             "E" => Ok(State::E),
@@ -77,9 +78,7 @@ impl FromStr for State {
             "O" => Ok(State::O),
             "F" => Ok(State::F),
             "I" => Ok(State::I),
-            _ => Err(format!(
-                "unknown cache state '{s}' (expected M, E, S, O, F or I)"
-            )),
+            _ => Err(Error::UnknownState { text: s.into() }),
         }
     }
 }
@@ -118,15 +117,13 @@ impl fmt::Display for Op {
 }
 
 impl FromStr for Op {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
         match s.trim() {
             "load" => Ok(Op::Load),
             "store" => Ok(Op::Store),
             "chase" => Ok(Op::Chase),
-            _ => Err(format!(
-                "unknown operation '{s}' (expected load, store or chase)"
-            )),
+            _ => Err(Error::UnknownOp { text: s.into() }),
         }
     }
 }
@@ -234,8 +231,8 @@ pub fn evict_bytes(m: &Machine) -> u64 {
 /// second core for S/O/F: the PU nearest to the holder that is neither the
 /// holder nor the measuring PU (for `self`, the PU nearest to `p`).
 /// `wanted` restricts the classes; asking for one absent here is an error.
-pub fn plan_holders(m: &Machine, p: u32, wanted: Option<&[String]>) -> Result<Vec<Holder>, String> {
-    let a = m.require_pu(p).map_err(|e| e.to_string())?;
+pub fn plan_holders(m: &Machine, p: u32, wanted: Option<&[String]>) -> Result<Vec<Holder>> {
+    let a = m.require_pu(p)?;
     let cm = ClassMatrix::new(m);
     let os = cm.pu_os_indexes();
     let n = cm.len();
@@ -270,10 +267,11 @@ pub fn plan_holders(m: &Machine, p: u32, wanted: Option<&[String]>) -> Result<Ve
         let present: Vec<String> = holders.iter().map(|h| h.class.clone()).collect();
         for c in w {
             if !present.contains(c) && c != "none" {
-                return Err(format!(
-                    "locality class '{c}' is not present on this machine as seen from PU {p} (present: {}, and 'none' for state I)",
-                    present.join(", ")
-                ));
+                return Err(Error::ClassNotPresent {
+                    class: c.clone(),
+                    pu: p,
+                    present,
+                });
             }
         }
         holders.retain(|h| w.contains(&h.class));
@@ -304,7 +302,7 @@ enum Reply {
 struct Worker {
     pu: u32,
     tx: Sender<Job>,
-    rx: Receiver<Result<Reply, String>>,
+    rx: Receiver<Result<Reply>>,
 }
 
 const WORKER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -358,10 +356,10 @@ impl Sweeper {
 
 fn spawn_worker<'s>(scope: &'s std::thread::Scope<'s, '_>, pu: u32, evict: u64) -> Worker {
     let (tx, jobs) = channel::<Job>();
-    let (done, rx) = channel::<Result<Reply, String>>();
+    let (done, rx) = channel::<Result<Reply>>();
     scope.spawn(move || {
         if let Err(e) = crate::pin::pin_current_thread(pu) {
-            let _ = done.send(Err(e));
+            let _ = done.send(Err(e.into()));
             return;
         }
         let mut sweeper: Option<Sweeper> = None;
@@ -397,25 +395,16 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    fn recv(&self, w: usize) -> Result<Reply, String> {
+    fn recv(&self, w: usize) -> Result<Reply> {
         self.workers[w]
             .rx
             .recv_timeout(WORKER_TIMEOUT)
-            .map_err(|_| {
-                format!(
-                    "the helper thread on PU {} stopped answering",
-                    self.workers[w].pu
-                )
+            .map_err(|_| Error::HelperSilent {
+                pu: self.workers[w].pu,
             })?
     }
 
-    fn act(
-        &mut self,
-        pu: u32,
-        buf: Box<[Line]>,
-        a: Action,
-        chase: bool,
-    ) -> Result<Box<[Line]>, String> {
+    fn act(&mut self, pu: u32, buf: Box<[Line]>, a: Action, chase: bool) -> Result<Box<[Line]>> {
         if pu == self.p {
             let mut buf = buf;
             self.token += 1;
@@ -426,22 +415,22 @@ impl Bench<'_> {
             .workers
             .iter()
             .position(|w| w.pu == pu)
-            .ok_or_else(|| format!("no helper thread on PU {pu}"))?;
+            .ok_or(Error::NoHelper { pu })?;
         self.workers[w]
             .tx
             .send(Job::Access(buf, a, chase))
-            .map_err(|_| format!("the helper thread on PU {pu} is gone"))?;
+            .map_err(|_| Error::HelperGone { pu })?;
         match self.recv(w)? {
             Reply::Buf(b) => Ok(b),
-            Reply::Done => Err("helper thread protocol error".into()),
+            Reply::Done => Err(Error::HelperProtocol),
         }
     }
 
     /// Every involved core sweeps its caches empty (in parallel).
-    fn flush_all(&mut self) -> Result<(), String> {
+    fn flush_all(&mut self) -> Result<()> {
         for w in &self.workers {
             w.tx.send(Job::Sweep)
-                .map_err(|_| format!("the helper thread on PU {} is gone", w.pu))?;
+                .map_err(|_| Error::HelperGone { pu: w.pu })?;
         }
         let bytes = self.cfg.evict_bytes;
         self.sweeper
@@ -459,7 +448,7 @@ impl Bench<'_> {
         chase: bool,
         state: State,
         h: &Holder,
-    ) -> Result<Box<[Line]>, String> {
+    ) -> Result<Box<[Line]>> {
         let r = h.r.unwrap_or(h.q);
         Ok(match state {
             State::M => self.act(h.q, buf, Action::Write, chase)?,
@@ -575,12 +564,12 @@ fn data_buffer(bytes: u64) -> Box<[Line]> {
 pub fn run(
     cfg: &CacheConfig,
     progress: &mut (dyn FnMut(usize, usize) + Send),
-) -> Result<(Vec<CachePoint>, Vec<Omission>), String> {
+) -> Result<(Vec<CachePoint>, Vec<Omission>)> {
     if cfg.samples == 0 {
-        return Err("--samples must be at least 1".into());
+        return Err(Error::AtLeastOne { what: "--samples" });
     }
     if cfg.sizes.iter().any(|&s| s < LINE) {
-        return Err(format!("every buffer size must be at least {LINE} bytes"));
+        return Err(Error::BufferTooSmall { min: LINE });
     }
     let mut omitted = Vec::new();
     // (holder, state) combinations, I once under class "none".
@@ -626,7 +615,7 @@ pub fn run(
             .iter()
             .map(|&pu| spawn_worker(scope, pu, cfg.evict_bytes))
             .collect();
-        let measurer = scope.spawn(move || -> Result<Vec<CachePoint>, String> {
+        let measurer = scope.spawn(move || -> Result<Vec<CachePoint>> {
             crate::pin::pin_current_thread(cfg.measurer)?;
             let mut b = Bench {
                 p: cfg.measurer,
@@ -658,8 +647,7 @@ pub fn run(
                         elapsed.sort_by(f64::total_cmp);
                         let resolved = elapsed[elapsed.len() / 2]
                             >= RESOLVED_FACTOR * cfg.timer_resolution_ns.max(1.0);
-                        let summary = Summary::of(&samples)
-                            .ok_or_else(|| "a timed pass gave a non-finite value".to_string())?;
+                        let summary = Summary::of(&samples).ok_or(Error::NonFinitePass)?;
                         points.push(CachePoint {
                             class: h.class.clone(),
                             state: *state,
@@ -680,9 +668,9 @@ pub fn run(
             }
             Ok(points)
         });
-        let points = measurer
-            .join()
-            .map_err(|_| "the measuring thread panicked".to_string())??;
+        let points = measurer.join().map_err(|_| Error::Panicked {
+            thread: "the measuring thread",
+        })??;
         Ok((points, omitted))
     })
 }
@@ -714,9 +702,29 @@ mod tests {
     }
 
     #[test]
+    fn an_absent_class_is_named_with_the_present_ones() {
+        let m = topocomm_topo::load(&"synthetic:pack:1 core:2 pu:1".parse().unwrap()).unwrap();
+        let e = plan_holders(&m, 0, Some(&["bogus".to_string()])).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "locality class 'bogus' is not present on this machine as seen from PU 0 (present: self, "
+            ),
+            "{e}"
+        );
+        assert!(matches!(plan_holders(&m, 9, None), Err(Error::Topo(_))));
+    }
+
+    #[test]
     fn states_parse_and_defaults_follow_the_vendor() {
         assert_eq!("m".parse::<State>().unwrap(), State::M);
-        assert!("X".parse::<State>().is_err());
+        assert_eq!(
+            "X".parse::<State>().unwrap_err().to_string(),
+            "unknown cache state 'X' (expected M, E, S, O, F or I)"
+        );
+        assert_eq!(
+            "copy".parse::<Op>().unwrap_err().to_string(),
+            "unknown operation 'copy' (expected load, store or chase)"
+        );
         assert!(State::defaults_for(Some("AMD EPYC")).contains(&State::O));
         assert!(State::defaults_for(Some("Intel(R) Xeon(R)")).contains(&State::F));
         assert!(!State::defaults_for(None).contains(&State::O));

@@ -9,6 +9,7 @@
 
 pub mod backends;
 pub mod cache;
+pub mod error;
 pub mod limits;
 pub mod matrix;
 pub mod meta;
@@ -22,5 +23,6 @@ pub mod stats;
 pub mod target;
 pub mod timer;
 
+pub use error::{Error, PinError, Result};
 pub use record::SampleLine;
 pub use stats::Summary;

@@ -19,6 +19,7 @@
 //! have is an error, never a measurement on the wrong PU.
 
 use crate::record::SampleLine;
+use crate::{Error, PinError, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -60,24 +61,23 @@ impl LimitParams {
         }
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<()> {
         let (p, q) = self.pair;
         if p == q {
-            return Err(format!(
-                "pair {p},{q}: the two PUs must differ (a limit between a PU and itself is not a transfer)"
-            ));
+            return Err(Error::LimitSamePu { pu: p });
         }
         let allowed = crate::pin::allowed_pus()?;
         for pu in [p, q] {
             if !allowed.contains(&pu) {
-                return Err(format!(
-                    "PU {pu} does not exist or is not usable on this machine (usable PUs: {})",
-                    topocomm_topo::PuSet::from_indexes(allowed)
-                ));
+                return Err(PinError::NotUsable {
+                    pu,
+                    usable: topocomm_topo::PuSet::from_indexes(allowed),
+                }
+                .into());
             }
         }
         if self.samples == 0 {
-            return Err("samples must be at least 1".into());
+            return Err(Error::AtLeastOne { what: "samples" });
         }
         Ok(())
     }
@@ -152,7 +152,7 @@ fn read_payload(words: &[AtomicU64]) -> u64 {
 
 /// Spins until `flag` differs from `last`; bounded by [`WAIT_LIMIT`] and by
 /// the other side giving up.
-fn wait_change(flag: &AtomicU64, last: u64, abort: &AtomicBool) -> Result<u64, String> {
+fn wait_change(flag: &AtomicU64, last: u64, abort: &AtomicBool) -> Result<u64> {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
@@ -166,14 +166,11 @@ fn wait_change(flag: &AtomicU64, last: u64, abort: &AtomicBool) -> Result<u64, S
         spins = spins.wrapping_add(1);
         if spins % 4096 == 0 {
             if abort.load(Ordering::Relaxed) {
-                return Err("the other thread stopped".into());
+                return Err(Error::OtherStopped);
             }
             if start.elapsed() > WAIT_LIMIT {
                 abort.store(true, Ordering::Relaxed);
-                return Err(format!(
-                    "the other thread did not answer within {} s",
-                    WAIT_LIMIT.as_secs()
-                ));
+                return Err(Error::OtherTimeout { limit: WAIT_LIMIT });
             }
             if spins % (4096 * 64) == 0 {
                 // Descheduled peer on a busy machine: let it run.
@@ -185,7 +182,7 @@ fn wait_change(flag: &AtomicU64, last: u64, abort: &AtomicBool) -> Result<u64, S
 
 /// One-way transfer time of `size` bytes between the pair's PUs, in us; one
 /// sample = mean over a batch of round trips lasting about `min_time`.
-pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
+pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine> {
     p.check()?;
     let need = (size as usize).div_ceil(8);
     let line = Line::new();
@@ -193,10 +190,10 @@ pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
     let back = Payload::new(size, p.cold, p.llc);
     let abort = AtomicBool::new(false);
     let ready = Barrier::new(2);
-    let pin_error: Mutex<Option<String>> = Mutex::new(None);
+    let pin_error: Mutex<Option<PinError>> = Mutex::new(None);
 
-    let samples = std::thread::scope(|s| -> Result<Vec<f64>, String> {
-        let echo = s.spawn(|| -> Result<(), String> {
+    let samples = std::thread::scope(|s| -> Result<Vec<f64>> {
+        let echo = s.spawn(|| -> Result<()> {
             if let Err(e) = crate::pin::pin_current_thread(p.pair.1) {
                 *pin_error.lock().expect("not poisoned") = Some(e);
             }
@@ -222,17 +219,17 @@ pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
             Ok(())
         });
 
-        let run = || -> Result<Vec<f64>, String> {
+        let run = || -> Result<Vec<f64>> {
             if let Err(e) = crate::pin::pin_current_thread(p.pair.0) {
                 *pin_error.lock().expect("not poisoned") = Some(e);
             }
             ready.wait();
             if let Some(e) = pin_error.lock().expect("not poisoned").clone() {
-                return Err(e);
+                return Err(e.into());
             }
             let mut seq = 0u64;
             let mut sink = 0u64;
-            let mut round_trips = |n: u64| -> Result<Duration, String> {
+            let mut round_trips = |n: u64| -> Result<Duration> {
                 let t0 = Instant::now();
                 for _ in 0..n {
                     let v = 2 * seq + 1;
@@ -256,14 +253,13 @@ pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
         };
         // On a thread of its own: pinning the caller would leave it (and
         // every process it starts later, mpirun included) on one PU.
-        let result = s
-            .spawn(run)
-            .join()
-            .unwrap_or_else(|_| Err("timing thread panicked".to_string()));
+        let result = s.spawn(run).join().unwrap_or(Err(Error::Panicked {
+            thread: "timing thread",
+        }));
         line.0[0].store(STOP, Ordering::Release);
-        let echoed = echo
-            .join()
-            .map_err(|_| "echo thread panicked".to_string())?;
+        let echoed = echo.join().map_err(|_| Error::Panicked {
+            thread: "echo thread",
+        })?;
         let samples = result?;
         echoed?;
         Ok(samples)
@@ -273,10 +269,7 @@ pub fn latency(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
 
 /// Grows a batch until it lasts `min_time` (at least one repetition); the
 /// growing batches double as the warm-up.
-fn calibrate(
-    min_time: Duration,
-    f: &mut impl FnMut(u64) -> Result<Duration, String>,
-) -> Result<u64, String> {
+fn calibrate(min_time: Duration, f: &mut impl FnMut(u64) -> Result<Duration>) -> Result<u64> {
     let mut n = 1u64;
     for _ in 0..40 {
         let t = f(n)?;
@@ -295,7 +288,7 @@ fn calibrate(
 }
 
 /// Cross-core copy rate at `size` bytes, GB/s (see the module docs).
-pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
+pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
     p.check()?;
     let size = size.max(1) as usize;
     // Bytes copied per repetition: k messages of `size`.
@@ -313,11 +306,11 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
     let slots = pool / batch;
     let src = Mutex::new(vec![1u8; pool]);
     let ready = Barrier::new(2);
-    let pin_error: Mutex<Option<String>> = Mutex::new(None);
+    let pin_error: Mutex<Option<PinError>> = Mutex::new(None);
     // Number of repetitions per sample, decided by B after each one.
     let go_on = AtomicBool::new(true);
 
-    let samples = std::thread::scope(|s| -> Result<Vec<f64>, String> {
+    let samples = std::thread::scope(|s| -> Result<Vec<f64>> {
         // A: dirties the slice B will copy next (hot: the same one every
         // time), and in cold mode re-dirties the slice just consumed.
         let writer = s.spawn(|| {
@@ -344,13 +337,13 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
             }
         });
 
-        let run = || -> Result<Vec<f64>, String> {
+        let run = || -> Result<Vec<f64>> {
             if let Err(e) = crate::pin::pin_current_thread(p.pair.1) {
                 *pin_error.lock().expect("not poisoned") = Some(e);
             }
             ready.wait();
             if let Some(e) = pin_error.lock().expect("not poisoned").clone() {
-                return Err(e);
+                return Err(e.into());
             }
             // Written once so that no page fault falls in a timed copy
             // (vec![0; n] maps zero pages lazily).
@@ -402,13 +395,12 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine, String> {
             Ok(out)
         };
         // On a thread of its own: the caller's affinity stays untouched.
-        let result = s
-            .spawn(run)
-            .join()
-            .unwrap_or_else(|_| Err("copy thread panicked".to_string()));
-        writer
-            .join()
-            .map_err(|_| "writer thread panicked".to_string())?;
+        let result = s.spawn(run).join().unwrap_or(Err(Error::Panicked {
+            thread: "copy thread",
+        }));
+        writer.join().map_err(|_| Error::Panicked {
+            thread: "writer thread",
+        })?;
         result
     })?;
     Ok(line_of("bw", size as u64, p.cache(), "GB/s", samples))
@@ -463,12 +455,17 @@ mod tests {
 
     #[test]
     fn missing_pu_and_same_pu_are_errors() {
-        let e = latency(&params((0, 100_000)), 8).unwrap_err();
-        assert!(e.contains("PU 100000"), "{e}");
-        let e = copy_rate(&params((100_000, 0)), 64).unwrap_err();
-        assert!(e.contains("PU 100000"), "{e}");
-        let e = latency(&params((0, 0)), 8).unwrap_err();
-        assert!(e.contains("must differ"), "{e}");
+        let e = latency(&params((0, 100_000)), 8).unwrap_err().to_string();
+        assert!(e.starts_with("PU 100000 does not exist"), "{e}");
+        let e = copy_rate(&params((100_000, 0)), 64)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("PU 100000 does not exist"), "{e}");
+        let e = latency(&params((0, 0)), 8).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "pair 0,0: the two PUs must differ (a limit between a PU and itself is not a transfer)"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! worker for message latency, bandwidth and message rate.
 
 use crate::record::SampleLine;
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::hint::spin_loop;
 use std::process::{Command, Stdio};
@@ -20,7 +21,7 @@ struct Flag(AtomicU64);
 const ABORT: u64 = u64::MAX;
 
 /// Spins until `flag` holds `want` (or ABORT) or `limit` elapses.
-fn wait_for(flag: &AtomicU64, want: u64, limit: Duration) -> Result<(), String> {
+fn wait_for(flag: &AtomicU64, want: u64, limit: Duration) -> Result<()> {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
@@ -31,16 +32,13 @@ fn wait_for(flag: &AtomicU64, want: u64, limit: Duration) -> Result<(), String> 
             return Ok(());
         }
         if v == ABORT {
-            return Err("the peer thread gave up".into());
+            return Err(Error::PeerGaveUp);
         }
         spin_loop();
         spins = spins.wrapping_add(1);
         if spins % 4096 == 0 {
             if start.elapsed() > limit {
-                return Err(format!(
-                    "no answer from the peer within {} s",
-                    limit.as_secs()
-                ));
+                return Err(Error::PeerTimeout { limit });
             }
             // More threads than cores (CI): let the peer run.
             if spins % (1 << 20) == 0 {
@@ -53,9 +51,9 @@ fn wait_for(flag: &AtomicU64, want: u64, limit: Duration) -> Result<(), String> 
 /// One-way cache-line transfer latency between PUs `p` and `q` in ns: each
 /// sample times `rounds` round trips of one line and halves the mean. The
 /// first sample is a warm-up and is dropped.
-pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<Vec<f64>, String> {
+pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<Vec<f64>> {
     if p == q {
-        return Err(format!("PU pair {p},{q}: the two PUs must differ"));
+        return Err(Error::SamePu { pu: p });
     }
     let rounds = rounds.max(1) as u64;
     let flag = Flag(AtomicU64::new(0));
@@ -63,7 +61,7 @@ pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<
     let total = (samples + 1) as u64;
     std::thread::scope(|s| {
         let flag = &flag;
-        let pong = s.spawn(move || -> Result<(), String> {
+        let pong = s.spawn(move || -> Result<()> {
             let r = (|| {
                 crate::pin::pin_current_thread(q)?;
                 for i in 0..total * rounds {
@@ -81,7 +79,7 @@ pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<
         // The ping side runs on its own thread too: pinning the caller would
         // leave its affinity restricted for the processes it starts later
         // (the transport worker of the same matrix run).
-        let ping = s.spawn(move || -> Result<Vec<f64>, String> {
+        let ping = s.spawn(move || -> Result<Vec<f64>> {
             crate::pin::pin_current_thread(p)?;
             let mut out = Vec::with_capacity(samples);
             for k in 0..total {
@@ -97,17 +95,22 @@ pub fn cacheline_latency(p: u32, q: u32, rounds: u32, samples: usize) -> Result<
             }
             Ok(out)
         });
-        let ping = ping
-            .join()
-            .map_err(|_| "the measuring thread panicked".to_string())?;
+        let ping = ping.join().map_err(|_| Error::Panicked {
+            thread: "the measuring thread",
+        })?;
         if ping.is_err() {
             flag.0.store(ABORT, Ordering::Release);
         }
-        let pong = pong
-            .join()
-            .map_err(|_| "the peer thread panicked".to_string())?;
-        let v = ping.map_err(|e| format!("PU pair {p},{q}: {e}"))?;
-        pong.map_err(|e| format!("PU pair {p},{q}: {e}"))?;
+        let pong = pong.join().map_err(|_| Error::Panicked {
+            thread: "the peer thread",
+        })?;
+        let in_pair = |e| Error::Pair {
+            p,
+            q,
+            cause: Box::new(e),
+        };
+        let v = ping.map_err(in_pair)?;
+        pong.map_err(in_pair)?;
         Ok(v)
     })
 }
@@ -123,9 +126,9 @@ pub struct Metric {
 }
 
 impl Metric {
-    pub fn new(name: &str, unit: &str, samples: Vec<f64>) -> Result<Metric, String> {
+    pub fn new(name: &str, unit: &str, samples: Vec<f64>) -> Result<Metric> {
         let summary = crate::Summary::of(&samples)
-            .ok_or_else(|| format!("metric {name}: no finite samples"))?;
+            .ok_or_else(|| Error::NoFiniteSamples { name: name.into() })?;
         Ok(Metric {
             name: name.into(),
             unit: unit.into(),
@@ -153,7 +156,7 @@ pub enum PairSelection {
 }
 
 /// Unordered pairs (p < q in topology order) as OS indexes, in topology order.
-pub fn select_pairs(m: &Machine, sel: &PairSelection) -> Result<Vec<(u32, u32)>, String> {
+pub fn select_pairs(m: &Machine, sel: &PairSelection) -> Result<Vec<(u32, u32)>> {
     let cm = ClassMatrix::new(m);
     let os = cm.pu_os_indexes();
     let n = cm.len();
@@ -161,7 +164,10 @@ pub fn select_pairs(m: &Machine, sel: &PairSelection) -> Result<Vec<(u32, u32)>,
         PairSelection::Pus(set) => {
             let mut v = Vec::new();
             for &p in set.indexes() {
-                v.push(m.require_pu(p).map_err(|e| format!("--pus: {e}"))?);
+                v.push(
+                    m.require_pu(p)
+                        .map_err(|cause| Error::PusOption { cause })?,
+                );
             }
             v.sort_unstable();
             v
@@ -169,7 +175,7 @@ pub fn select_pairs(m: &Machine, sel: &PairSelection) -> Result<Vec<(u32, u32)>,
         _ => (0..n).collect(),
     };
     if rows.len() < 2 {
-        return Err("at least two PUs are needed to measure pairs".into());
+        return Err(Error::TooFewPus);
     }
     let mut pairs = Vec::new();
     let mut per_class = vec![0usize; cm.classes().len()];
@@ -197,7 +203,7 @@ pub struct TransportBackend {
 impl TransportBackend {
     /// Checks that this build has `topocomm run` and `topocomm bench-worker
     /// p2p`; the error says what is missing (reported as an omission).
-    pub fn probe(exe: &std::path::Path) -> Result<TransportBackend, String> {
+    pub fn probe(exe: &std::path::Path) -> Result<TransportBackend> {
         for args in [
             &["run", "--help"][..],
             &["bench-worker", "p2p", "--help"][..],
@@ -211,10 +217,9 @@ impl TransportBackend {
                 .map(|s| s.success())
                 .unwrap_or(false);
             if !ok {
-                return Err(format!(
-                    "this build has no `topocomm {}` (the transport is not merged yet)",
-                    args[..args.len() - 1].join(" ")
-                ));
+                return Err(Error::NoSubcommand {
+                    command: args[..args.len() - 1].join(" "),
+                });
             }
         }
         Ok(TransportBackend {
@@ -230,7 +235,7 @@ impl TransportBackend {
         size: u64,
         samples: usize,
         limit: Duration,
-    ) -> Result<Vec<SampleLine>, String> {
+    ) -> Result<Vec<SampleLine>> {
         let exe = self.exe.to_string_lossy().to_string();
         let mut child = Command::new(&self.exe)
             .args(["run", "-n", "2", "--bind", &format!("{p},{q}"), "--", &exe])
@@ -245,7 +250,7 @@ impl TransportBackend {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start the transport worker: {e}"))?;
+            .map_err(|cause| Error::WorkerSpawn { cause })?;
         let start = Instant::now();
         loop {
             match child.try_wait() {
@@ -253,24 +258,22 @@ impl TransportBackend {
                 Ok(None) if start.elapsed() > limit => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!(
-                        "transport worker on PUs {p},{q} did not finish within {} s",
-                        limit.as_secs()
-                    ));
+                    return Err(Error::WorkerTimeout { p, q, limit });
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => return Err(format!("waiting for the transport worker: {e}")),
+                Err(cause) => return Err(Error::WorkerWait { cause }),
             }
         }
         let out = child
             .wait_with_output()
-            .map_err(|e| format!("transport worker output: {e}"))?;
+            .map_err(|cause| Error::WorkerOutput { cause })?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
-            return Err(format!(
-                "transport worker on PUs {p},{q} failed: {}",
-                err.lines().last().unwrap_or("no message")
-            ));
+            return Err(Error::WorkerFailed {
+                p,
+                q,
+                line: err.lines().last().unwrap_or("no message").into(),
+            });
         }
         SampleLine::parse_all(&String::from_utf8_lossy(&out.stdout), "transport worker")
     }
@@ -288,7 +291,25 @@ mod tests {
         let one = select_pairs(&m, &PairSelection::PerClass(1)).unwrap();
         assert_eq!(one.len(), ClassMatrix::new(&m).classes().len());
         let e = select_pairs(&m, &PairSelection::Pus(PuSet::from_indexes([0, 99]))).unwrap_err();
-        assert!(e.contains("99"), "{e}");
+        assert!(
+            e.to_string().starts_with("--pus: PU with OS index 99 "),
+            "{e}"
+        );
+        let e = select_pairs(&m, &PairSelection::Pus(PuSet::from_indexes([3]))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "at least two PUs are needed to measure pairs"
+        );
+        assert_eq!(
+            cacheline_latency(2, 2, 1, 1).unwrap_err().to_string(),
+            "PU pair 2,2: the two PUs must differ"
+        );
+        assert_eq!(
+            Metric::new("bw", "GB/s", vec![f64::NAN])
+                .unwrap_err()
+                .to_string(),
+            "metric bw: no finite samples"
+        );
     }
 
     #[test]

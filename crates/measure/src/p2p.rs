@@ -2,6 +2,7 @@
 //! worker, tc_mpibench under each MPI, the physical limits), and the pinning
 //! check of a job's meta line.
 
+use crate::{Error, Result};
 use serde::Deserialize;
 use std::fmt;
 use std::str::FromStr;
@@ -54,69 +55,71 @@ impl fmt::Display for Test {
 }
 
 impl FromStr for Test {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
         Test::ALL
             .into_iter()
             .find(|t| t.name() == s.trim())
-            .ok_or_else(|| format!("unknown test '{s}' (expected latency, bw, bibw, msgrate)"))
+            .ok_or_else(|| Error::UnknownTest { text: s.into() })
     }
 }
 
 /// Parses a comma-separated list of tests (`latency,bw`), no repeats.
-pub fn parse_tests(text: &str) -> Result<Vec<Test>, String> {
+pub fn parse_tests(text: &str) -> Result<Vec<Test>> {
     let mut out = Vec::new();
     for part in text.split(',').filter(|p| !p.trim().is_empty()) {
         let t: Test = part.parse()?;
         if out.contains(&t) {
-            return Err(format!("test '{t}' is listed twice"));
+            return Err(Error::DuplicateTest { test: t });
         }
         out.push(t);
     }
     if out.is_empty() {
-        return Err("empty list of tests".into());
+        return Err(Error::EmptyList { what: "tests" });
     }
     Ok(out)
 }
 
 /// Parses `8`, `4K`, `4KiB`, `1M`, `64MiB`, `1G` (binary multiples).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64> {
     let t = text.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(digits);
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("bad size '{text}' (expected bytes such as 8, 4K, 1MiB)"))?;
+        .map_err(|_| Error::BadSize { text: text.into() })?;
     let mul: u64 = match suffix.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         _ => {
-            return Err(format!(
-                "bad size '{text}' (unknown suffix '{suffix}'; use K, M or G)"
-            ))
+            return Err(Error::BadSizeSuffix {
+                text: text.into(),
+                suffix: suffix.into(),
+            })
         }
     };
     n.checked_mul(mul)
-        .ok_or_else(|| format!("size '{text}' is too large"))
+        .ok_or_else(|| Error::SizeTooLarge { text: text.into() })
 }
 
 /// Parses a comma-separated list of message sizes, 1 B to 1 GiB each.
-pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
+    const MAX_SIZES: usize = 64;
     let mut out = Vec::new();
     for part in text.split(',').filter(|p| !p.trim().is_empty()) {
         let s = parse_size(part)?;
         if s == 0 || s > 1 << 30 {
-            return Err(format!("size '{part}' is out of range (1 B to 1 GiB)"));
+            return Err(Error::SizeOutOfRange { text: part.into() });
         }
         out.push(s);
     }
     if out.is_empty() {
-        return Err("empty list of sizes".into());
+        return Err(Error::EmptyList { what: "sizes" });
     }
-    if out.len() > 64 {
-        return Err("at most 64 sizes".into());
+    if out.len() > MAX_SIZES {
+        return Err(Error::TooManySizes { max: MAX_SIZES });
     }
     Ok(out)
 }
@@ -256,24 +259,30 @@ pub fn find_meta(text: &str) -> Option<JobMeta> {
 
 /// Refuses a job whose ranks did not run exactly where asked: rank 0 on P,
 /// rank 1 on Q, each bound to that one PU.
-pub fn verify_pinning(meta: &JobMeta, pair: (u32, u32), what: &str) -> Result<(), String> {
+pub fn verify_pinning(meta: &JobMeta, pair: (u32, u32), what: &str) -> Result<()> {
     for (rank, want) in [(0u32, pair.0), (1u32, pair.1)] {
-        let r = meta
-            .ranks
-            .iter()
-            .find(|r| r.rank == rank)
-            .ok_or_else(|| format!("{what}: rank {rank} did not report where it ran"))?;
-        let aff = PuSet::parse_list(&r.affinity).map_err(|e| {
-            format!(
-                "{what}: rank {rank} reported affinity '{}': {e}",
-                r.affinity
-            )
+        let r =
+            meta.ranks
+                .iter()
+                .find(|r| r.rank == rank)
+                .ok_or_else(|| Error::RankUnreported {
+                    what: what.into(),
+                    rank,
+                })?;
+        let aff = PuSet::parse_list(&r.affinity).map_err(|reason| Error::BadAffinity {
+            what: what.into(),
+            rank,
+            affinity: r.affinity.clone(),
+            reason,
         })?;
         if aff.indexes() != [want] || r.cpu != i64::from(want) {
-            return Err(format!(
-                "{what}: rank {rank} should be bound to PU {want} but ran on CPU {} with affinity {}; refusing a silently wrong binding",
-                r.cpu, r.affinity
-            ));
+            return Err(Error::WrongBinding {
+                what: what.into(),
+                rank,
+                pu: want,
+                cpu: r.cpu,
+                affinity: r.affinity.clone(),
+            });
         }
     }
     Ok(())
@@ -289,16 +298,43 @@ mod tests {
             parse_tests("latency,bw").unwrap(),
             vec![Test::Latency, Test::Bw]
         );
-        assert!(parse_tests("latency,latency")
-            .unwrap_err()
-            .contains("twice"));
-        assert!(parse_tests("lat")
-            .unwrap_err()
-            .contains("unknown test 'lat'"));
+        let err = |r: Result<Vec<Test>>| r.unwrap_err().to_string();
+        assert_eq!(
+            err(parse_tests("latency,latency")),
+            "test 'latency' is listed twice"
+        );
+        assert_eq!(
+            err(parse_tests("lat")),
+            "unknown test 'lat' (expected latency, bw, bibw, msgrate)"
+        );
+        assert_eq!(err(parse_tests(",")), "empty list of tests");
+        let err = |r: Result<Vec<u64>>| r.unwrap_err().to_string();
         assert_eq!(parse_sizes("1,4K,64MiB").unwrap(), vec![1, 4096, 64 << 20]);
-        assert!(parse_sizes("0").unwrap_err().contains("out of range"));
-        assert!(parse_sizes("4X").unwrap_err().contains("suffix"));
-        assert!(parse_sizes("").is_err());
+        assert_eq!(
+            err(parse_sizes("0")),
+            "size '0' is out of range (1 B to 1 GiB)"
+        );
+        assert_eq!(
+            err(parse_sizes("4X")),
+            "bad size '4X' (unknown suffix 'X'; use K, M or G)"
+        );
+        assert_eq!(
+            err(parse_sizes("x")),
+            "bad size 'x' (expected bytes such as 8, 4K, 1MiB)"
+        );
+        assert_eq!(
+            err(parse_sizes("99999999999999999999G")),
+            "bad size '99999999999999999999G' (expected bytes such as 8, 4K, 1MiB)"
+        );
+        assert_eq!(
+            err(parse_sizes("9999999999999G")),
+            "size '9999999999999G' is too large"
+        );
+        assert_eq!(err(parse_sizes("")), "empty list of sizes");
+        assert_eq!(
+            err(parse_sizes(&vec!["8"; 65].join(","))),
+            "at most 64 sizes"
+        );
         assert_eq!(default_sizes()[..4], [1, 4, 8, 16]);
         assert_eq!(default_sizes().last(), Some(&(64 << 20)));
         assert_eq!(size_label(65536), "64K");
@@ -329,11 +365,14 @@ mod tests {
         let m = find_meta(text).unwrap();
         assert_eq!(m.wtick, Some(1e-9));
         verify_pinning(&m, (0, 1), "t").unwrap();
-        let e = verify_pinning(&m, (1, 0), "t").unwrap_err();
-        assert!(e.contains("rank 0 should be bound to PU 1"), "{e}");
+        let e = verify_pinning(&m, (1, 0), "t").unwrap_err().to_string();
+        assert_eq!(e, "t: rank 0 should be bound to PU 1 but ran on CPU 0 with affinity 0; refusing a silently wrong binding");
         let loose = "{\"bench_meta\":{\"ranks\":[{\"rank\":0,\"cpu\":0,\"affinity\":\"0-1\"},{\"rank\":1,\"cpu\":1,\"affinity\":\"1\"}]}}";
         let e = verify_pinning(&find_meta(loose).unwrap(), (0, 1), "t").unwrap_err();
-        assert!(e.contains("affinity 0-1"), "{e}");
+        assert!(e.to_string().contains("affinity 0-1"), "{e}");
+        let one = "{\"bench_meta\":{\"ranks\":[{\"rank\":0,\"cpu\":0,\"affinity\":\"0\"}]}}";
+        let e = verify_pinning(&find_meta(one).unwrap(), (0, 1), "t").unwrap_err();
+        assert_eq!(e.to_string(), "t: rank 1 did not report where it ran");
         assert!(find_meta("{\"impl\":\"x\"}").is_none());
     }
 }

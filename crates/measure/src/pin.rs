@@ -1,19 +1,24 @@
 //! Pinning threads to PUs through hwloc (safe bindings; no raw syscalls here).
 
+use crate::PinError;
 use hwlocality::cpu::binding::CpuBindingFlags;
 use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::Topology;
 use std::sync::OnceLock;
 
-fn live() -> Result<&'static Topology, String> {
-    static TOPO: OnceLock<Result<Topology, String>> = OnceLock::new();
-    TOPO.get_or_init(|| Topology::new().map_err(|e| format!("hwloc cannot read this machine: {e}")))
-        .as_ref()
-        .map_err(Clone::clone)
+fn live() -> Result<&'static Topology, PinError> {
+    static TOPO: OnceLock<Result<Topology, PinError>> = OnceLock::new();
+    TOPO.get_or_init(|| {
+        Topology::new().map_err(|e| PinError::Hwloc {
+            reason: e.to_string(),
+        })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
 /// OS indexes of the PUs this process may run on.
-pub fn allowed_pus() -> Result<Vec<u32>, String> {
+pub fn allowed_pus() -> Result<Vec<u32>, PinError> {
     let t = live()?;
     Ok(t.allowed_cpuset()
         .iter_set()
@@ -23,13 +28,13 @@ pub fn allowed_pus() -> Result<Vec<u32>, String> {
 
 /// The cpuset of one usable PU, or an error naming the PU and the usable ones
 /// (e.g. when a synthetic topology is larger than the machine).
-fn usable_pu_set(os_pu: u32) -> Result<CpuSet, String> {
+fn usable_pu_set(os_pu: u32) -> Result<CpuSet, PinError> {
     let allowed = allowed_pus()?;
     if !allowed.contains(&os_pu) {
-        return Err(format!(
-            "PU {os_pu} does not exist or is not usable on this machine (usable PUs: {})",
-            topocomm_topo::PuSet::from_indexes(allowed)
-        ));
+        return Err(PinError::NotUsable {
+            pu: os_pu,
+            usable: topocomm_topo::PuSet::from_indexes(allowed),
+        });
     }
     let mut set = CpuSet::new();
     set.set(os_pu as usize);
@@ -42,42 +47,48 @@ fn usable_pu_set(os_pu: u32) -> Result<CpuSet, String> {
 /// thread that starts them, so a pinned main thread would silently confine
 /// every benchmark worker and MPI job started later to one PU. Pinned work
 /// runs on its own thread ([`on_pu`], or a scoped thread that pins itself).
-pub fn pin_current_thread(os_pu: u32) -> Result<(), String> {
+pub fn pin_current_thread(os_pu: u32) -> Result<(), PinError> {
     if std::thread::current().name() == Some("main") {
-        return Err(format!(
-            "refusing to pin the main thread to PU {os_pu}: the processes it starts would \
-             inherit the binding (run pinned work on its own thread, pin::on_pu)"
-        ));
+        return Err(PinError::MainThread { pu: os_pu });
     }
     let set = usable_pu_set(os_pu)?;
     let t = live()?;
     t.bind_cpu(&set, CpuBindingFlags::THREAD | CpuBindingFlags::STRICT)
         .or_else(|_| t.bind_cpu(&set, CpuBindingFlags::THREAD))
-        .map_err(|e| format!("cannot bind the thread to PU {os_pu}: {e}"))
+        .map_err(|e| PinError::Bind {
+            target: "thread",
+            pu: os_pu,
+            reason: e.to_string(),
+        })
 }
 
 /// Runs `f` on a new thread bound to the PU with this OS index and returns
-/// its result; the calling thread's binding is untouched.
-pub fn on_pu<T: Send>(
+/// its result; the calling thread's binding is untouched. `f`'s error type
+/// only has to take in a [`PinError`] (e.g. [`crate::Error`] or `PinError`).
+pub fn on_pu<T: Send, E: From<PinError> + Send>(
     os_pu: u32,
-    f: impl FnOnce() -> Result<T, String> + Send,
-) -> Result<T, String> {
+    f: impl FnOnce() -> Result<T, E> + Send,
+) -> Result<T, E> {
     std::thread::scope(|s| {
         s.spawn(move || {
             pin_current_thread(os_pu)?;
             f()
         })
         .join()
-        .map_err(|_| format!("the thread pinned to PU {os_pu} panicked"))?
+        .map_err(|_| PinError::Panicked { pu: os_pu })?
     })
 }
 
 /// Binds the whole current process to the PU with this OS index.
-pub fn pin_current_process(os_pu: u32) -> Result<(), String> {
+pub fn pin_current_process(os_pu: u32) -> Result<(), PinError> {
     let set = usable_pu_set(os_pu)?;
     live()?
         .bind_cpu(&set, CpuBindingFlags::PROCESS)
-        .map_err(|e| format!("cannot bind the process to PU {os_pu}: {e}"))
+        .map_err(|e| PinError::Bind {
+            target: "process",
+            pu: os_pu,
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -92,8 +103,8 @@ mod tests {
         std::thread::spawn(move || pin_current_thread(last).unwrap())
             .join()
             .unwrap();
-        let e = pin_current_thread(100_000).unwrap_err();
-        assert!(e.contains("PU 100000"), "{e}");
+        let e = pin_current_thread(100_000).unwrap_err().to_string();
+        assert!(e.starts_with("PU 100000 does not exist"), "{e}");
     }
 
     /// The affinity this thread runs with, as hwloc reports it.
@@ -112,13 +123,13 @@ mod tests {
         let pus = allowed_pus().unwrap();
         let last = *pus.last().unwrap();
         let before = my_binding();
-        let inside = on_pu(last, || Ok(my_binding())).unwrap();
+        let inside = on_pu(last, || Ok::<_, PinError>(my_binding())).unwrap();
         assert_eq!(inside, vec![last]);
         assert_eq!(my_binding(), before);
-        let e = on_pu(100_000, || Ok(())).unwrap_err();
-        assert!(e.contains("PU 100000"), "{e}");
-        let e = on_pu(last, || Err::<(), _>("inner failure".into())).unwrap_err();
-        assert_eq!(e, "inner failure");
+        let e = on_pu(100_000, || Ok::<_, PinError>(())).unwrap_err();
+        assert!(matches!(e, PinError::NotUsable { pu: 100_000, .. }), "{e}");
+        let e = on_pu(last, || Err::<(), _>(crate::Error::PeerGaveUp)).unwrap_err();
+        assert!(matches!(e, crate::Error::PeerGaveUp), "{e}");
     }
 
     #[test]
@@ -131,6 +142,7 @@ mod tests {
             .join()
             .unwrap()
             .unwrap_err();
-        assert!(e.contains("main thread") && e.contains("inherit"), "{e}");
+        assert_eq!(e, PinError::MainThread { pu: last });
+        assert!(e.to_string().contains("main thread") && e.to_string().contains("inherit"));
     }
 }

@@ -14,6 +14,7 @@
 //! its pages land on its NUMA node, as an MPI process's would.
 
 use crate::stats::Summary;
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -45,14 +46,13 @@ pub struct Mapping {
 /// Mappings of `k` workers over the PUs of `m` (topology order): compact,
 /// reverse (the last k), and scatter over each level that has several
 /// objects (package, NUMA node, L3, L2, core). Duplicates are merged.
-pub fn mappings(m: &Machine, k: usize) -> Result<Vec<Mapping>, String> {
+pub fn mappings(m: &Machine, k: usize) -> Result<Vec<Mapping>> {
     let all: Vec<u32> = m.pus.iter().map(|p| p.os_index).collect();
     if k == 0 || k > all.len() {
-        return Err(format!(
-            "cannot place {k} workers on {} PUs (expected 1..={})",
-            all.len(),
-            all.len()
-        ));
+        return Err(Error::WorkerCount {
+            workers: k,
+            pus: all.len(),
+        });
     }
     let mut cands: Vec<(String, Vec<u32>)> = vec![
         ("compact".into(), all[..k].to_vec()),
@@ -381,13 +381,16 @@ fn triad_worker(team: &Team, wl: &Workload) -> f64 {
 }
 
 /// Per worker: its CG outcomes and triad times, one per sample.
-type WorkerResult = Result<(Vec<CgOutcome>, Vec<f64>), String>;
+type WorkerResult = Result<(Vec<CgOutcome>, Vec<f64>)>;
 
 /// Runs CG and triad with one worker per PU of `mapping`.
-pub fn run_mapping(mapping: &Mapping, wl: &Workload) -> Result<PlacementRun, String> {
+pub fn run_mapping(mapping: &Mapping, wl: &Workload) -> Result<PlacementRun> {
     let k = mapping.pus.len();
     if wl.samples == 0 || wl.grid < 2 {
-        return Err("placement: samples must be >= 1 and the grid >= 2".into());
+        return Err(Error::BadWorkload {
+            samples: wl.samples,
+            grid: wl.grid,
+        });
     }
     let team = Team::new(k);
     let results: Vec<WorkerResult> = std::thread::scope(|s| {
@@ -404,7 +407,7 @@ pub fn run_mapping(mapping: &Mapping, wl: &Workload) -> Result<PlacementRun, Str
                     let ok = team.allreduce(w, if pinned.is_ok() { 0.0 } else { 1.0 });
                     pinned?;
                     if ok > 0.0 {
-                        return Err("another worker could not be pinned".into());
+                        return Err(Error::PeerNotPinned);
                     }
                     let loc = build_local(wl.grid, w, k);
                     let mut cgs = Vec::new();
@@ -419,7 +422,10 @@ pub fn run_mapping(mapping: &Mapping, wl: &Workload) -> Result<PlacementRun, Str
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(Error::Panicked { thread: "a worker" }))
+            })
             .collect()
     });
     let mut it = results.into_iter();
@@ -434,8 +440,8 @@ pub fn run_mapping(mapping: &Mapping, wl: &Workload) -> Result<PlacementRun, Str
     Ok(PlacementRun {
         workers: k,
         mapping: mapping.clone(),
-        cg: Summary::of(&cg_mflops).ok_or("CG timing is not finite")?,
-        triad: Summary::of(&triad_gbs).ok_or("triad timing is not finite")?,
+        cg: Summary::of(&cg_mflops).ok_or(Error::NonFiniteTiming { what: "CG" })?,
+        triad: Summary::of(&triad_gbs).ok_or(Error::NonFiniteTiming { what: "triad" })?,
         cg_mflops,
         triad_gbs,
         cg_iterations: last.iterations,
@@ -459,7 +465,10 @@ mod tests {
             .find(|x| x.name.contains("scatter-package"))
             .unwrap();
         assert_eq!(pkg.pus, vec![0, 4]);
-        assert!(mappings(&m, 9).is_err());
+        assert_eq!(
+            mappings(&m, 9).unwrap_err().to_string(),
+            "cannot place 9 workers on 8 PUs (expected 1..=8)"
+        );
         // No two mappings share a PU list.
         for (i, a) in v.iter().enumerate() {
             assert!(v[i + 1..].iter().all(|b| b.pus != a.pus));

@@ -2,6 +2,7 @@
 //! collecting stdout and stderr, and kills the whole job tree if it outlives
 //! its time bound: a stuck peer is an error, never a hang.
 
+use crate::{Error, Result};
 use std::io::{BufRead, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -18,7 +19,7 @@ pub struct JobOutput {
 
 /// Runs `cmd` with a time bound. Errors name `what` and say why (cannot
 /// start, killed after the bound, non-zero exit with the last stderr line).
-pub fn run_bounded(cmd: Command, what: &str, limit: Duration) -> Result<JobOutput, String> {
+pub fn run_bounded(cmd: Command, what: &str, limit: Duration) -> Result<JobOutput> {
     run_bounded_with(cmd, what, limit, &mut |_| {})
 }
 
@@ -29,16 +30,18 @@ pub fn run_bounded_with(
     what: &str,
     limit: Duration,
     on_line: &mut dyn FnMut(&str),
-) -> Result<JobOutput, String> {
+) -> Result<JobOutput> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Own process group: the timeout kills mpirun and every rank.
         .process_group(0);
     let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("{what}: cannot start {:?}: {e}", cmd.get_program()))?;
+    let mut child = cmd.spawn().map_err(|cause| Error::Spawn {
+        what: what.into(),
+        program: cmd.get_program().into(),
+        cause,
+    })?;
     let pgid = child.id();
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -69,15 +72,18 @@ pub fn run_bounded_with(
             Ok(None) if start.elapsed() > limit => {
                 kill_group(pgid);
                 let _ = child.wait();
-                return Err(format!(
-                    "{what}: no result after {} s; the job was killed (raise --timeout if the machine is slow)",
-                    limit.as_secs()
-                ));
+                return Err(Error::JobTimeout {
+                    what: what.into(),
+                    limit,
+                });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
+            Err(cause) => {
                 kill_group(pgid);
-                return Err(format!("{what}: cannot wait for the job: {e}"));
+                return Err(Error::JobWait {
+                    what: what.into(),
+                    cause,
+                });
             }
         }
     };
@@ -136,8 +142,22 @@ mod tests {
         // The child sleeps too: the whole group must go.
         c.args(["-c", "sleep 30 & sleep 30"]);
         let t0 = Instant::now();
-        let e = run_bounded(c, "sleeper", Duration::from_millis(300)).unwrap_err();
+        let e = run_bounded(c, "sleeper", Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sleeper") && e.contains("killed"), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(10));
+
+        let c = Command::new("/nonexistent/tc-no-such-program");
+        let e = run_bounded(c, "ghost", Duration::from_secs(10)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Spawn { cause, .. } if cause.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("ghost: cannot start \"/nonexistent/tc-no-such-program\": "),
+            "{e}"
+        );
     }
 }

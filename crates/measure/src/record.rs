@@ -4,6 +4,7 @@
 //!
 //! `{"impl":"topocomm","test":"latency","size":8,"cache":"hot","unit":"us","samples":[...]}`
 
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,17 +23,24 @@ pub struct SampleLine {
 impl SampleLine {
     /// Parses every sample line of a backend's output; other lines (warnings,
     /// banners) are skipped, malformed JSON lines are an error naming the line.
-    pub fn parse_all(output: &str, source: &str) -> Result<Vec<SampleLine>, String> {
+    pub fn parse_all(output: &str, source: &str) -> Result<Vec<SampleLine>> {
         let mut out = Vec::new();
         for (i, line) in output.lines().enumerate() {
             let line = line.trim();
             if !line.starts_with('{') {
                 continue;
             }
-            let rec: SampleLine = serde_json::from_str(line)
-                .map_err(|e| format!("{source}: line {}: not a sample line ({e})", i + 1))?;
+            let rec: SampleLine =
+                serde_json::from_str(line).map_err(|cause| Error::NotSampleLine {
+                    origin: source.into(),
+                    line: i + 1,
+                    cause,
+                })?;
             if rec.samples.is_empty() {
-                return Err(format!("{source}: line {}: no samples", i + 1));
+                return Err(Error::NoSamples {
+                    origin: source.into(),
+                    line: i + 1,
+                });
             }
             out.push(rec);
         }
@@ -51,8 +59,12 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].implementation, "openmpi");
         assert_eq!(v[0].samples, vec![1.5, 2.0]);
-        assert!(SampleLine::parse_all("{\"impl\":1}", "t")
-            .unwrap_err()
-            .contains("line 1"));
+        let e = SampleLine::parse_all("{\"impl\":1}", "t").unwrap_err();
+        assert!(
+            e.to_string().starts_with("t: line 1: not a sample line ("),
+            "{e}"
+        );
+        let e = SampleLine::parse_all("x\n{\"impl\":\"a\",\"test\":\"bw\",\"size\":8,\"cache\":\"hot\",\"unit\":\"GB/s\",\"samples\":[]}", "t").unwrap_err();
+        assert_eq!(e.to_string(), "t: line 2: no samples");
     }
 }

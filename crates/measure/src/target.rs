@@ -3,11 +3,12 @@
 //! A synthetic or foreign topology would name classes (e.g. `machine`) that
 //! the measured PU pairs do not have; we refuse instead of mislabelling.
 
+use crate::{Error, Result};
 use topocomm_topo::{Machine, Origin, PuSet};
 
 /// Checks that `m` describes the machine we run on: every PU must exist and
 /// be usable here, and a non-live model must have the live fingerprint.
-pub fn require_live(m: &Machine) -> Result<(), String> {
+pub fn require_live(m: &Machine) -> Result<()> {
     let allowed = crate::pin::allowed_pus()?;
     let missing: Vec<u32> = m
         .pus
@@ -16,30 +17,29 @@ pub fn require_live(m: &Machine) -> Result<(), String> {
         .filter(|p| !allowed.contains(p))
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "the topology has PUs {} that this machine does not have or does not allow (usable PUs: {}); measurements need the live machine or a model of it",
-            PuSet::from_indexes(missing),
-            PuSet::from_indexes(allowed)
-        ));
+        return Err(Error::NotLive {
+            missing: PuSet::from_indexes(missing),
+            usable: PuSet::from_indexes(allowed),
+        });
     }
     if matches!(m.origin, Origin::Live { .. }) {
         return Ok(());
     }
     let live = topocomm_topo::load(&topocomm_topo::TopologySpec::Live)
-        .map_err(|e| format!("cannot compare with the live machine: {e}"))?;
+        .map_err(|cause| Error::LiveUnreadable { cause })?;
     if live.fingerprint != m.fingerprint {
-        return Err(format!(
-            "the topology (fingerprint {}) is not this machine's (fingerprint {}): its locality classes would mislabel the measurements; run without --topology",
-            m.fingerprint, live.fingerprint
-        ));
+        return Err(Error::ForeignTopology {
+            given: m.fingerprint.clone(),
+            live: live.fingerprint,
+        });
     }
     Ok(())
 }
 
 /// Checks that every PU is in the model (and so, after [`require_live`], usable).
-pub fn require_pus(m: &Machine, pus: &[u32]) -> Result<(), String> {
+pub fn require_pus(m: &Machine, pus: &[u32]) -> Result<()> {
     for &p in pus {
-        m.require_pu(p).map_err(|e| e.to_string())?;
+        m.require_pu(p)?;
     }
     Ok(())
 }
@@ -59,7 +59,7 @@ mod tests {
                 .unwrap(),
         )
         .unwrap();
-        let e = require_live(&big).unwrap_err();
+        let e = require_live(&big).unwrap_err().to_string();
         assert!(
             e.contains("does not have") || e.contains("fingerprint"),
             "{e}"

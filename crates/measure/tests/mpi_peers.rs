@@ -97,7 +97,8 @@ fn tc_mpibench_under_both_mpis() {
         bad.llc = 0;
         let e = b
             .run((pus[0], pus[1]), &bad, Duration::from_secs(60), &mut |_| {})
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--llc"), "{e}");
     }
 }

@@ -35,10 +35,12 @@ impl Objective {
     /// `MIN-MAX` with K/M/G suffixes (`4K-16K`), or one size (`64K`).
     pub fn parse(s: &str) -> Result<Objective, String> {
         let size = |t: &str| {
-            topocomm_measure::p2p::parse_sizes(t.trim()).and_then(|v| match v.as_slice() {
-                [one] => Ok(*one),
-                _ => Err(format!("'{t}' is not one size")),
-            })
+            topocomm_measure::p2p::parse_sizes(t.trim())
+                .map_err(|e| e.to_string())
+                .and_then(|v| match v.as_slice() {
+                    [one] => Ok(*one),
+                    _ => Err(format!("'{t}' is not one size")),
+                })
         };
         let (min, max) = match s.split_once('-') {
             Some((a, b)) => (size(a)?, size(b)?),

@@ -126,7 +126,8 @@ pub fn openmpi_pml_env(
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     .envs(env.iter().map(|(k, v)| (k, v)));
-    let out = run_bounded(cmd, "openmpi pml probe", Duration::from_secs(60))?;
+    let out = run_bounded(cmd, "openmpi pml probe", Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
     let text = format!("{}\n{}", out.stdout, out.stderr);
     parse_selected_pml(&text).ok_or_else(|| {
         format!(

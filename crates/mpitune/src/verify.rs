@@ -114,7 +114,7 @@ pub fn verify_file(
             c
         }
     };
-    let out = run_bounded(cmd, "read-back", Duration::from_secs(60))?;
+    let out = run_bounded(cmd, "read-back", Duration::from_secs(60)).map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!(
             "read-back: the MPI job under {} failed ({}): {}",
@@ -162,7 +162,7 @@ pub fn ompi_info_sources(file: &Path, names: &[String]) -> Result<Vec<(String, S
     let mut c = Command::new("ompi_info");
     c.args(["--all", "--parsable"])
         .env(crate::export::OPENMPI_FILE_VAR, file);
-    let out = run_bounded(c, "ompi_info", Duration::from_secs(60))?;
+    let out = run_bounded(c, "ompi_info", Duration::from_secs(60)).map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!(
             "ompi_info failed ({}): {}",

@@ -63,8 +63,11 @@ pub struct CacheReport {
     pub omitted: Vec<Omission>,
 }
 
-fn list<T: std::str::FromStr<Err = String>>(text: &str, what: &str) -> Result<Vec<T>> {
-    let v: Result<Vec<T>, String> = text
+fn list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    let v: Result<Vec<T>, T::Err> = text
         .split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|s| s.trim().parse())

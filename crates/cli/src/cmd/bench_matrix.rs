@@ -117,12 +117,12 @@ fn c2c_read_bw(
         timer_overhead_ns: overhead,
         timer_resolution_ns: 1.0,
     };
-    let (pts, _) = cache::run(&cfg, &mut |_, _| {}).map_err(|e| anyhow!("{e}"))?;
+    let (pts, _) = cache::run(&cfg, &mut |_, _| {})?;
     let pt = pts
         .into_iter()
         .next()
         .ok_or_else(|| anyhow!("no point measured"))?;
-    Metric::new("c2c_read_bw", "GB/s", pt.samples).map_err(|e| anyhow!(e))
+    Ok(Metric::new("c2c_read_bw", "GB/s", pt.samples)?)
 }
 
 fn load_resume(path: &Path, m: &Machine, params: &MatrixParams) -> Result<MatrixReport> {
@@ -208,7 +208,7 @@ pub fn measure(m: &Machine, a: &Args) -> Result<MatrixReport> {
         (None, Some(k)) => PairSelection::PerClass(k),
         (None, None) => PairSelection::All,
     };
-    let planned = matrix::select_pairs(m, &sel).map_err(|e| anyhow!("{e}"))?;
+    let planned = matrix::select_pairs(m, &sel)?;
     let samples = a.samples.unwrap_or(if a.quick { 5 } else { 21 });
     let rounds = a.rounds.unwrap_or(if a.quick { 300 } else { 2000 });
     if samples == 0 || rounds == 0 {
@@ -280,8 +280,8 @@ pub fn measure(m: &Machine, a: &Args) -> Result<MatrixReport> {
     for (p, q) in todo {
         let (pa, qa) = (m.require_pu(p)?, m.require_pu(q)?);
         let class = cm.class_at(pa, qa).to_string();
-        let lat = matrix::cacheline_latency(p, q, rounds, samples).map_err(|e| anyhow!("{e}"))?;
-        let mut metrics = vec![Metric::new("c2c_latency", "ns", lat).map_err(|e| anyhow!(e))?];
+        let lat = matrix::cacheline_latency(p, q, rounds, samples)?;
+        let mut metrics = vec![Metric::new("c2c_latency", "ns", lat)?];
         metrics.push(c2c_read_bw(
             m,
             p,
@@ -292,14 +292,12 @@ pub fn measure(m: &Machine, a: &Args) -> Result<MatrixReport> {
             timer.overhead_ns,
         )?);
         if let Some(b) = &backend {
-            let lines = b
-                .measure(p, q, size, samples, Duration::from_secs(300))
-                .map_err(|e| anyhow!("{e}"))?;
+            let lines = b.measure(p, q, size, samples, Duration::from_secs(300))?;
             for l in lines {
                 let want =
                     (l.test == "latency" && l.size == 8) || (l.test != "latency" && l.size == size);
                 if want {
-                    metrics.push(Metric::new(&l.test, &l.unit, l.samples).map_err(|e| anyhow!(e))?);
+                    metrics.push(Metric::new(&l.test, &l.unit, l.samples)?);
                 }
             }
         }

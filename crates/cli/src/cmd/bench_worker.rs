@@ -48,7 +48,11 @@ pub struct P2pArgs {
     pub window: usize,
 }
 
-fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
+fn list<T, E: std::fmt::Display>(
+    s: &str,
+    what: &str,
+    f: impl Fn(&str) -> Result<T, E>,
+) -> Result<Vec<T>> {
     let v: Vec<T> = s
         .split(',')
         .filter(|x| !x.trim().is_empty())

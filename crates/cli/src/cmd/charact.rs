@@ -1,7 +1,7 @@
 //! Helpers shared by the characterization commands (`bench cache`,
 //! `bench placement`, `bench matrix`): progress bar, size lists, output files.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -137,10 +137,7 @@ pub fn num(v: f64) -> String {
 
 /// Fails unless `m` is the machine we are running on (see topocomm_measure::target).
 pub fn require_live(m: &topocomm_topo::Machine) -> Result<()> {
-    if let Err(e) = topocomm_measure::target::require_live(m) {
-        bail!("{e}");
-    }
-    Ok(())
+    Ok(topocomm_measure::target::require_live(m)?)
 }
 
 /// The timer check, also printed so every run shows it.

@@ -129,7 +129,7 @@ fn setup(m: &Machine, a: &MpiArgs) -> Result<Setup> {
     if classes.is_empty() {
         bail!("this topology has a single PU: there is no pair to tune on");
     }
-    let allowed = topocomm_measure::pin::allowed_pus().map_err(|e| anyhow!(e))?;
+    let allowed = topocomm_measure::pin::allowed_pus()?;
     for c in &classes {
         for pu in [c.pair.0, c.pair.1] {
             if !allowed.contains(&pu) {
@@ -184,7 +184,7 @@ fn setup(m: &Machine, a: &MpiArgs) -> Result<Setup> {
 /// The MPI build folder with both programs this command runs.
 fn mpi_build(which: MpiImpl) -> Result<PathBuf> {
     let exe = std::env::current_exe().ok();
-    let build = locate_mpi_build(exe.as_deref()).map_err(|e| anyhow!(e))?;
+    let build = locate_mpi_build(exe.as_deref())?;
     for prog in ["tc_mpibench", "tc_mpit_cvars"] {
         let p = build.join(which.name()).join(prog);
         if !p.is_file() {

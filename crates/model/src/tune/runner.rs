@@ -137,7 +137,7 @@ impl Runner {
         .args(["bench-worker", "p2p"])
         .args(p.worker_args())
         .env("TOPOCOMM_QUIET", "1");
-        let out = run_bounded(cmd, "topocomm", p.time_bound())?;
+        let out = run_bounded(cmd, "topocomm", p.time_bound()).map_err(|e| e.to_string())?;
         if !out.status.success() {
             return Err(format!(
                 "topocomm run --rules {}: the job failed ({}): {}",
@@ -146,8 +146,8 @@ impl Runner {
                 last_error_line(&out.stderr)
             ));
         }
-        let lines = SampleLine::parse_all(&out.stdout, "topocomm")?;
-        check_complete(&lines, "topocomm", &p)?;
+        let lines = SampleLine::parse_all(&out.stdout, "topocomm").map_err(|e| e.to_string())?;
+        check_complete(&lines, "topocomm", &p).map_err(|e| e.to_string())?;
         let mut pts = Vec::new();
         for &s in sizes {
             let l = lines

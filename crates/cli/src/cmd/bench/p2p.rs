@@ -166,7 +166,7 @@ fn present(cm: &ClassMatrix) -> String {
 /// Refuses pairs whose PUs this machine does not have (e.g. `--topology`
 /// describes a bigger machine): benchmarks run here, never on a stand-in PU.
 pub fn check_live(plan: &Plan, m: &Machine) -> Result<()> {
-    let allowed = topocomm_measure::pin::allowed_pus().map_err(|e| anyhow!(e))?;
+    let allowed = topocomm_measure::pin::allowed_pus()?;
     for c in &plan.pairs {
         for pu in [c.pair.0, c.pair.1] {
             if !allowed.contains(&pu) {
@@ -224,7 +224,7 @@ fn backends(plan: &Plan) -> Vec<(String, Result<Backend, String>)> {
                 .ok_or_else(|| "cannot find the topocomm executable".to_string()),
         ));
     }
-    let build = locate_mpi_build(exe.as_deref());
+    let build = locate_mpi_build(exe.as_deref()).map_err(|e| e.to_string());
     for which in &plan.peers {
         out.push((
             which.name().to_string(),
@@ -298,9 +298,10 @@ pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
                         eprintln!("bench p2p:   {what}");
                     }
                 };
-                let result = backend
-                    .clone()
-                    .and_then(|b| b.run(c.pair, &round_params, timeout, &mut progress));
+                let result = backend.clone().and_then(|b| {
+                    b.run(c.pair, &round_params, timeout, &mut progress)
+                        .map_err(|e| e.to_string())
+                });
                 let pair = format!("{},{}", c.pair.0, c.pair.1);
                 let elapsed_s = started.elapsed().as_secs_f64();
                 let mut status = BackendStatus {
