@@ -1,6 +1,7 @@
 //! The `topocomm` command: a thin layer over the library crates. Each
 //! subcommand lives in its own module under `cmd/`.
 
+mod autotune;
 mod cmd;
 mod common;
 

@@ -13,7 +13,8 @@ use topocomm_topo::Machine;
 
 /// Creates the segment of a job whose rank `r` runs on PU `pus[r]` (OS
 /// index; `None` = not bound to a single PU), with per-pair plans from
-/// `rules` (a rules file; `None` = the built-in rules of `m`). Returns the
+/// `rules` (a rules file; `None` = this machine's measured rules if cached,
+/// else the built-in ones: [`crate::autotune::cached_or_builtin`]). Returns the
 /// segment's descriptor (close-on-exec); the memory lives as long as a
 /// descriptor or a mapping of it does.
 pub fn create_segment(
@@ -23,7 +24,7 @@ pub fn create_segment(
 ) -> Result<OwnedFd, String> {
     let rules = match rules {
         Some(p) => Rules::load(p, m)?,
-        None => Rules::builtin(m),
+        None => crate::autotune::cached_or_builtin(m),
     };
     let plans: Vec<(String, crate::Params)> = resolve(m, &rules, pus)?
         .into_iter()

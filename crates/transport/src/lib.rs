@@ -17,6 +17,7 @@
 //! }
 //! ```
 
+pub mod autotune;
 pub mod bench;
 pub mod bootstrap;
 pub mod cma;

@@ -10,9 +10,13 @@ use topocomm_transport::{Params, Rules};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Rules file (TOML) to resolve instead of the built-in model
+    /// Rules file (TOML) to resolve instead of this machine's measured rules
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
+    /// Measure this machine's rules again now and refresh the cache
+    /// (what the first job does; about 10 s)
+    #[arg(long, conflicts_with = "rules")]
+    pub measure: bool,
     /// JSON on stdout: {"source", "cma": {"available", "note"}, "classes": [...]}
     #[arg(long)]
     pub json: bool,
@@ -34,9 +38,18 @@ fn mechanism(p: &Params, cma: bool) -> String {
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
-    let rules = match &a.rules {
-        Some(f) => Rules::load(f, &m).map_err(|e| anyhow!(e))?,
-        None => Rules::builtin(&m),
+    let (rules, measured) = match &a.rules {
+        Some(f) => (Rules::load(f, &m).map_err(|e| anyhow!(e))?, None),
+        None => {
+            let r = crate::autotune::job_rules(&m, a.measure)?;
+            (r.rules, Some(r.measured))
+        }
+    };
+    // Where each class's parameters come from.
+    let origin = |class: &str| match &measured {
+        None => "rules file",
+        Some(list) if list.iter().any(|c| c == class) => "measured",
+        Some(_) => "built-in",
     };
     if a.toml {
         print!("{}", rules.to_toml());
@@ -63,7 +76,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         let classes: Vec<_> = entries
             .iter()
             .map(|(c, pairs, p)| {
-                serde_json::json!({"class": c, "pairs": pairs, "params": p, "mechanism": mechanism(p, cma)})
+                serde_json::json!({"class": c, "pairs": pairs, "params": p, "mechanism": mechanism(p, cma), "origin": origin(c)})
             })
             .collect();
         let v = serde_json::json!({
@@ -89,6 +102,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 },
             format!("{:?}", p.buffer_owner).to_lowercase(),
             mechanism(p, cma),
+            origin(c).to_string(),
         ]);
     }
     println!("rules: {}", rules.source);
@@ -104,7 +118,8 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 "fragment",
                 "copy",
                 "owner",
-                "mechanism"
+                "mechanism",
+                "from"
             ],
             &rows
         )

@@ -23,7 +23,9 @@ pub struct Args {
     /// Placement file from `topocomm map --format perm`: one `<node> <pu>` line per rank
     #[arg(long, value_name = "FILE")]
     pub map: Option<PathBuf>,
-    /// Transport rules file (TOML, docs/formats/rules-toml.md) instead of the built-in model
+    /// Transport rules file (TOML, docs/formats/rules-toml.md) instead of
+    /// this machine's measured rules (measured and cached by the first job;
+    /// TOPOCOMM_AUTOTUNE=0: the built-in model)
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// Seconds a blocking call may wait before failing (exported as TOPOCOMM_TIMEOUT; default 60)
@@ -62,7 +64,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     };
     let rules = match &a.rules {
         Some(f) => Rules::load(f, &m).map_err(|e| anyhow!(e))?,
-        None => Rules::builtin(&m),
+        None => crate::autotune::job_rules(&m, false)?.rules,
     };
     let plans = topocomm_transport::plan::resolve(&m, &rules, &pus).map_err(|e| anyhow!(e))?;
     let (program, args) = a.command.split_first().expect("clap requires a program");

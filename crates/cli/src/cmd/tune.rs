@@ -330,56 +330,20 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         }
     }
     charact::require_live(&m)?;
-    let builtin = Rules::builtin(&m);
-    let (cache_source, points) = if mode != SearchMode::Grid {
-        let (c, src) = cache_points(&m, a.cache.as_deref(), tg[0].1 .0)?;
-        (Some(src), Some(c.points))
-    } else {
-        (None, None)
-    };
-    let mut targets_v = Vec::new();
-    for (class, pair) in &tg {
-        let rates = match &points {
-            Some(p) => Some(class_rates(p, class).map_err(|e| {
-                anyhow!(
-                    "{}: class {class}: {e}",
-                    cache_source.as_deref().unwrap_or("")
-                )
-            })?),
-            None => None,
-        };
-        targets_v.push(Target {
-            class: class.clone(),
-            pair: *pair,
-            builtin: builtin.params_for(Some(class)).clone(),
-            rates,
-        });
-    }
     let samples = a.samples.unwrap_or(if a.quick { 3 } else { 7 }).max(1);
     let min_time_ms = a.min_time_ms.unwrap_or(if a.quick { 1.0 } else { 2.0 });
     let rounds = a.rounds.unwrap_or(if a.quick { 2 } else { 3 }).max(1);
-    let mut runner = Runner {
-        exe: std::env::current_exe()?,
-        builtin: builtin.clone(),
+    let space = Space::new(a.quick);
+    let plan = SearchPlan {
+        mode,
         test,
         sizes: sizes.clone(),
+        space: space.clone(),
         samples,
         min_time_ms,
-        window: 64,
-        llc: m.llc_size().unwrap_or(32 << 20),
-        jobs: 0,
-        tmp: std::env::temp_dir(),
-    };
-    let space = Space::new(a.quick);
-    let settings = Settings {
-        mode,
-        space: space.clone(),
-        budget: Budget {
-            start: Instant::now(),
-            limit: Duration::from_secs_f64(budget),
-        },
         rounds,
-        cma_ok: topocomm_transport::cma::probe_fork().is_ok(),
+        budget: Duration::from_secs_f64(budget),
+        cache: a.cache.clone(),
     };
     let mut bar = charact::Progress::new("tune", 1);
     let mut n = 0;
@@ -392,15 +356,9 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         }
         let _ = &mut bar;
     };
-    let classes = tune::tune(&mut runner, &targets_v, &settings, &mut progress)
-        .map_err(|e| anyhow!("tune: {e}"))?;
+    let (rules, classes, cache_source) = search(&m, &tg, &plan, &mut progress)?;
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!();
-    }
-    // The rules file: built-in rules with the tuned class sections.
-    let mut rules = builtin.clone();
-    for c in &classes {
-        rules.classes.insert(c.class.clone(), c.tuned.clone());
     }
     let text = format!(
         "# topocomm rules written by `topocomm tune` ({} test, sizes {}).\n# Tuned classes: {}. Other sections: the built-in model. Read by `topocomm run --rules` and `topocomm plan --rules`.\n{}",
@@ -435,6 +393,89 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         eprintln!("json written to {}", f.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What [`search`] measures and how long it may take.
+pub struct SearchPlan {
+    pub mode: SearchMode,
+    pub test: Test,
+    pub sizes: Vec<u64>,
+    pub space: Space,
+    pub samples: usize,
+    pub min_time_ms: f64,
+    pub rounds: usize,
+    /// After this, the searches start no new candidate.
+    pub budget: Duration,
+    /// bench cache JSON for the model (None: a quick bench cache run).
+    pub cache: Option<PathBuf>,
+}
+
+/// Tunes the classes of `tg` (class, representative pair) on this live
+/// machine: the built-in rules with each tuned class's section, the tuned
+/// classes, and where the model's cache points came from.
+pub fn search(
+    m: &Machine,
+    tg: &[(String, (u32, u32))],
+    plan: &SearchPlan,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Rules, Vec<ClassTune>, Option<String>)> {
+    let builtin = Rules::builtin(m);
+    let (cache_source, points) = if plan.mode != SearchMode::Grid {
+        let (c, src) = cache_points(m, plan.cache.as_deref(), tg[0].1 .0)?;
+        (Some(src), Some(c.points))
+    } else {
+        (None, None)
+    };
+    let mut targets_v = Vec::new();
+    for (class, pair) in tg {
+        let rates = match &points {
+            Some(p) => Some(class_rates(p, class).map_err(|e| {
+                anyhow!(
+                    "{}: class {class}: {e}",
+                    cache_source.as_deref().unwrap_or("")
+                )
+            })?),
+            None => None,
+        };
+        targets_v.push(Target {
+            class: class.clone(),
+            pair: *pair,
+            builtin: builtin.params_for(Some(class)).clone(),
+            rates,
+        });
+    }
+    let mut runner = Runner {
+        exe: std::env::current_exe()?,
+        builtin: builtin.clone(),
+        test: plan.test,
+        sizes: plan.sizes.clone(),
+        samples: plan.samples,
+        min_time_ms: plan.min_time_ms,
+        window: 64,
+        llc: m.llc_size().unwrap_or(32 << 20),
+        jobs: 0,
+        tmp: std::env::temp_dir(),
+    };
+    let settings = Settings {
+        mode: plan.mode,
+        space: plan.space.clone(),
+        budget: Budget {
+            start: Instant::now(),
+            limit: plan.budget,
+        },
+        rounds: plan.rounds,
+        cma_ok: topocomm_transport::cma::probe_fork().is_ok(),
+    };
+    let classes = tune::tune(&mut runner, &targets_v, &settings, &mut |msg: &str| {
+        progress(msg)
+    })
+    .map_err(|e| anyhow!("tune: {e}"))?;
+    // Built-in rules with the tuned class sections.
+    let mut rules = builtin;
+    for c in &classes {
+        rules.classes.insert(c.class.clone(), c.tuned.clone());
+    }
+    Ok((rules, classes, cache_source))
 }
 
 /// The options of `tune --mpi` (implemented in `tune_mpi`), from `tune`'s.

@@ -1,0 +1,277 @@
+//! The rules a job runs with when no rules file is given: measured once per
+//! machine by the quick tuner and cached (`topocomm_transport::autotune`,
+//! docs/transport.md "Rules from measurement").
+
+use crate::cmd::tune::{search, SearchPlan};
+use anyhow::Result;
+use std::time::{Duration, Instant};
+use topocomm_measure::p2p::Test;
+use topocomm_model::tune::runner::Runner;
+use topocomm_model::tune::space::Space;
+use topocomm_model::tune::SearchMode;
+use topocomm_topo::Machine;
+use topocomm_transport::autotune::{self, Entry, Key};
+use topocomm_transport::{Params, Rules};
+
+/// Searches start no new candidate after this (shared by the classes).
+pub const BUDGET: Duration = Duration::from_secs(4);
+/// No class's acceptance check starts after this (from the start of the
+/// measurement); a class left unchecked keeps the built-in parameters. With
+/// one check (about 2 s on 2 cores) the whole stays near 10 s.
+pub const CHECKS_UNTIL: Duration = Duration::from_secs(8);
+/// How long a job waits for another job that is measuring the same machine.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// Sizes of the acceptance check of a measured class, both tests: wider
+/// than the search's, so that a section tuned on four sizes cannot lose
+/// elsewhere unseen.
+const CHECK_SIZES: [u64; 7] = [8, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20];
+/// Interleaved rounds of the check (built-in, measured, measured, built-in, ...).
+const CHECK_ROUNDS: usize = 3;
+/// A measured section is kept only if no size of either test is slower than
+/// this times the built-in one (medians over the rounds) ...
+const KEEP_IF_NOT_SLOWER: f64 = 1.05;
+/// ... and some size is faster than this times the built-in one.
+const KEEP_IF_FASTER: f64 = 0.95;
+
+/// Where a job's rules come from, for `topocomm plan`.
+pub struct Resolved {
+    pub rules: Rules,
+    /// Classes whose section was measured (empty for built-in rules).
+    pub measured: Vec<String>,
+}
+
+impl Resolved {
+    fn builtin(m: &Machine, why: &str) -> Resolved {
+        let mut rules = Rules::builtin(m);
+        rules.source = format!("built-in model ({why})");
+        Resolved {
+            rules,
+            measured: Vec::new(),
+        }
+    }
+}
+
+/// The rules of a job on `m` without a rules file: the cached measurement
+/// of this machine, measured now if there is none (or if `refresh`), or the
+/// built-in model when measuring is off (`TOPOCOMM_AUTOTUNE=0`), impossible
+/// (a topology that is not this machine's, no cache folder) or failed. Says
+/// in one line on stderr when it measures, and why it falls back.
+pub fn job_rules(m: &Machine, refresh: bool) -> Result<Resolved> {
+    if !autotune::enabled().map_err(anyhow::Error::msg)? {
+        return Ok(Resolved::builtin(m, "TOPOCOMM_AUTOTUNE=0"));
+    }
+    if topocomm_measure::target::require_live(m).is_err() {
+        return Ok(Resolved::builtin(m, "the topology is not this machine's"));
+    }
+    let Some(dir) = autotune::cache_dir() else {
+        return Ok(Resolved::builtin(
+            m,
+            "no cache folder: neither XDG_CACHE_HOME nor HOME is set",
+        ));
+    };
+    let key = Key::of(m);
+    let cached = |quiet: bool| match autotune::load(&dir, &key, m) {
+        Ok(c) => c,
+        Err(e) => {
+            if !quiet {
+                eprintln!("topocomm: ignoring the rules cache: {e}; measuring again");
+            }
+            None
+        }
+    };
+    if !refresh {
+        if let Some(c) = cached(false) {
+            return Ok(found(c));
+        }
+    }
+    let lock = match autotune::lock(&dir, &key, LOCK_WAIT).map_err(anyhow::Error::msg)? {
+        Some(l) => l,
+        None => {
+            eprintln!(
+                "topocomm: another job has been measuring this machine for {} s; this job uses the built-in rules",
+                LOCK_WAIT.as_secs()
+            );
+            return Ok(Resolved::builtin(m, "another job is measuring"));
+        }
+    };
+    // A job that waited for the lock finds what the measuring job stored.
+    if !refresh {
+        if let Some(c) = cached(true) {
+            return Ok(found(c));
+        }
+    }
+    eprintln!(
+        "topocomm: measuring this machine's transport rules once (at most about 10 s; TOPOCOMM_AUTOTUNE=0 for the built-in rules)"
+    );
+    let start = Instant::now();
+    let (rules, measured) = match measure(m) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("topocomm: measuring failed ({e:#}); this job uses the built-in rules");
+            return Ok(Resolved::builtin(m, "the measurement failed"));
+        }
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let entry = Entry::new(key.clone(), seconds, measured, rules.to_toml());
+    let path = autotune::store(&dir, &entry).map_err(anyhow::Error::msg)?;
+    drop(lock);
+    eprintln!(
+        "topocomm: measured in {seconds:.1} s; cached in {}",
+        path.display()
+    );
+    let c = autotune::load(&dir, &key, m)
+        .map_err(anyhow::Error::msg)?
+        .ok_or_else(|| {
+            anyhow::anyhow!("{}: vanished right after it was written", path.display())
+        })?;
+    Ok(found(c))
+}
+
+fn found(c: autotune::Cached) -> Resolved {
+    Resolved {
+        rules: c.rules,
+        measured: c.entry.measured_classes,
+    }
+}
+
+/// The quick latency search of `topocomm tune` over every class present,
+/// bounded by [`BUDGET`], then each class's acceptance check ([`check`]):
+/// the built-in rules with the section of every class whose measured
+/// parameters passed, and those classes (none on a machine of one PU).
+fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
+    let tg = crate::cmd::model::targets(m, None)?;
+    if tg.is_empty() {
+        return Ok((Rules::builtin(m), Vec::new()));
+    }
+    let plan = SearchPlan {
+        mode: SearchMode::Grid,
+        test: Test::Latency,
+        sizes: vec![4 << 10, 64 << 10, 512 << 10, 4 << 20],
+        space: Space::new(true),
+        samples: 3,
+        min_time_ms: 1.0,
+        rounds: 2,
+        budget: BUDGET,
+        cache: None,
+    };
+    let start = Instant::now();
+    let (mut rules, classes, _) = search(m, &tg, &plan, &mut |_msg: &str| {})?;
+    let builtin = Rules::builtin(m);
+    let mut kept = Vec::new();
+    for c in classes {
+        if start.elapsed() > CHECKS_UNTIL {
+            eprintln!(
+                "topocomm: class {}: built-in parameters kept (no time left to check the measured ones)",
+                c.class
+            );
+            rules
+                .classes
+                .insert(c.class.clone(), builtin.params_for(Some(&c.class)).clone());
+            continue;
+        }
+        let pair = tg
+            .iter()
+            .find(|(name, _)| *name == c.class)
+            .map(|(_, p)| *p)
+            .expect("a tuned class is a target");
+        let base = builtin.params_for(Some(&c.class)).clone();
+        let v = check(m, &c.class, pair, &base, &c.tuned)?;
+        eprintln!("topocomm: class {}: {}", c.class, v.describe());
+        if v.keep {
+            kept.push(c.class);
+        } else {
+            rules.classes.insert(c.class, base);
+        }
+    }
+    Ok((rules, kept))
+}
+
+/// The outcome of the acceptance check of one class.
+struct Verdict {
+    keep: bool,
+    /// Largest and smallest measured/built-in time ratio, and where.
+    worst: (f64, String),
+    best: (f64, String),
+}
+
+impl Verdict {
+    fn describe(&self) -> String {
+        if self.keep {
+            format!(
+                "measured parameters kept (up to {:.2}x the built-in time, at {}; {:.2}x at {})",
+                self.best.0, self.best.1, self.worst.0, self.worst.1
+            )
+        } else {
+            format!(
+                "built-in parameters kept (the measured ones took {:.2}x the time at {}, {:.2}x at {})",
+                self.worst.0, self.worst.1, self.best.0, self.best.1
+            )
+        }
+    }
+}
+
+/// Measures the built-in and the measured parameters of `class` against each
+/// other, interleaved, at [`CHECK_SIZES`] in both tests.
+fn check(
+    m: &Machine,
+    class: &str,
+    pair: (u32, u32),
+    base: &Params,
+    cand: &Params,
+) -> Result<Verdict> {
+    let mut runner = Runner {
+        exe: std::env::current_exe()?,
+        builtin: Rules::builtin(m),
+        test: Test::Latency,
+        sizes: CHECK_SIZES.to_vec(),
+        samples: 3,
+        min_time_ms: 1.0,
+        window: 64,
+        llc: m.llc_size().unwrap_or(32 << 20),
+        jobs: 0,
+        tmp: std::env::temp_dir(),
+    };
+    // times[test][set][size]: the job medians, seconds per message.
+    let mut times = vec![vec![vec![Vec::new(); CHECK_SIZES.len()]; 2]; 2];
+    for round in 0..CHECK_ROUNDS {
+        for k in 0..2 {
+            let set = (k + round) % 2;
+            let params = if set == 0 { base } else { cand };
+            for (ti, test) in [Test::Latency, Test::Bw].into_iter().enumerate() {
+                runner.test = test;
+                let pts = runner
+                    .measure_sizes(pair, class, params, &CHECK_SIZES)
+                    .map_err(anyhow::Error::msg)?;
+                for (si, &size) in CHECK_SIZES.iter().enumerate() {
+                    let p = pts
+                        .iter()
+                        .find(|p| p.size == size)
+                        .ok_or_else(|| anyhow::anyhow!("no result for {size} B"))?;
+                    times[ti][set][si].push(p.median);
+                }
+            }
+        }
+    }
+    let mut worst = (0.0, String::new());
+    let mut best = (f64::INFINITY, String::new());
+    for (ti, test) in ["latency", "bw"].into_iter().enumerate() {
+        for (si, &size) in CHECK_SIZES.iter().enumerate() {
+            let med = |v: &[f64]| topocomm_measure::Summary::of(v).map_or(f64::NAN, |s| s.median);
+            let b = med(&times[ti][0][si]);
+            let t = med(&times[ti][1][si]);
+            let ratio = t / b.max(1e-12);
+            let at = format!("{test} {}", topocomm_topo::human_bytes(size));
+            if ratio > worst.0 {
+                worst = (ratio, at.clone());
+            }
+            if ratio < best.0 {
+                best = (ratio, at);
+            }
+        }
+    }
+    Ok(Verdict {
+        keep: worst.0 <= KEEP_IF_NOT_SLOWER && best.0 < KEEP_IF_FASTER,
+        worst,
+        best,
+    })
+}
