@@ -57,7 +57,8 @@ impl Resolved {
 /// (a topology that is not this machine's, no cache folder) or failed. Says
 /// in one line on stderr when it measures, and why it falls back.
 pub fn job_rules(m: &Machine, refresh: bool) -> Result<Resolved> {
-    if !autotune::enabled().map_err(anyhow::Error::msg)? {
+    let mode = autotune::mode().map_err(anyhow::Error::msg)?;
+    if mode == autotune::Mode::Off {
         return Ok(Resolved::builtin(m, "TOPOCOMM_AUTOTUNE=0"));
     }
     if topocomm_measure::target::require_live(m).is_err() {
@@ -83,6 +84,17 @@ pub fn job_rules(m: &Machine, refresh: bool) -> Result<Resolved> {
         if let Some(c) = cached(false) {
             return Ok(found(c));
         }
+    }
+    // Asked for (`plan --measure`, TOPOCOMM_AUTOTUNE=force): measure anyway.
+    let asked = refresh || mode == autotune::Mode::Force;
+    if let Some(others) = if asked { None } else { busy() } {
+        eprintln!(
+            "topocomm: {others} other tasks are running on this machine: this job uses the built-in rules, and a later one will measure"
+        );
+        return Ok(Resolved::builtin(
+            m,
+            "the machine was busy; measuring later",
+        ));
     }
     let lock = match autotune::lock(&dir, &key, LOCK_WAIT).map_err(anyhow::Error::msg)? {
         Some(l) => l,
@@ -125,6 +137,39 @@ pub fn job_rules(m: &Machine, refresh: bool) -> Result<Resolved> {
             anyhow::anyhow!("{}: vanished right after it was written", path.display())
         })?;
     Ok(found(c))
+}
+
+/// Commands that run benchmark jobs of the transport (`report`, `bench`)
+/// resolve the measured rules first, so that a first-use measurement is
+/// announced to the user and done before any timed job (whose time bound
+/// does not include it) instead of inside one. Failures are left to the
+/// command itself, which reports them in context.
+pub fn before_benchmarks(g: &crate::common::GlobalOpts) {
+    if let Ok(m) = g.machine() {
+        if let Err(e) = job_rules(&m, false) {
+            eprintln!("topocomm: {e:#}");
+        }
+    }
+}
+
+/// Other runnable tasks (`procs_running` of /proc/stat less this process,
+/// median of 5 readings over 100 ms), when there are any: measurements
+/// taken while other programs compete for the CPUs would describe the load,
+/// not the machine, and once cached they would stay.
+fn busy() -> Option<u32> {
+    let read = || -> Option<u32> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().find(|l| l.starts_with("procs_running "))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let mut v = Vec::new();
+    for _ in 0..5 {
+        v.push(read()?);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    v.sort_unstable();
+    let others = v[2].saturating_sub(1);
+    (others > 0).then_some(others)
 }
 
 fn found(c: autotune::Cached) -> Resolved {

@@ -51,10 +51,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Topo(a) => cmd::topo::run(&cli.global, a),
-        Command::Report(a) => cmd::report::run(&cli.global, a),
+        Command::Report(a) => {
+            autotune::before_benchmarks(&cli.global);
+            cmd::report::run(&cli.global, a)
+        }
         Command::Map(a) => cmd::map::run(&cli.global, a),
         Command::Trace(a) => cmd::trace::run(a),
-        Command::Bench(a) => cmd::bench::run(&cli.global, a),
+        Command::Bench(a) => {
+            autotune::before_benchmarks(&cli.global);
+            cmd::bench::run(&cli.global, a)
+        }
         Command::Run(a) => cmd::run::run(&cli.global, a),
         Command::Plan(a) => cmd::plan::run(&cli.global, a),
         Command::Model(a) => cmd::model::run(&cli.global, a),

@@ -2,9 +2,10 @@
 //! first job on a machine measures and caches, later jobs load, a bad cache
 //! is measured again, `TOPOCOMM_AUTOTUNE=0` opts out, concurrent first jobs
 //! measure once, `kill -9` during the measurement leaves no cache file, and
-//! `plan` says where each class's parameters come from. Every test uses a
-//! cache folder of its own (`XDG_CACHE_HOME`) and turns measuring on
-//! explicitly (the rest of the suite runs with `TOPOCOMM_AUTOTUNE=0`).
+//! `plan` says where each class's parameters come from, and a busy machine
+//! is not measured. Every test uses a cache folder of its own
+//! (`XDG_CACHE_HOME`) and turns measuring on explicitly (the rest of the
+//! suite runs with `TOPOCOMM_AUTOTUNE=0`).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -35,7 +36,8 @@ fn cmd(home: &Path, args: &[&str]) -> Command {
     c.args(args)
         .env_remove("TOPOCOMM_TOPOLOGY")
         .env("XDG_CACHE_HOME", home)
-        .env("TOPOCOMM_AUTOTUNE", "1");
+        // Measure even if the machine is busy (e.g. other tests of the suite).
+        .env("TOPOCOMM_AUTOTUNE", "force");
     c
 }
 
@@ -245,6 +247,32 @@ fn opting_out_uses_the_built_in_rules_and_writes_nothing() {
         "{}",
         text(&o)
     );
+    // A busy machine is not measured automatically (a CPU hog on every PU).
+    let hogs: Vec<_> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = cmd(&home, &["plan"])
+        .env("TOPOCOMM_AUTOTUNE", "1")
+        .output()
+        .unwrap();
+    for mut h in hogs {
+        h.kill().unwrap();
+        h.wait().unwrap();
+    }
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .starts_with("rules: built-in model (the machine was busy; measuring later)"),
+        "{}",
+        text(&o)
+    );
+    assert!(entries(&home).is_empty(), "{:?}", files(&home));
     // Another topology than this machine's is never measured.
     let o = cmd(&home, &["plan", "--topology", "synthetic:core:2 pu:1"])
         .output()

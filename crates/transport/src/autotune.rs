@@ -117,20 +117,36 @@ pub struct Cached {
     pub path: PathBuf,
 }
 
-/// Whether measuring is on (`TOPOCOMM_AUTOTUNE`: unset or `1` = on, `0` =
-/// off); another value is an error naming the variable.
-pub fn enabled() -> Result<bool, String> {
+/// `TOPOCOMM_AUTOTUNE`: whether jobs without a rules file use measured rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `0`: the built-in rules, nothing measured or read.
+    Off,
+    /// `1` (default): measured once per machine, when the machine is idle.
+    On,
+    /// `force`: measured once per machine even while other tasks run.
+    Force,
+}
+
+/// Reads `TOPOCOMM_AUTOTUNE`; another value is an error naming the variable.
+pub fn mode() -> Result<Mode, String> {
     switch(std::env::var(ENV).ok().as_deref())
 }
 
-fn switch(value: Option<&str>) -> Result<bool, String> {
+/// Whether measured rules are used at all (`mode()` is not `Off`).
+pub fn enabled() -> Result<bool, String> {
+    mode().map(|m| m != Mode::Off)
+}
+
+fn switch(value: Option<&str>) -> Result<Mode, String> {
     match value {
-        None => Ok(true),
+        None => Ok(Mode::On),
         Some(v) => match v.trim() {
-            "1" | "" => Ok(true),
-            "0" => Ok(false),
+            "1" | "" => Ok(Mode::On),
+            "0" => Ok(Mode::Off),
+            "force" => Ok(Mode::Force),
             _ => Err(format!(
-                "{ENV}='{v}': expected 0 (static built-in rules) or 1 (measure once per machine)"
+                "{ENV}='{v}': expected 0 (static built-in rules), 1 (measure once per machine) or force (measure even while the machine is busy)"
             )),
         },
     }
@@ -372,9 +388,10 @@ mod tests {
 
     #[test]
     fn the_environment_switch_is_checked() {
-        assert_eq!(switch(None), Ok(true));
-        assert_eq!(switch(Some("1")), Ok(true));
-        assert_eq!(switch(Some(" 0 ")), Ok(false));
+        assert_eq!(switch(None), Ok(Mode::On));
+        assert_eq!(switch(Some("1")), Ok(Mode::On));
+        assert_eq!(switch(Some(" 0 ")), Ok(Mode::Off));
+        assert_eq!(switch(Some("force")), Ok(Mode::Force));
         let e = switch(Some("off")).unwrap_err();
         assert!(e.starts_with("TOPOCOMM_AUTOTUNE='off': expected 0"), "{e}");
     }
