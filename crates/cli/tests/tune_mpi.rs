@@ -131,13 +131,15 @@ fn quick(which: &str, out_name: &str) {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["schema"], "topocomm.tune-mpi/1");
     assert_eq!(v["mpi"], which);
-    // 1 parameter x 1 candidate: the defaults and that candidate.
-    assert_eq!(
-        v["search"]["steps"].as_array().unwrap().len(),
-        2,
-        "{}",
-        v["search"]
-    );
+    // 1 parameter x 1 candidate: the A/A baseline (defaults twice), that
+    // candidate, and its re-measurement when a size vetoed it.
+    let steps = v["search"]["steps"].as_array().unwrap();
+    assert!((3..=4).contains(&steps.len()), "{}", v["search"]);
+    assert_eq!(steps[0]["param"], "A/A baseline", "{}", v["search"]);
+    // The acceptance rule and its A/A noise are printed.
+    assert!(stdout.contains("rule: a size is slower when"), "{stdout}");
+    assert!(stdout.contains("A/A noise"), "{stdout}");
+    assert!(text.contains("gain [95% interval], A/A noise"), "{text}");
     let rb = v["verification"]["readback"].as_array().unwrap();
     assert!(rb.iter().all(|r| r["ok"] == true), "{rb:?}");
     std::fs::remove_dir_all(&dir).ok();

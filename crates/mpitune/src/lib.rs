@@ -4,12 +4,13 @@
 //! shared-memory settings (Open MPI `btl vader` MCA parameters, MPICH CVARs
 //! and the UCX variables its `ch4:ucx` device reads, UCX variables when Open
 //! MPI runs `pml ucx`) that maximize streaming bandwidth from 64 KiB to
-//! 4 MiB without making any size more than 5% slower than the defaults, and
+//! 4 MiB without making any size slower than the defaults beyond the noise
+//! measured between two runs of the defaults (A/A, same run), and
 //! writes them as a file the MPI's own tools read (docs/formats/mpi-exports.md).
 //!
 //! - [`space`]: the parameters and the candidate values per MPI;
 //! - [`objective`]: one candidate against the defaults (gain, regressions
-//!   judged with confidence intervals);
+//!   judged against the A/A noise, with each parameter's scope);
 //! - [`search`]: bounded coordinate descent over the candidates;
 //! - [`weights`]: one weight per locality class (communication matrix and
 //!   placement, or equal);

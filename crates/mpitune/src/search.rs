@@ -18,11 +18,20 @@
 //! With `paired`, the defaults are measured again right before every
 //! candidate, so each comparison is between two adjacent jobs.
 //!
+//! Acceptance: [`crate::objective::judge`] with the A/A noise of this run
+//! (every two consecutive jobs of the defaults form an A/A pair; the search
+//! starts with two, so that the first candidate is already judged against
+//! the machine's noise) and the candidate's scope (sizes its parameters
+//! cannot change do not veto; their verdicts are printed). A candidate
+//! vetoed by a size is measured again (confirmation) before it is rejected.
+//!
 //! Measurements per round: sum over parameters of (2 + candidates + 2), at
-//! most; paired: sum of (2 + 2 x candidates + 2).
+//! most; paired: sum of (2 + 2 x candidates + 2); plus one job for the A/A
+//! baseline.
 
 use crate::objective::{
-    combine, compare, job_level_shift, ClassMeasure, ClassVerdict, Objective, Shift,
+    combine, compare_with, evidence, job_level_shift, ClassMeasure, ClassVerdict, NoiseFloor,
+    Objective, Rule, Shift,
 };
 use crate::space::{describe, Coordinate, Setting, Space};
 use serde::Serialize;
@@ -65,6 +74,14 @@ pub struct Step {
     /// (defaults, setting) was measured again and this is the second pair.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remeasured: bool,
+    /// Why it was vetoed: each in-scope size slower beyond the noise, with
+    /// its slowdown interval and bound ([`evidence`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slower: Vec<String>,
+    /// Sizes slower beyond the noise but outside the setting's scope (not
+    /// vetoing in the search; the verification judges every size).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub out_of_scope: Vec<String>,
     pub seconds: f64,
 }
 
@@ -95,12 +112,16 @@ pub struct SearchResult {
     pub adoptions: Vec<Adoption>,
     pub budget_exhausted: bool,
     pub rounds: usize,
+    /// The A/A noise of the search (consecutive jobs of the defaults), for
+    /// the final verification to merge with its own.
+    pub noise: NoiseFloor,
 }
 
 /// Measures one setting on every class (in weight order).
 pub type MeasureFn<'a> = dyn FnMut(&Setting) -> Result<Vec<ClassMeasure>, String> + 'a;
 
 /// One setting measured against paired defaults.
+#[derive(Clone)]
 struct Scored {
     score: f64,
     feasible: bool,
@@ -122,6 +143,8 @@ impl Step {
             feasible: true,
             error: None,
             remeasured: false,
+            slower: Vec::new(),
+            out_of_scope: Vec::new(),
             seconds,
         }
     }
@@ -136,6 +159,8 @@ impl Step {
             feasible: sc.feasible,
             error: sc.error.clone(),
             remeasured: sc.remeasured,
+            slower: listed(&sc.verdicts, true),
+            out_of_scope: listed(&sc.verdicts, false),
             seconds: sc.seconds,
         }
     }
@@ -146,6 +171,10 @@ struct Bench<'m, 'a> {
     measure: &'m mut MeasureFn<'a>,
     weights: &'m [f64],
     objective: Objective,
+    space: &'m Space,
+    /// A/A pairs of this run's jobs of the defaults.
+    noise: NoiseFloor,
+    last_defaults: Option<Vec<ClassMeasure>>,
 }
 
 impl Bench<'_, '_> {
@@ -156,16 +185,35 @@ impl Bench<'_, '_> {
     }
 
     /// The defaults; failing to run them ends the search.
+    /// Each job of the defaults and the one before it form an A/A pair.
     fn defaults(&mut self) -> Result<(Vec<ClassMeasure>, f64), String> {
         let (r, secs) = self.timed(&Setting::new());
-        Ok((r.map_err(|e| format!("measuring the defaults: {e}"))?, secs))
+        let d = r.map_err(|e| format!("measuring the defaults: {e}"))?;
+        if let Some(prev) = &self.last_defaults {
+            self.noise.add_pair(prev, &d);
+        }
+        self.last_defaults = Some(d.clone());
+        Ok((d, secs))
     }
 
-    fn score(&self, d: &[ClassMeasure], c: &[ClassMeasure]) -> (f64, bool, Vec<ClassVerdict>) {
+    fn score(
+        &self,
+        d: &[ClassMeasure],
+        c: &[ClassMeasure],
+        s: &Setting,
+    ) -> (f64, bool, Vec<ClassVerdict>) {
+        let scope = self.space.scope(s);
         let v: Vec<ClassVerdict> = d
             .iter()
             .zip(c)
-            .map(|(d, c)| compare(d, c, &self.objective))
+            .enumerate()
+            .map(|(i, (d, c))| {
+                let rule = Rule {
+                    noise: Some((&self.noise, i)),
+                    scope: Some(&scope),
+                };
+                compare_with(d, c, &self.objective, rule)
+            })
             .collect();
         let (s, f) = combine(&v, self.weights);
         (s, f, v)
@@ -182,14 +230,14 @@ impl Bench<'_, '_> {
         progress: &mut dyn FnMut(&str),
     ) -> Result<Scored, String> {
         let (r, mut seconds) = self.timed(s);
-        let mut sc = self.scored(d, r, 0.0);
+        let mut sc = self.scored(d, r, s);
         if job_level_shift(&sc.verdicts) == Some(Shift::Slower) {
             progress("  every size moved together: measuring the pair again");
             let (d2, secs_d) = self.defaults()?;
             *d = d2;
             let (r, secs_c) = self.timed(s);
             seconds += secs_d + secs_c;
-            sc = self.scored(d, r, 0.0);
+            sc = self.scored(d, r, s);
             sc.remeasured = true;
         }
         sc.seconds += seconds;
@@ -200,11 +248,11 @@ impl Bench<'_, '_> {
         &self,
         d: &[ClassMeasure],
         r: Result<Vec<ClassMeasure>, String>,
-        seconds: f64,
+        setting: &Setting,
     ) -> Scored {
         let (score, feasible, error, verdicts) = match r {
             Ok(c) => {
-                let (s, f, v) = self.score(d, &c);
+                let (s, f, v) = self.score(d, &c, setting);
                 (s, f, None, v)
             }
             Err(e) => (0.0, false, Some(e), Vec::new()),
@@ -215,7 +263,7 @@ impl Bench<'_, '_> {
             error,
             verdicts,
             remeasured: false,
-            seconds,
+            seconds: 0.0,
         }
     }
 }
@@ -232,6 +280,9 @@ pub fn coordinate_descent(
         measure,
         weights,
         objective: opts.objective,
+        space,
+        noise: NoiseFloor::default(),
+        last_defaults: None,
     };
     let mut incumbent = Setting::new();
     let mut incumbent_score = 1.0;
@@ -251,6 +302,13 @@ pub fn coordinate_descent(
             if start.elapsed() > opts.budget && !steps.is_empty() {
                 exhausted = true;
                 break 'rounds;
+            }
+            if steps.is_empty() {
+                // The A/A baseline: two jobs of the defaults, so that the
+                // first candidate is judged against the noise too.
+                progress("A/A baseline: defaults");
+                let (_, secs) = bench.defaults()?;
+                steps.push(Step::defaults(round, "A/A baseline", secs));
             }
             progress(&format!("round {round}, {name}: defaults"));
             let (mut d, secs) = bench.defaults()?;
@@ -276,6 +334,8 @@ pub fn coordinate_descent(
             }
             let before = best_score;
             let mut best: Option<(Setting, Scored)> = None;
+            let mut best_clean: Option<(Setting, Scored)> = None;
+            let mut clean_score = best_score;
             for cand in cands {
                 if start.elapsed() > opts.budget {
                     exhausted = true;
@@ -297,10 +357,15 @@ pub fn coordinate_descent(
                     why_rejected(sc.feasible, sc.error.as_deref(), &sc.verdicts)
                 ));
                 steps.push(Step::scored(round, name, "candidate", &cand, &sc));
-                // With confirmation, a candidate vetoed by one size may still
-                // be the winner; the confirmation below then needs two clean
-                // measurements (a whole job sometimes runs slower).
-                let eligible = sc.feasible || (opts.confirm && sc.error.is_none());
+                // A candidate vetoed by a size may still be the winner: it
+                // is measured again below before it is rejected (with
+                // confirmation: two clean measurements; a whole job
+                // sometimes runs slower).
+                let eligible = sc.error.is_none();
+                if sc.feasible && sc.score > clean_score * (1.0 + opts.min_gain) {
+                    clean_score = sc.score;
+                    best_clean = Some((cand.clone(), sc.clone()));
+                }
                 if eligible && sc.score > best_score * (1.0 + opts.min_gain) {
                     best_score = sc.score;
                     best = Some((cand, sc));
@@ -315,39 +380,56 @@ pub fn coordinate_descent(
             // setting that is slower only some of the time (a bimodal
             // pipeline) rarely passes. It keeps the lowest of its scores and
             // must still beat the incumbent.
-            let best = match best {
-                Some((s, first)) if opts.confirm => {
-                    let needed = if first.feasible { 1 } else { 2 };
-                    let (mut score, mut verdicts) = (first.score, first.verdicts);
-                    let mut confirmed = true;
-                    for _ in 0..needed {
-                        progress(&format!(
-                            "round {round}, {name}: confirming {}",
-                            describe(&s)
-                        ));
-                        let (mut d2, secs) = bench.defaults()?;
-                        let mut sc = bench.against(&mut d2, &s, progress)?;
-                        sc.seconds += secs;
-                        progress(&format!(
-                            "  confirmation x{:.2}{}",
-                            sc.score,
-                            why_rejected(sc.feasible, sc.error.as_deref(), &sc.verdicts)
-                        ));
-                        steps.push(Step::scored(round, name, "confirmation", &s, &sc));
-                        if !sc.feasible || sc.score <= before * (1.0 + opts.min_gain) {
-                            confirmed = false;
-                            break;
-                        }
-                        score = score.min(sc.score);
-                        // A clean measurement's verdicts justify the adoption.
-                        if !first.feasible {
-                            verdicts = sc.verdicts;
-                        }
-                    }
-                    confirmed.then_some((s, score, verdicts))
+            // When the winner was vetoed and fails its re-measurement, the
+            // best clean candidate (if it also beat the bar) gets its turn.
+            let mut contenders: Vec<(Setting, Scored)> = best.into_iter().collect();
+            if let Some(c) = best_clean.filter(|c| contenders.first().is_some_and(|w| w.0 != c.0)) {
+                contenders.push(c);
+            }
+            // The fallback needs two clean confirmations too: the failed
+            // winner has just shown a regression on this coordinate.
+            let mut best = None;
+            for (k, (s, first)) in contenders.into_iter().enumerate() {
+                if !opts.confirm && first.feasible {
+                    best = Some((s, first.score, first.verdicts));
+                    break;
                 }
-                other => other.map(|(s, sc)| (s, sc.score, sc.verdicts)),
-            };
+                let needed = match (opts.confirm, first.feasible) {
+                    (true, false) => 2,
+                    (true, true) if k > 0 => 2,
+                    _ => 1,
+                };
+                let (mut score, mut verdicts) = (first.score, first.verdicts);
+                let mut confirmed = true;
+                for _ in 0..needed {
+                    progress(&format!(
+                        "round {round}, {name}: confirming {}",
+                        describe(&s)
+                    ));
+                    let (mut d2, secs) = bench.defaults()?;
+                    let mut sc = bench.against(&mut d2, &s, progress)?;
+                    sc.seconds += secs;
+                    progress(&format!(
+                        "  confirmation x{:.2}{}",
+                        sc.score,
+                        why_rejected(sc.feasible, sc.error.as_deref(), &sc.verdicts)
+                    ));
+                    steps.push(Step::scored(round, name, "confirmation", &s, &sc));
+                    if !sc.feasible || sc.score <= before * (1.0 + opts.min_gain) {
+                        confirmed = false;
+                        break;
+                    }
+                    score = score.min(sc.score);
+                    // A clean measurement's verdicts justify the adoption.
+                    if !first.feasible {
+                        verdicts = sc.verdicts;
+                    }
+                }
+                if confirmed {
+                    best = Some((s, score, verdicts));
+                    break;
+                }
+            }
             if let Some((s, score, verdicts)) = best {
                 adoptions.push(Adoption {
                     round,
@@ -381,7 +463,22 @@ pub fn coordinate_descent(
         adoptions,
         budget_exhausted: exhausted,
         rounds,
+        noise: bench.noise,
     })
+}
+
+/// The evidence of the sizes slower beyond the noise: in scope (`true`,
+/// vetoing) or out of it.
+fn listed(verdicts: &[ClassVerdict], in_scope: bool) -> Vec<String> {
+    verdicts
+        .iter()
+        .flat_map(|v| {
+            v.sizes
+                .iter()
+                .filter(move |c| c.slower && c.in_scope == in_scope)
+                .map(|c| evidence(&v.class, c))
+        })
+        .collect()
 }
 
 /// The parameters whose value differs from `from` to `to`.
@@ -400,24 +497,19 @@ fn why_rejected(feasible: bool, error: Option<&str>, verdicts: &[ClassVerdict]) 
     if let Some(e) = error {
         return format!(" (failed: {e})");
     }
+    let out = listed(verdicts, false);
+    let out = if out.is_empty() {
+        String::new()
+    } else {
+        format!(" (out of scope, not vetoing: {})", out.join(", "))
+    };
     if feasible {
-        return String::new();
+        return out;
     }
-    let slower: Vec<String> = verdicts
-        .iter()
-        .flat_map(|v| {
-            v.sizes.iter().filter(|c| c.slower).map(move |c| {
-                format!(
-                    "{} {} {} x{:.2}",
-                    v.class,
-                    c.test,
-                    topocomm_measure::p2p::size_label(c.size),
-                    c.gain
-                )
-            })
-        })
-        .collect();
-    format!(" (rejected: slower at {})", slower.join(", "))
+    format!(
+        " (rejected: slower beyond the noise at {}){out}",
+        listed(verdicts, true).join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -458,6 +550,7 @@ mod tests {
                 mk("bw", 65536, bw),
                 mk("bw", 1 << 20, bw),
                 mk("latency", 8, lat),
+                mk("latency", 4096, 10.0 * lat),
             ],
         }]
     }
@@ -534,8 +627,8 @@ mod tests {
         assert!(r.adoptions.is_empty());
     }
 
-    /// How `surface` is disturbed: which measurements run latency 8 B twice
-    /// as slow.
+    /// How `surface` is disturbed: which measurements run latency 4 KiB
+    /// (a rendezvous, in every pipeline setting's scope) twice as slow.
     #[derive(Clone, Copy)]
     enum Noise {
         /// Only the n-th job measured (one slow job on a shared machine).
@@ -567,7 +660,7 @@ mod tests {
                     Noise::WholeJob(_) => false,
                 };
                 if slow {
-                    for x in &mut m[0].lines[2].samples {
+                    for x in &mut m[0].lines[3].samples {
                         *x *= 2.0;
                     }
                 }
@@ -586,13 +679,20 @@ mod tests {
 
     #[test]
     fn one_unlucky_job_does_not_veto_but_a_repeated_regression_does() {
-        // Jobs: 1 defaults, 2 the 32 KiB preset, 3 defaults, 4 the 256 KiB
-        // preset. Job 4 is slow at 8 B latency once: vetoed, but the best
-        // score, so it gets two confirmations (jobs 5-8), both clean.
-        let r = search_with(Noise::OneJob(4));
-        assert!(!r.steps[3].feasible, "{:?}", r.steps[3]);
-        assert_eq!(r.steps[3].role, "candidate");
-        let conf: Vec<&Step> = r.steps[4..6].iter().collect();
+        // Jobs: 1-2 defaults (A/A baseline), 3 the 32 KiB preset, 4
+        // defaults, 5 the 256 KiB preset. Job 5 is slow at 4 KiB latency
+        // once: vetoed, but the best score, so it gets two confirmations
+        // (jobs 6-9), both clean.
+        let r = search_with(Noise::OneJob(5));
+        assert!(!r.steps[4].feasible, "{:?}", r.steps[4]);
+        assert_eq!(r.steps[4].role, "candidate");
+        assert!(
+            r.steps[4].slower[0]
+                .starts_with("l3 latency 4K x0.50 (slowdown [1.98, 2.02] > 1 + tolerance 5%)"),
+            "{:?}",
+            r.steps[4].slower
+        );
+        let conf: Vec<&Step> = r.steps[5..7].iter().collect();
         assert!(conf.iter().all(|s| s.role == "confirmation" && s.feasible));
         assert_eq!(r.best.get("btl_vader_max_send_size").unwrap(), "262144");
         // A regression present in every measurement vetoes for good.
@@ -618,17 +718,68 @@ mod tests {
 
     #[test]
     fn a_job_where_every_size_moved_is_measured_again() {
-        // Job 4 (the 256 KiB preset) runs 10x slow at every size, which
+        // Job 5 (the 256 KiB preset) runs 10x slow at every size, which
         // makes even this x8.5 setting look slower everywhere: the pair is
-        // measured again (jobs 5, 6) and the preset still wins.
-        let r = search_with(Noise::WholeJob(4));
+        // measured again (jobs 6, 7) and the preset still wins.
+        let r = search_with(Noise::WholeJob(5));
         assert_eq!(r.best.get("btl_vader_max_send_size").unwrap(), "262144");
         assert!(
-            r.steps[3].feasible && r.steps[3].remeasured,
+            r.steps[4].feasible && r.steps[4].remeasured,
             "{:?}",
-            r.steps[3]
+            r.steps[4]
         );
-        assert!((r.steps[3].score - 30.0 * 8f64.sqrt() / 10.0).abs() < 0.05);
+        assert!((r.steps[4].score - 30.0 * 8f64.sqrt() / 10.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn sizes_a_setting_cannot_change_do_not_veto_it() {
+        // The issue: the pipeline presets were vetoed by small sizes they
+        // cannot change. Here every job of a pipeline setting runs 8 B
+        // latency (an eager message) 2x slower: machine noise as far as the
+        // parameters go. The 32 KiB preset (single copy, pipeline depth:
+        // rendezvous only) is not vetoed by it, and the step says so; the
+        // 256 KiB preset also sets the segment size, which reaches every
+        // size, so it is vetoed.
+        let space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let r = coordinate_descent(
+            &space,
+            &[1.0],
+            &thorough(),
+            &mut |s| {
+                let mut m = surface(s);
+                if s.contains_key("pml_ob1_send_pipeline_depth") {
+                    for x in &mut m[0].lines[2].samples {
+                        *x *= 2.0;
+                    }
+                }
+                Ok(m)
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        let small = &r.steps[2];
+        assert_eq!(
+            describe(&small.setting),
+            "btl_vader_single_copy_mechanism=none pml_ob1_send_pipeline_depth=8"
+        );
+        assert!(small.feasible && small.slower.is_empty(), "{small:?}");
+        assert!(
+            small.out_of_scope[0].starts_with("l3 latency 8 x0.50"),
+            "{small:?}"
+        );
+        let large = &r.steps[4];
+        assert!(
+            !large.feasible && large.slower[0].starts_with("l3 latency 8"),
+            "{large:?}"
+        );
+        let first = &r.adoptions[0];
+        assert_eq!(
+            first.preset.as_deref(),
+            Some("copy-in/copy-out pipeline, 32 KiB fragments")
+        );
+        // The A/A baseline opened the search: two jobs of the defaults.
+        assert_eq!(r.steps[0].param, "A/A baseline");
+        assert!(r.noise.pairs >= 2);
     }
 
     #[test]

@@ -31,6 +31,71 @@ pub struct Param {
     pub candidates: Vec<&'static str>,
     /// What the knob does, one line.
     pub what: &'static str,
+    /// The message sizes it can change ([`Space::scope`]).
+    pub reach: Reach,
+}
+
+/// Which message sizes a parameter can change, from what it does (the
+/// `what` line): sizes out of its reach must not veto it in the search
+/// (the final verification still judges every size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Any size (the conservative choice when the mechanism is not size
+    /// specific or its threshold is unknown, e.g. UCX's `auto`).
+    All,
+    /// Only messages not sent eagerly: sizes at or above the eager limit in
+    /// force under the setting (ob1 sends a message eagerly when it fits in
+    /// `btl_vader_eager_limit` together with its header, so a 4096 B
+    /// message under the 4096 default is already a rendezvous). Single
+    /// copy, fragment size, pipeline depth.
+    Rendezvous,
+    /// The eager limit itself: sizes up to [`EAGER_REACH`] times the larger
+    /// of the default and the new limit (a rendezvous carries its first
+    /// eager-limit bytes in the first fragment, which matters less and
+    /// less as the message grows).
+    EagerLimit,
+}
+
+/// How far above the eager limit a change of the limit is still judged.
+pub const EAGER_REACH: u64 = 16;
+
+/// The sizes a setting can change (vs the MPI's defaults): a union of
+/// inclusive ranges.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Scope {
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl Scope {
+    pub fn all() -> Scope {
+        Scope {
+            ranges: vec![(0, u64::MAX)],
+        }
+    }
+
+    pub fn contains(&self, size: u64) -> bool {
+        self.ranges.iter().any(|(a, b)| (*a..=*b).contains(&size))
+    }
+
+    /// `1K-64K, 4M-` style, or `all sizes`, for the progress lines.
+    pub fn label(&self) -> String {
+        use topocomm_measure::p2p::size_label;
+        if self.ranges.contains(&(0, u64::MAX)) {
+            return "all sizes".into();
+        }
+        if self.ranges.is_empty() {
+            return "no size".into();
+        }
+        self.ranges
+            .iter()
+            .map(|(a, b)| match *b {
+                u64::MAX => format!(">= {}", size_label(*a)),
+                _ => format!("{}-{}", size_label(*a), size_label(*b)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// Several parameters moved together: a protocol switch that pays only with
@@ -77,6 +142,14 @@ fn p(
         default,
         candidates: candidates.to_vec(),
         what,
+        reach: Reach::All,
+    }
+}
+
+impl Param {
+    fn reach(mut self, r: Reach) -> Param {
+        self.reach = r;
+        self
     }
 }
 
@@ -143,25 +216,29 @@ impl Space {
                     "cma",
                     &["none"],
                     "large messages: one process_vm_readv (cma) or the copy-in/copy-out pipeline (none)",
-                ),
+                )
+                .reach(Reach::Rendezvous),
                 p(
                     "btl_vader_eager_limit",
                     "4096",
                     &["8192", "16384", "32768"],
                     "largest message sent eagerly (one fragment, no handshake)",
-                ),
+                )
+                .reach(Reach::EagerLimit),
                 p(
                     "btl_vader_max_send_size",
                     "32768",
                     &["16384", "65536", "131072", "262144"],
                     "fragment size of the copy-in/copy-out pipeline",
-                ),
+                )
+                .reach(Reach::Rendezvous),
                 p(
                     "pml_ob1_send_pipeline_depth",
                     "3",
                     &["8", "16"],
                     "fragments of one large message in flight in the copy-in/copy-out pipeline",
-                ),
+                )
+                .reach(Reach::Rendezvous),
                 p(
                     "btl_vader_segment_size",
                     "4194304",
@@ -316,6 +393,35 @@ impl Space {
             .max_by_key(|p| p.values.len())
     }
 
+    /// The sizes `s` can change compared with the MPI's defaults: the union
+    /// of the reaches of the parameters it moves ([`Reach`]). A parameter
+    /// not in the space, or one whose reach is [`Reach::All`], reaches
+    /// every size.
+    pub fn scope(&self, s: &Setting) -> Scope {
+        let num = |k: &str, d: u64| s.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(d);
+        const EAGER: &str = "btl_vader_eager_limit";
+        let default_eager = self
+            .param(EAGER)
+            .and_then(|p| p.default.parse().ok())
+            .unwrap_or(4096);
+        let eager = num(EAGER, default_eager);
+        let mut ranges = Vec::new();
+        for name in s.keys() {
+            let reach = self.param(name).map_or(Reach::All, |p| p.reach);
+            let r = match (self.layer, reach) {
+                (Layer::Vader, Reach::Rendezvous) => (eager, u64::MAX),
+                (Layer::Vader, Reach::EagerLimit) => {
+                    (0, eager.max(default_eager).saturating_mul(EAGER_REACH))
+                }
+                _ => return Scope::all(),
+            };
+            ranges.push(r);
+        }
+        ranges.sort_unstable();
+        ranges.dedup();
+        Scope { ranges }
+    }
+
     /// Every variable name this space may set in the job's environment.
     pub fn env_names(&self) -> Vec<String> {
         self.params
@@ -381,6 +487,57 @@ mod tests {
                 "16384".to_string()
             )]
         );
+    }
+
+    #[test]
+    fn scopes_follow_what_each_parameter_does() {
+        let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let set = |kv: &[(&str, &str)]| -> Setting {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        // The preset: pipeline parameters cannot change eager
+        // messages (1 B-1 KiB under the 4 KiB limit); 4 KiB is a
+        // rendezvous under the default limit, so it stays in scope.
+        let pipe = sp.scope(&set(&[
+            ("btl_vader_single_copy_mechanism", "none"),
+            ("pml_ob1_send_pipeline_depth", "8"),
+        ]));
+        for small in [1, 4, 16, 64, 256, 1024] {
+            assert!(!pipe.contains(small), "{small}");
+        }
+        for large in [4096, 65536, 1 << 20, 64 << 20] {
+            assert!(pipe.contains(large), "{large}");
+        }
+        assert_eq!(pipe.label(), ">= 4K");
+        // With a larger eager limit, the pipeline starts there; the eager
+        // limit reaches up to 16x the larger limit.
+        let both = sp.scope(&set(&[
+            ("btl_vader_single_copy_mechanism", "none"),
+            ("btl_vader_eager_limit", "32768"),
+        ]));
+        assert!(both.contains(1) && both.contains(512 << 10) && both.contains(64 << 20));
+        let eager = sp.scope(&set(&[("btl_vader_eager_limit", "32768")]));
+        assert!(eager.contains(1) && eager.contains(512 << 10));
+        assert!(!eager.contains(1 << 20) && !eager.contains(64 << 20));
+        // Parameters whose effect is not size specific reach every size.
+        let fbox = sp.scope(&set(&[("btl_vader_fbox_size", "65536")]));
+        assert_eq!(fbox, Scope::all());
+        assert_eq!(fbox.label(), "all sizes");
+        let seg = sp.scope(&set(&[
+            ("btl_vader_segment_size", "16777216"),
+            ("pml_ob1_send_pipeline_depth", "8"),
+        ]));
+        assert!(seg.contains(1));
+        // UCX thresholds default to `auto`: every size.
+        let ucx = Space::full(MpiImpl::Mpich, Layer::MpichUcx);
+        assert_eq!(
+            ucx.scope(&set(&[("UCX_RNDV_THRESH", "65536")])),
+            Scope::all()
+        );
+        // The defaults change nothing.
+        assert!(!sp.scope(&Setting::new()).contains(4096));
     }
 
     #[test]
