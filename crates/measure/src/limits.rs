@@ -124,6 +124,10 @@ impl Payload {
 
     /// The words of message number `seq`.
     fn slot<'a>(&'a self, line: &'a Line, seq: u64, need: usize) -> &'a [AtomicU64] {
+        // A message of 0 bytes is the flag alone (and has no slot to rotate).
+        if need == 0 {
+            return &[];
+        }
         if self.words.is_empty() {
             return &line.0[1..1 + need];
         }

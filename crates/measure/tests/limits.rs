@@ -343,12 +343,9 @@ fn size_zero_behaves_as_documented() {
     check_latency_line(&l.unwrap(), 0, false, 3, took);
 }
 
-/// Known defect (limits.rs): with `cold: true` and size 0, `Payload::new`
-/// makes zero-word slots and `Payload::slot` divides by zero in the timing
-/// thread, which surfaces as the error "timing thread panicked". A cold
-/// 0-byte latency should be the flag alone, as the hot one is.
+/// A cold 0-byte latency is the flag alone, as the hot one is (it used to
+/// divide by zero in `Payload::slot`: zero-word slots to rotate over).
 #[test]
-#[ignore = "known defect: cold latency of 0 bytes panics (division by zero in Payload::slot)"]
 fn cold_latency_of_zero_bytes_is_the_flag_alone() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(pair) = pair() else { return };
