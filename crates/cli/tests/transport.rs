@@ -173,8 +173,8 @@ fn ranks_sharing_a_pu_yield_instead_of_spinning() {
 /// clear error naming the variable.
 #[test]
 fn both_copy_routes_carry_the_stress_test_and_a_bad_choice_is_refused() {
-    for choice in ["vector", "memcpy"] {
-        let o = Command::new(bin())
+    let stress = |choice: &str, messages: &str| {
+        Command::new(bin())
             .args([
                 "run",
                 "-n",
@@ -184,12 +184,15 @@ fn both_copy_routes_carry_the_stress_test_and_a_bad_choice_is_refused() {
                 "selftest",
                 "stress",
                 "--messages",
-                "60",
+                messages,
             ])
             .env("TOPOCOMM_COPY", choice)
             .env("TOPOCOMM_VERBOSE", "1")
             .output()
-            .expect("topocomm runs");
+            .expect("topocomm runs")
+    };
+    for choice in ["vector", "memcpy"] {
+        let o = stress(choice, "60");
         assert!(o.status.success(), "TOPOCOMM_COPY={choice}: {}", text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
         let how = if choice == "vector" && cfg!(target_arch = "x86_64") {
@@ -199,21 +202,7 @@ fn both_copy_routes_carry_the_stress_test_and_a_bad_choice_is_refused() {
         };
         assert!(err.contains(how), "TOPOCOMM_COPY={choice}: {err}");
     }
-    let o = Command::new(bin())
-        .args([
-            "run",
-            "-n",
-            "2",
-            "--",
-            bin(),
-            "selftest",
-            "stress",
-            "--messages",
-            "4",
-        ])
-        .env("TOPOCOMM_COPY", "fast")
-        .output()
-        .expect("topocomm runs");
+    let o = stress("fast", "4");
     assert!(!o.status.success(), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr)

@@ -20,7 +20,7 @@
 use crate::rules::Rules;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use topocomm_topo::Machine;
 
 /// `format` of a cache entry.
@@ -281,32 +281,12 @@ pub fn cached_or_builtin(m: &Machine) -> Rules {
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC.
 fn utc_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    utc(secs)
+    utc(topocomm_measure::meta::unix_now())
 }
 
-/// Civil date and time of a Unix timestamp (days-to-civil algorithm of
-/// H. Hinnant, public domain).
-fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+fn utc(secs: i64) -> String {
+    let (y, m, d, hh, mm, ss) = topocomm_measure::meta::civil_utc(secs);
+    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}:{ss:02}")
 }
 
 #[cfg(test)]
