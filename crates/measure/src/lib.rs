@@ -5,9 +5,11 @@
 //! check, thread pinning to a PU, and the JSON sample-line format that the
 //! topocomm p2p worker and the MPI benchmark (`mpi/bench`) both print.
 //! The characterization kernels (issue 4) live in `cache` (coherence
-//! states), `matrix` (per-pair latency) and `placement` (CG + triad).
+//! states), `matrix` (per-pair latency) and `placement` (CG + triad);
+//! `bench_p2p` plans and runs `topocomm bench p2p`.
 
 pub mod backends;
+pub mod bench_p2p;
 pub mod cache;
 pub mod error;
 pub mod limits;

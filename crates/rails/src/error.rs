@@ -30,4 +30,25 @@ pub enum RailsError {
     NoNetworkRails(String),
     #[error("{what}: {reason}")]
     BadParameter { what: String, reason: String },
+    /// A `--pu` list that does not parse.
+    #[error("--pu '{text}': {reason}")]
+    BadPuList { text: String, reason: String },
+    /// `cause` for the location described by `what` (`--pu 8`, this process's binding ...).
+    #[error("{what}: {cause}")]
+    AtLocation {
+        what: String,
+        cause: Box<RailsError>,
+    },
+    /// /proc/self/status could not be read.
+    #[error("reading /proc/self/status for this process's binding: {reason}")]
+    BindingUnreadable { reason: String },
+    /// /proc/self/status has no `Cpus_allowed_list` line.
+    #[error("/proc/self/status has no Cpus_allowed_list: pass --pu")]
+    NoBindingList,
+    /// The `Cpus_allowed_list` of /proc/self/status does not parse.
+    #[error("/proc/self/status Cpus_allowed_list: {reason}")]
+    BadBindingList { reason: String },
+    /// A split plan asked (`--pu PUS --size`) on a machine without network rails.
+    #[error("--pu {pu} --size: no network rail on this machine: {reason}")]
+    NoRailToPlan { pu: String, reason: String },
 }

@@ -7,8 +7,10 @@
 //! message across the rails, and the device environment of one local rank.
 //!
 //! Everything here is a pure function of a [`topocomm_topo::Machine`] and
-//! plain arguments; reading the process's binding and environment is the
-//! caller's job.
+//! plain arguments, except [`bound_pus`] (this process's binding, read by
+//! [`Setup::location`] when no PU list is given); reading the environment
+//! is the caller's job. [`Setup`] gathers what `topocomm rails` computes
+//! and shows: tables, plans, the JSON documents, `rails exec`'s variables.
 //!
 //! ```no_run
 //! use topocomm_rails::*;
@@ -25,6 +27,7 @@ mod discover;
 mod env;
 mod error;
 mod locality;
+mod setup;
 mod split;
 mod table;
 mod weights;
@@ -36,6 +39,11 @@ pub use discover::{
 pub use env::{device_env, local_rank, EnvVar, LOCAL_RANK_VARS};
 pub use error::RailsError;
 pub use locality::{distance, numa_latency, Distance, Location};
+pub use setup::{
+    bound_pus, chunk_rows, exports, list_or_dash, numa_locations, rail_rows, rail_tables,
+    resolve_rank, to_json, weight_rows, EnvDoc, FromNuma, NoRailsEnvDoc, NumaSplit, PlanDoc,
+    RailTableView, RailsDoc, Setup, SetupOptions,
+};
 pub use split::{split, Chunk, SplitMode, SplitParams, SplitPlan};
 pub use table::{ClassRates, RailTable, TABLE_SCHEMA};
 pub use weights::{

@@ -1,20 +1,20 @@
 //! `topocomm bench p2p`: point-to-point latency, bandwidth, bidirectional
 //! bandwidth and message rate of topocomm's transport, Open MPI and MPICH
 //! (tc_mpibench), and the physical limits, on the same PU pairs in the same
-//! run (docs/commands/bench-p2p.md).
+//! run (docs/commands/bench-p2p.md). The plan, the run and the result
+//! document are `topocomm_measure::bench_p2p`'s; this module parses, shows
+//! progress and prints.
 
+use crate::cmd::topo::origin_text;
 use crate::common::{text_table, GlobalOpts};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-use topocomm_measure::backends::{locate_mpi_build, parse_peers, Backend, MpiImpl};
-use topocomm_measure::p2p::{default_sizes, parse_sizes, parse_tests, size_label, P2pParams, Test};
-use topocomm_measure::results::{num, ratios, table, Ratio, ResultRow};
-use topocomm_measure::timer::TimerInfo;
-use topocomm_measure::{SampleLine, Summary};
+use topocomm_measure::bench_p2p::{self, check_live, plan, Options, Outcome, Progress};
+use topocomm_measure::p2p::{size_label, Test};
+use topocomm_measure::results::{num, table};
 use topocomm_report::{esc, html_table, svg_loglog, Series};
-use topocomm_topo::{pair_class, parse_pair, ClassMatrix, LocalityClass, Machine};
+use topocomm_topo::Machine;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -58,427 +58,77 @@ pub struct Args {
     pub json: Option<PathBuf>,
 }
 
-/// A PU pair to measure and its class on the topology in use.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PairChoice {
-    pub pair: (u32, u32),
-    pub class: String,
-}
-
-/// What the command will do, resolved from its arguments and the machine.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub pairs: Vec<PairChoice>,
-    /// Cache modes: false = hot, true = cold.
-    pub modes: Vec<bool>,
-    /// Parameters of the hot mode (cold differs by `cold` only).
-    pub params: P2pParams,
-    pub peers: Vec<MpiImpl>,
-    pub with_topocomm: bool,
-    pub timeout: Option<Duration>,
-}
-
-/// Resolves the arguments against the machine model; every bad value is a
-/// one-line error naming the argument.
-pub fn plan(m: &Machine, a: &Args) -> Result<Plan> {
-    let cm = ClassMatrix::new(m);
-    let pairs = if let Some(text) = &a.pair {
-        let (p, q) = parse_pair(text).context("--pair")?;
-        if p == q {
-            bail!("--pair {text}: the two PUs must differ");
-        }
-        let class = pair_class(m, p, q).with_context(|| format!("--pair {text}"))?;
-        vec![PairChoice {
-            pair: (p, q),
-            class: class.to_string(),
-        }]
-    } else if let Some(name) = &a.class {
-        let want: LocalityClass = name.parse().map_err(|e: String| anyhow!("--class: {e}"))?;
-        let c = cm.classes().iter().find(|c| c.class == want).ok_or_else(|| {
-            anyhow!(
-                "--class {name}: no pair of PUs has this class on this topology (classes present: {})",
-                present(&cm)
-            )
-        })?;
-        vec![PairChoice {
-            pair: c.representative,
-            class: c.class.to_string(),
-        }]
-    } else {
-        cm.classes()
-            .iter()
-            .map(|c| PairChoice {
-                pair: c.representative,
-                class: c.class.to_string(),
-            })
-            .collect()
-    };
-    if pairs.is_empty() {
-        bail!("this topology has a single PU: there is no pair to measure");
-    }
-    let tests = match (&a.tests, a.quick) {
-        (Some(t), _) => parse_tests(t).map_err(|e| anyhow!("--tests: {e}"))?,
-        (None, true) => vec![Test::Latency, Test::Bw],
-        (None, false) => Test::ALL.to_vec(),
-    };
-    let sizes = match (&a.sizes, a.quick) {
-        (Some(s), _) => parse_sizes(s).map_err(|e| anyhow!("--sizes: {e}"))?,
-        (None, true) => vec![8, 4096, 65536],
-        (None, false) => default_sizes(),
-    };
-    let min_time_ms = a.min_time_ms.unwrap_or(if a.quick { 1.0 } else { 10.0 });
-    if !(min_time_ms > 0.0 && min_time_ms <= 60_000.0) {
-        bail!("--min-time-ms {min_time_ms}: expected a number of milliseconds in (0, 60000]");
-    }
-    let params = P2pParams {
-        tests,
-        sizes,
-        cold: false,
-        llc: m.llc_size().unwrap_or(32 << 20),
-        samples: a.samples.unwrap_or(if a.quick { 5 } else { 20 }) as usize,
-        min_time_ms,
-        window: a.window.unwrap_or(if a.quick { 8 } else { 64 }),
-    };
-    let modes = match a.cache.as_str() {
-        "cold" => vec![true],
-        "both" => vec![false, true],
-        _ => vec![false],
-    };
-    let peers = parse_peers(&a.vs).map_err(|e| anyhow!("--vs: {e}"))?;
-    Ok(Plan {
-        pairs,
-        modes,
-        params,
-        peers,
-        with_topocomm: true,
-        timeout: a.timeout.map(Duration::from_secs),
-    })
-}
-
-fn present(cm: &ClassMatrix) -> String {
-    cm.classes()
-        .iter()
-        .map(|c| c.class.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Refuses pairs whose PUs this machine does not have (e.g. `--topology`
-/// describes a bigger machine): benchmarks run here, never on a stand-in PU.
-pub fn check_live(plan: &Plan, m: &Machine) -> Result<()> {
-    let allowed = topocomm_measure::pin::allowed_pus()?;
-    for c in &plan.pairs {
-        for pu in [c.pair.0, c.pair.1] {
-            if !allowed.contains(&pu) {
-                bail!(
-                    "pair {},{} (class {} on {}): PU {pu} does not exist on this machine (usable PUs: {}); benchmarks run on the live machine",
-                    c.pair.0,
-                    c.pair.1,
-                    c.class,
-                    crate::cmd::topo::origin_text(m),
-                    topocomm_topo::PuSet::from_indexes(allowed.clone())
-                );
-            }
+impl Args {
+    /// The library's options.
+    pub fn options(&self) -> Options {
+        Options {
+            pair: self.pair.clone(),
+            class: self.class.clone(),
+            sizes: self.sizes.clone(),
+            quick: self.quick,
+            tests: self.tests.clone(),
+            cache: self.cache.clone(),
+            vs: self.vs.clone(),
+            samples: self.samples,
+            min_time_ms: self.min_time_ms,
+            window: self.window,
+            timeout: self.timeout,
         }
     }
-    Ok(())
 }
 
-/// How one backend fared on one pair and cache mode.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct BackendStatus {
-    pub backend: String,
-    pub pair: String,
-    pub cache: String,
-    /// `ok` or `failed` (the reason says why; the others still ran).
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub elapsed_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinning: Option<topocomm_measure::p2p::JobMeta>,
+/// Progress on stderr.
+fn show(p: Progress) {
+    match p {
+        Progress::Start { label } => eprintln!("bench p2p: {label} ..."),
+        Progress::Step { what } => eprintln!("bench p2p:   {what}"),
+        Progress::Done { label, elapsed_s } => {
+            eprintln!("bench p2p: {label}: done in {elapsed_s:.1} s")
+        }
+        Progress::Skipped { label, reason } => eprintln!("bench p2p: {label}: skipped: {reason}"),
+    }
 }
 
-/// Everything one run measured.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    pub plan: Plan,
-    pub rows: Vec<ResultRow>,
-    pub ratios: Vec<Ratio>,
-    pub backends: Vec<BackendStatus>,
-    pub timer: TimerInfo,
-    /// UTC start of the run (the meta `date`).
-    pub started: String,
-}
-
-/// The backends of a run, in the order they run; `None` with a reason for
-/// one that cannot run at all (e.g. the MPI benchmark is not built).
-fn backends(plan: &Plan) -> Vec<(String, Result<Backend, String>)> {
+/// Plans against `m`, checks the pairs exist here, and runs.
+fn measure(m: &Machine, o: &Options) -> Result<Outcome> {
+    let p = plan(m, o)?;
+    check_live(&p, &origin_text(m))?;
     let exe = std::env::current_exe().ok();
-    let mut out = Vec::new();
-    if plan.with_topocomm {
-        out.push((
-            "topocomm".to_string(),
-            exe.clone()
-                .map(|exe| Backend::Topocomm { exe })
-                .ok_or_else(|| "cannot find the topocomm executable".to_string()),
-        ));
-    }
-    let build = locate_mpi_build(exe.as_deref()).map_err(|e| e.to_string());
-    for which in &plan.peers {
-        out.push((
-            which.name().to_string(),
-            build.clone().map(|build| Backend::Mpi {
-                which: *which,
-                build,
-                env: Vec::new(),
-            }),
-        ));
-    }
-    out.push(("limit".to_string(), Ok(Backend::Limit)));
-    out
+    Ok(bench_p2p::measure(&p, exe, super::utc_now(), &mut show)?)
 }
 
-/// Runs every backend on every pair and cache mode. The limits run in
-/// rounds interleaved with the job backends (before each and after the last,
-/// the samples split between rounds and pooled), so that a change of the
-/// machine's state during a long run (a VM's vCPUs moved by the host, other
-/// load) shows up in the limit's CI instead of skewing the ratios. Progress
-/// goes to stderr when `verbose`. A backend that fails is recorded, not fatal.
-pub fn measure(plan: &Plan, verbose: bool) -> Result<Outcome> {
-    let started = super::utc_now();
-    let timer = topocomm_measure::timer::check();
-    let list = backends(plan);
-    let (limit, jobs): (Vec<_>, Vec<_>) = list.into_iter().partition(|(n, _)| n == "limit");
-    let rounds = jobs.len() + 1;
-    let per_round = plan.params.samples.div_ceil(rounds).max(1);
-    // The schedule of one (pair, mode): limit round, job, limit round, ...
-    let mut schedule = Vec::new();
-    for j in &jobs {
-        schedule.extend(limit.iter().cloned().map(|l| (l, true)));
-        schedule.push((j.clone(), false));
-    }
-    schedule.extend(limit.iter().cloned().map(|l| (l, true)));
-
-    let mut rows = Vec::new();
-    let mut statuses = Vec::new();
-    let total = plan.pairs.len() * plan.modes.len() * schedule.len();
-    let mut step = 0;
-    for c in &plan.pairs {
-        for &cold in &plan.modes {
-            let params = P2pParams {
-                cold,
-                ..plan.params.clone()
-            };
-            let timeout = plan.timeout.unwrap_or_else(|| params.time_bound());
-            let mut pooled: Vec<SampleLine> = Vec::new();
-            let mut limit_failed = false;
-            for ((name, backend), is_limit) in &schedule {
-                step += 1;
-                if *is_limit && limit_failed {
-                    continue;
-                }
-                let round_params = P2pParams {
-                    samples: if *is_limit { per_round } else { params.samples },
-                    ..params.clone()
-                };
-                let started = Instant::now();
-                let label = format!(
-                    "[{step}/{total}] {name} on PUs {},{} ({}, {})",
-                    c.pair.0,
-                    c.pair.1,
-                    c.class,
-                    params.cache()
-                );
-                if verbose {
-                    eprintln!("bench p2p: {label} ...");
-                }
-                let mut progress = |what: &str| {
-                    if verbose {
-                        eprintln!("bench p2p:   {what}");
-                    }
-                };
-                let result = backend.clone().and_then(|b| {
-                    b.run(c.pair, &round_params, timeout, &mut progress)
-                        .map_err(|e| e.to_string())
-                });
-                let pair = format!("{},{}", c.pair.0, c.pair.1);
-                let elapsed_s = started.elapsed().as_secs_f64();
-                let mut status = BackendStatus {
-                    backend: name.clone(),
-                    pair,
-                    cache: params.cache().into(),
-                    status: "ok".into(),
-                    reason: None,
-                    elapsed_s,
-                    pinning: None,
-                };
-                match result {
-                    Ok(run) => {
-                        if verbose {
-                            eprintln!("bench p2p: {label}: done in {elapsed_s:.1} s");
-                        }
-                        if *is_limit {
-                            pool(&mut pooled, run.lines);
-                        } else {
-                            rows.extend(
-                                run.lines
-                                    .iter()
-                                    .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
-                            );
-                        }
-                        status.reason = run.note;
-                        status.pinning = run.meta;
-                    }
-                    Err(e) => {
-                        eprintln!("bench p2p: {label}: skipped: {e}");
-                        limit_failed |= *is_limit;
-                        status.status = "failed".into();
-                        status.reason = Some(e);
-                    }
-                }
-                statuses.push(status);
-            }
-            if !limit_failed {
-                rows.extend(
-                    pooled
-                        .iter()
-                        .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
-                );
-            }
-        }
-    }
-    if rows.is_empty() {
-        bail!("no backend produced a result (see the messages above)");
-    }
-    let ratios = ratios(&rows);
-    Ok(Outcome {
-        plan: plan.clone(),
-        rows,
-        ratios,
-        backends: statuses,
-        timer,
-        started,
-    })
-}
-
-/// Adds a round's lines to the pool: samples of the same (test, size) are
-/// appended in measurement order.
-fn pool(pooled: &mut Vec<SampleLine>, lines: Vec<SampleLine>) {
-    for l in lines {
-        match pooled
-            .iter_mut()
-            .find(|p| p.test == l.test && p.size == l.size && p.cache == l.cache)
-        {
-            Some(p) => p.samples.extend(l.samples),
-            None => pooled.push(l),
-        }
-    }
+/// The `--json` document (docs/formats/bench-json.md).
+fn to_json(o: &Outcome, m: &Machine) -> serde_json::Value {
+    o.to_json(super::common_meta(m), super::utc_now())
 }
 
 /// The terminal tables: per pair, cache mode and test, one line per size.
 pub fn render_tables(o: &Outcome) -> String {
     let mut s = String::new();
-    for c in &o.plan.pairs {
-        let pair = format!("{},{}", c.pair.0, c.pair.1);
-        for &cold in &o.plan.modes {
-            let cache = if cold { "cold" } else { "hot" };
-            for t in &o.plan.params.tests {
-                let (h, lines) = table(&o.rows, &o.ratios, &pair, cache, *t);
-                if lines.is_empty() {
-                    continue;
-                }
-                s.push_str(&format!(
-                    "\n{} ({}), PUs {pair} ({}), {cache} cache; median [95% CI]\n",
-                    t.name(),
-                    t.unit(),
-                    c.class
-                ));
-                let hr: Vec<&str> = h.iter().map(String::as_str).collect();
-                s.push_str(&text_table(&hr, &lines));
-            }
-        }
+    for (title, h, lines) in o.tables() {
+        let hr: Vec<&str> = h.iter().map(String::as_str).collect();
+        s.push_str(&format!("\n{title}\n{}", text_table(&hr, &lines)));
     }
     s
 }
 
-/// Median relative CI half-width per implementation: how noisy the run was.
-pub fn noise(o: &Outcome) -> Vec<(String, f64)> {
-    let mut out = Vec::new();
-    for i in topocomm_measure::results::impl_order(&o.rows) {
-        let rel: Vec<f64> = o
-            .rows
-            .iter()
-            .filter(|r| r.implementation == i)
-            .filter_map(|r| Summary::of(&r.samples).map(|s| s.relative_ci()))
-            .collect();
-        if let Some(s) = Summary::of(&rel) {
-            out.push((i, s.median));
-        }
-    }
-    out
-}
-
-/// The `--json` document (docs/formats/bench-json.md).
-pub fn to_json(o: &Outcome, m: &Machine) -> serde_json::Value {
-    let mut meta = super::common_meta(m);
-    let pairs: Vec<serde_json::Value> = o
-        .plan
-        .pairs
-        .iter()
-        .map(
-            |c| serde_json::json!({"pair": format!("{},{}", c.pair.0, c.pair.1), "class": c.class}),
-        )
-        .collect();
-    let p = &o.plan.params;
-    let extra = serde_json::json!({
-        "schema": "topocomm.bench.p2p/1",
-        "date": o.started,
-        "finished": super::utc_now(),
-        "timer_resolution_ns": o.timer.resolution_ns,
-        "timer_overhead_ns": o.timer.overhead_ns,
-        "pairs": pairs,
-        "pair": (o.plan.pairs.len() == 1).then(|| format!("{},{}", o.plan.pairs[0].pair.0, o.plan.pairs[0].pair.1)),
-        "class": (o.plan.pairs.len() == 1).then(|| o.plan.pairs[0].class.clone()),
-        "tests": p.tests.iter().map(|t| t.name()).collect::<Vec<_>>(),
-        "sizes": p.sizes,
-        "cache": o.plan.modes.iter().map(|c| if *c { "cold" } else { "hot" }).collect::<Vec<_>>(),
-        "samples": p.samples,
-        "min_time_ms": p.min_time_ms,
-        "window": p.window,
-        "llc": p.llc,
-        "backends": o.backends,
-        "noise_median_relative_ci": noise(o).into_iter().collect::<std::collections::BTreeMap<_, _>>(),
-    });
-    if let (Some(a), Some(b)) = (meta.as_object_mut(), extra.as_object()) {
-        for (k, v) in b {
-            a.insert(k.clone(), v.clone());
-        }
-    }
-    serde_json::json!({ "results": o.rows, "ratios": o.ratios, "meta": meta })
-}
-
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
-    let plan = plan(&m, a)?;
-    check_live(&plan, &m)?;
-    let o = measure(&plan, true)?;
+    let o = measure(&m, &a.options())?;
+    let params = &o.plan.params;
     println!(
         "topocomm bench p2p: timer resolution {} ns, overhead {} ns; {} samples per point, LLC {}",
         num(o.timer.resolution_ns),
         num(o.timer.overhead_ns),
-        plan.params.samples,
-        topocomm_topo::human_bytes(plan.params.llc)
+        params.samples,
+        topocomm_topo::human_bytes(params.llc)
     );
     print!("{}", render_tables(&o));
-    let failed: Vec<&BackendStatus> = o.backends.iter().filter(|b| b.status != "ok").collect();
-    for b in &failed {
+    for b in o.backends.iter().filter(|b| b.status != "ok") {
+        let why = b.reason.as_deref().unwrap_or("");
         println!(
-            "note: {} on PUs {} ({}) missing: {}",
-            b.backend,
-            b.pair,
-            b.cache,
-            b.reason.as_deref().unwrap_or("")
+            "note: {} on PUs {} ({}) missing: {why}",
+            b.backend, b.pair, b.cache
         );
     }
     for b in o.backends.iter().filter(|b| b.status == "ok") {
@@ -486,7 +136,8 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             println!("note: {r}");
         }
     }
-    let noise: Vec<String> = noise(&o)
+    let noise: Vec<String> = o
+        .noise()
         .iter()
         .map(|(i, x)| format!("{i} +-{:.1}%", x * 100.0))
         .collect();
@@ -507,32 +158,12 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
 /// representative pair (about 10-30 s on 2 cores), bandwidth curves per class
 /// and a latency table. Returns the section's HTML and its JSON.
 pub fn report_section(m: &Machine) -> (String, serde_json::Value) {
-    let args = Args {
-        pair: None,
-        class: None,
-        sizes: Some("8,512,4K,32K,256K,1M".into()),
-        quick: false,
-        tests: Some("latency,bw".into()),
-        cache: "hot".into(),
-        vs: "openmpi,mpich".into(),
-        samples: Some(7),
-        min_time_ms: Some(1.0),
-        window: Some(8),
-        timeout: Some(120),
-        json: None,
-    };
-    let outcome = plan(m, &args).and_then(|p| {
-        check_live(&p, m)?;
-        measure(&p, true)
-    });
-    match outcome {
+    match measure(m, &Options::report()) {
         Ok(o) => (section_html(&o), to_json(&o, m)),
         Err(e) => {
             let msg = format!("{e:#}");
-            (
-                format!("<p>Not measured: {}</p>", esc(&msg)),
-                serde_json::json!({ "error": msg }),
-            )
+            let html = format!("<p>Not measured: {}</p>", esc(&msg));
+            (html, serde_json::json!({ "error": msg }))
         }
     }
 }
@@ -545,38 +176,24 @@ pub fn section_html(o: &Outcome) -> String {
          Reproduce precisely with <code>topocomm bench p2p</code> (docs/commands/bench-p2p.md).</p>",
     );
     for c in &o.plan.pairs {
-        let pair = format!("{},{}", c.pair.0, c.pair.1);
-        let impls = topocomm_measure::results::impl_order(&o.rows);
-        let series: Vec<Series> = impls
-            .iter()
-            .map(|i| Series {
-                name: i.clone(),
-                points: o
-                    .rows
-                    .iter()
-                    .filter(|r| {
-                        r.pair == pair
-                            && r.test == "bw"
-                            && &r.implementation == i
-                            && r.cache == "hot"
-                    })
-                    .map(|r| (r.size as f64, r.median))
-                    .collect(),
-                dashed: i == "limit",
+        let pair = c.label();
+        let series: Vec<Series> = o
+            .bw_curves(&pair)
+            .into_iter()
+            .map(|(name, points)| Series {
+                dashed: name == "limit",
+                name,
+                points,
             })
-            .filter(|s| !s.points.is_empty())
             .collect();
         if !series.is_empty() {
+            let title = format!("bw, class {}, PUs {pair}", c.class);
+            let svg = svg_loglog(&title, "message size (bytes)", "GB/s", &series, &|v| {
+                size_label(v as u64)
+            });
             h.push_str(&format!(
-                "<h3>Streaming bandwidth, class {} (PUs {pair})</h3><div class=\"svgbox\">{}</div>",
+                "<h3>Streaming bandwidth, class {} (PUs {pair})</h3><div class=\"svgbox\">{svg}</div>",
                 esc(&c.class),
-                svg_loglog(
-                    &format!("bw, class {}, PUs {pair}", c.class),
-                    "message size (bytes)",
-                    "GB/s",
-                    &series,
-                    &|v| size_label(v as u64)
-                )
             ));
         }
         let (hd, lines) = table(&o.rows, &o.ratios, &pair, "hot", Test::Latency);
@@ -619,83 +236,15 @@ mod tests {
         T::try_parse_from(std::iter::once("p2p").chain(args.iter().copied())).map(|t| t.a)
     }
 
-    fn machine() -> Machine {
-        topocomm_topo::load(&"synthetic:pack:2 l3:2 core:2 pu:1".parse().unwrap()).unwrap()
-    }
-
     #[test]
-    fn defaults_and_quick() {
-        let m = machine();
-        let p = plan(&m, &parse(&[]).unwrap()).unwrap();
-        assert_eq!(p.params.tests, Test::ALL.to_vec());
-        assert_eq!(p.params.sizes, default_sizes());
-        assert_eq!(p.modes, vec![false]);
-        assert_eq!(p.peers, vec![MpiImpl::OpenMpi, MpiImpl::Mpich]);
-        assert_eq!(p.params.window, 64);
-        // One representative pair per class present (l3, package here).
-        let classes: Vec<&str> = p.pairs.iter().map(|c| c.class.as_str()).collect();
-        assert_eq!(classes.len(), ClassMatrix::new(&m).classes().len());
-        assert!(classes.len() >= 2, "{classes:?}");
-        let q = plan(
-            &m,
-            &parse(&["--quick", "--cache", "both", "--vs", "none"]).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(q.params.sizes, vec![8, 4096, 65536]);
-        assert_eq!(q.params.samples, 5);
-        assert_eq!(q.modes, vec![false, true]);
-        assert!(q.peers.is_empty());
-    }
-
-    #[test]
-    fn pair_and_class_selection() {
-        let m = machine();
-        let p = plan(&m, &parse(&["--pair", "0,1"]).unwrap()).unwrap();
-        assert_eq!(p.pairs[0].pair, (0, 1));
-        let cls = ClassMatrix::new(&m).classes().last().unwrap().clone();
-        let p = plan(&m, &parse(&["--class", &cls.class.to_string()]).unwrap()).unwrap();
-        assert_eq!(p.pairs[0].pair, cls.representative);
-    }
-
-    #[test]
-    fn limit_rounds_pool_their_samples() {
-        let l = |size, samples: Vec<f64>| SampleLine {
-            implementation: "limit".into(),
-            test: "bw".into(),
-            size,
-            cache: "hot".into(),
-            unit: "GB/s".into(),
-            samples,
-        };
-        let mut p = Vec::new();
-        pool(&mut p, vec![l(8, vec![1.0, 2.0]), l(64, vec![5.0])]);
-        pool(&mut p, vec![l(8, vec![3.0])]);
-        assert_eq!(p.len(), 2);
-        assert_eq!(p[0].samples, vec![1.0, 2.0, 3.0]);
-        assert_eq!(p[1].samples, vec![5.0]);
-    }
-
-    #[test]
-    fn bad_arguments_name_themselves() {
-        let m = machine();
-        let err = |a: &[&str]| format!("{:#}", plan(&m, &parse(a).unwrap()).unwrap_err());
-        assert!(err(&["--pair", "0,99"]).contains("99"));
-        assert!(err(&["--pair", "1,1"]).contains("must differ"));
-        assert!(err(&["--pair", "x"]).contains("--pair"));
-        assert!(err(&["--class", "smt"]).contains("classes present"));
-        assert!(err(&["--class", "L9!"]).contains("--class"));
-        assert!(err(&["--sizes", "4X"]).contains("--sizes"));
-        assert!(err(&["--tests", "pingpong"]).contains("--tests"));
-        assert!(err(&["--vs", "intelmpi"]).contains("--vs"));
-        assert!(err(&["--min-time-ms", "0"]).contains("--min-time-ms"));
+    fn arguments_reach_the_plan() {
+        let m = topocomm_topo::load(&"synthetic:pack:2 l3:2 core:2 pu:1".parse().unwrap()).unwrap();
+        let p = plan(&m, &parse(&["--pair", "0,1", "--quick"]).unwrap().options()).unwrap();
+        assert_eq!((p.pairs[0].pair, p.params.samples), ((0, 1), 5));
+        let e = plan(&m, &parse(&["--pair", "x"]).unwrap().options()).unwrap_err();
+        assert!(e.to_string().starts_with("--pair: "), "{e}");
         assert!(parse(&["--cache", "warm"]).is_err());
         assert!(parse(&["--pair", "0,1", "--class", "l3"]).is_err());
-        let q = plan(
-            &m,
-            &parse(&["--quick", "--sizes", "8", "--samples", "9"]).unwrap(),
-        )
-        .unwrap();
-        assert_eq!((q.params.sizes.clone(), q.params.samples), (vec![8], 9));
         assert!(parse(&["--samples", "0"]).is_err());
     }
 }

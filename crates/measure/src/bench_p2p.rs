@@ -1,0 +1,686 @@
+//! `topocomm bench p2p` without its command line: the plan (which PU
+//! pairs, tests, sizes, cache modes and peers, resolved against the machine
+//! model), the run (every backend on every pair and cache mode, the limits
+//! in rounds interleaved with the job backends) and the result document
+//! (`topocomm.bench.p2p/1`, docs/formats/bench-json.md).
+
+use crate::backends::{locate_mpi_build, parse_peers, Backend, MpiImpl};
+use crate::p2p::{default_sizes, parse_sizes, parse_tests, JobMeta, P2pParams, Test};
+use crate::results::{impl_order, ratios, table, Ratio, ResultRow};
+use crate::timer::TimerInfo;
+use crate::{Error, PinError, SampleLine, Summary};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use topocomm_topo::{
+    pair_class, parse_pair, ClassMatrix, LocalityClass, Machine, PuSet, TopoError,
+};
+
+/// Why a p2p run could not be planned or produced nothing; every message
+/// names the argument at fault, as the CLI prints it.
+#[derive(Debug, Error)]
+pub enum BenchP2pError {
+    /// `--pair` is not `P,Q`.
+    #[error("--pair: {cause}")]
+    PairSyntax { cause: TopoError },
+    /// `--pair` names one PU twice.
+    #[error("--pair {text}: the two PUs must differ")]
+    SamePu { text: String },
+    /// A PU of `--pair` is not in the topology.
+    #[error("--pair {text}: {cause}")]
+    PairAbsent { text: String, cause: TopoError },
+    /// `--class` is not a locality class name.
+    #[error("--class: {reason}")]
+    BadClass { reason: String },
+    /// No PU pair has the `--class` class.
+    #[error("--class {name}: no pair of PUs has this class on this topology (classes present: {present})")]
+    ClassAbsent { name: String, present: String },
+    /// The topology has one PU.
+    #[error("this topology has a single PU: there is no pair to measure")]
+    SinglePu,
+    /// `--tests` does not parse.
+    #[error("--tests: {cause}")]
+    Tests { cause: Error },
+    /// `--sizes` does not parse.
+    #[error("--sizes: {cause}")]
+    Sizes { cause: Error },
+    /// `--min-time-ms` is out of range.
+    #[error("--min-time-ms {value}: expected a number of milliseconds in (0, 60000]")]
+    MinTime { value: f64 },
+    /// `--vs` does not parse.
+    #[error("--vs: {cause}")]
+    Peers { cause: Error },
+    /// The usable PUs of this machine could not be read.
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    /// A PU of a planned pair does not exist on the live machine.
+    #[error("pair {},{} (class {class} on {origin}): PU {pu} does not exist on this machine (usable PUs: {usable}); benchmarks run on the live machine", .pair.0, .pair.1)]
+    NotLive {
+        pair: (u32, u32),
+        class: String,
+        origin: String,
+        pu: u32,
+        usable: PuSet,
+    },
+    /// Every backend failed.
+    #[error("no backend produced a result (see the messages above)")]
+    NoResult,
+}
+
+/// The options of a run, as given (`None`: the default, or the `quick` one).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    /// `P,Q`: measure this pair only.
+    pub pair: Option<String>,
+    /// Measure the representative pair of this locality class only.
+    pub class: Option<String>,
+    /// Message sizes (list syntax of [`parse_sizes`]).
+    pub sizes: Option<String>,
+    /// Smoke-run defaults.
+    pub quick: bool,
+    /// Tests (list syntax of [`parse_tests`]).
+    pub tests: Option<String>,
+    /// `hot`, `cold` or `both`.
+    pub cache: String,
+    /// MPI peers ([`parse_peers`]).
+    pub vs: String,
+    /// Samples per point.
+    pub samples: Option<u32>,
+    /// Minimum duration of a sample (ms).
+    pub min_time_ms: Option<f64>,
+    /// Messages in flight.
+    pub window: Option<u32>,
+    /// Time bound of one backend job (s).
+    pub timeout: Option<u64>,
+}
+
+impl Options {
+    /// What `topocomm report` measures: latency and bw, hot cache, a few
+    /// sizes and samples, every class's representative pair.
+    pub fn report() -> Self {
+        Options {
+            sizes: Some("8,512,4K,32K,256K,1M".into()),
+            tests: Some("latency,bw".into()),
+            cache: "hot".into(),
+            vs: "openmpi,mpich".into(),
+            samples: Some(7),
+            min_time_ms: Some(1.0),
+            window: Some(8),
+            timeout: Some(120),
+            ..Options::default()
+        }
+    }
+}
+
+/// A PU pair to measure and its class on the topology in use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairChoice {
+    /// OS indexes of the two PUs.
+    pub pair: (u32, u32),
+    /// Their locality class.
+    pub class: String,
+}
+
+impl PairChoice {
+    /// `P,Q`.
+    pub fn label(&self) -> String {
+        format!("{},{}", self.pair.0, self.pair.1)
+    }
+}
+
+/// What the command will do, resolved from its arguments and the machine.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The pairs, in order.
+    pub pairs: Vec<PairChoice>,
+    /// Cache modes: false = hot, true = cold.
+    pub modes: Vec<bool>,
+    /// Parameters of the hot mode (cold differs by `cold` only).
+    pub params: P2pParams,
+    /// MPI peers.
+    pub peers: Vec<MpiImpl>,
+    /// Whether topocomm's transport is measured.
+    pub with_topocomm: bool,
+    /// Time bound of one backend job (default: from the parameters).
+    pub timeout: Option<Duration>,
+}
+
+/// Resolves the options against the machine model; every bad value is a
+/// one-line error naming the argument.
+pub fn plan(m: &Machine, a: &Options) -> Result<Plan, BenchP2pError> {
+    use BenchP2pError as E;
+    let cm = ClassMatrix::new(m);
+    let choice = |pair, class: &LocalityClass| PairChoice {
+        pair,
+        class: class.to_string(),
+    };
+    let pairs = if let Some(text) = &a.pair {
+        let (p, q) = parse_pair(text).map_err(|cause| E::PairSyntax { cause })?;
+        if p == q {
+            return Err(E::SamePu { text: text.clone() });
+        }
+        let class = pair_class(m, p, q).map_err(|cause| E::PairAbsent {
+            text: text.clone(),
+            cause,
+        })?;
+        vec![choice((p, q), &class)]
+    } else if let Some(name) = &a.class {
+        let want: LocalityClass = name.parse().map_err(|reason| E::BadClass { reason })?;
+        let c = cm.classes().iter().find(|c| c.class == want);
+        let c = c.ok_or_else(|| E::ClassAbsent {
+            name: name.clone(),
+            present: present(&cm),
+        })?;
+        vec![choice(c.representative, &c.class)]
+    } else {
+        cm.classes()
+            .iter()
+            .map(|c| choice(c.representative, &c.class))
+            .collect()
+    };
+    if pairs.is_empty() {
+        return Err(E::SinglePu);
+    }
+    let tests = match (&a.tests, a.quick) {
+        (Some(t), _) => parse_tests(t).map_err(|cause| E::Tests { cause })?,
+        (None, true) => vec![Test::Latency, Test::Bw],
+        (None, false) => Test::ALL.to_vec(),
+    };
+    let sizes = match (&a.sizes, a.quick) {
+        (Some(s), _) => parse_sizes(s).map_err(|cause| E::Sizes { cause })?,
+        (None, true) => vec![8, 4096, 65536],
+        (None, false) => default_sizes(),
+    };
+    let min_time_ms = a.min_time_ms.unwrap_or(if a.quick { 1.0 } else { 10.0 });
+    if !(min_time_ms > 0.0 && min_time_ms <= 60_000.0) {
+        return Err(E::MinTime { value: min_time_ms });
+    }
+    let params = P2pParams {
+        tests,
+        sizes,
+        cold: false,
+        llc: m.llc_size().unwrap_or(32 << 20),
+        samples: a.samples.unwrap_or(if a.quick { 5 } else { 20 }) as usize,
+        min_time_ms,
+        window: a.window.unwrap_or(if a.quick { 8 } else { 64 }),
+    };
+    let modes = match a.cache.as_str() {
+        "cold" => vec![true],
+        "both" => vec![false, true],
+        _ => vec![false],
+    };
+    let peers = parse_peers(&a.vs).map_err(|cause| E::Peers { cause })?;
+    Ok(Plan {
+        pairs,
+        modes,
+        params,
+        peers,
+        with_topocomm: true,
+        timeout: a.timeout.map(Duration::from_secs),
+    })
+}
+
+fn present(cm: &ClassMatrix) -> String {
+    cm.classes()
+        .iter()
+        .map(|c| c.class.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuses pairs whose PUs this machine does not have (e.g. `--topology`
+/// describes a bigger machine): benchmarks run here, never on a stand-in
+/// PU. `origin` names the topology in the message.
+pub fn check_live(plan: &Plan, origin: &str) -> Result<(), BenchP2pError> {
+    let allowed = crate::pin::allowed_pus()?;
+    for c in &plan.pairs {
+        for pu in [c.pair.0, c.pair.1] {
+            if !allowed.contains(&pu) {
+                return Err(BenchP2pError::NotLive {
+                    pair: c.pair,
+                    class: c.class.clone(),
+                    origin: origin.into(),
+                    pu,
+                    usable: PuSet::from_indexes(allowed.clone()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How one backend fared on one pair and cache mode.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BackendStatus {
+    /// `topocomm`, `openmpi`, `mpich`, `limit`.
+    pub backend: String,
+    /// `P,Q`.
+    pub pair: String,
+    /// `hot` or `cold`.
+    pub cache: String,
+    /// `ok` or `failed` (the reason says why; the others still ran).
+    pub status: String,
+    /// Why it failed, or a note on a success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Seconds it ran.
+    pub elapsed_s: f64,
+    /// Where its ranks ran, when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinning: Option<JobMeta>,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The plan it ran.
+    pub plan: Plan,
+    /// One row per (implementation, pair, cache, test, size).
+    pub rows: Vec<ResultRow>,
+    /// Ratios between implementations.
+    pub ratios: Vec<Ratio>,
+    /// One status per scheduled backend run.
+    pub backends: Vec<BackendStatus>,
+    /// The timer check.
+    pub timer: TimerInfo,
+    /// UTC start of the run (the meta `date`).
+    pub started: String,
+}
+
+/// What a run reports while it goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress<'a> {
+    /// A backend starts; `label` is `[STEP/TOTAL] NAME on PUs P,Q (CLASS, CACHE)`.
+    Start { label: &'a str },
+    /// A line of the backend's own progress.
+    Step { what: &'a str },
+    /// The backend finished after `elapsed_s` seconds.
+    Done { label: &'a str, elapsed_s: f64 },
+    /// The backend failed (recorded; the run goes on).
+    Skipped { label: &'a str, reason: &'a str },
+}
+
+/// A backend of a run, or why it cannot run at all.
+type Slot = (String, Result<Backend, String>);
+
+/// The backends of a run, in the order they run; an error with a reason for
+/// one that cannot run at all (e.g. the MPI benchmark is not built). `exe`
+/// is the topocomm executable (the transport's backend runs it).
+fn backends(plan: &Plan, exe: Option<PathBuf>) -> Vec<Slot> {
+    let mut out = Vec::new();
+    if plan.with_topocomm {
+        out.push((
+            "topocomm".to_string(),
+            exe.clone()
+                .map(|exe| Backend::Topocomm { exe })
+                .ok_or_else(|| "cannot find the topocomm executable".to_string()),
+        ));
+    }
+    let build = locate_mpi_build(exe.as_deref()).map_err(|e| e.to_string());
+    for which in &plan.peers {
+        out.push((
+            which.name().to_string(),
+            build.clone().map(|build| Backend::Mpi {
+                which: *which,
+                build,
+                env: Vec::new(),
+            }),
+        ));
+    }
+    out.push(("limit".to_string(), Ok(Backend::Limit)));
+    out
+}
+
+/// Runs every backend on every pair and cache mode. The limits run in
+/// rounds interleaved with the job backends (before each and after the last,
+/// the samples split between rounds and pooled), so that a change of the
+/// machine's state during a long run (a VM's vCPUs moved by the host, other
+/// load) shows up in the limit's CI instead of skewing the ratios. `exe` is
+/// the topocomm executable, `started` the UTC start time to record. A
+/// backend that fails is recorded (and reported to `progress`), not fatal.
+pub fn measure(
+    plan: &Plan,
+    exe: Option<PathBuf>,
+    started: String,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Outcome, BenchP2pError> {
+    let timer = crate::timer::check();
+    let (limit, jobs): (Vec<_>, Vec<_>) = backends(plan, exe)
+        .into_iter()
+        .partition(|(n, _)| n == "limit");
+    let rounds = jobs.len() + 1;
+    let per_round = plan.params.samples.div_ceil(rounds).max(1);
+    // The schedule of one (pair, mode): limit round, job, limit round, ...
+    let mut schedule = Vec::new();
+    for j in &jobs {
+        schedule.extend(limit.iter().cloned().map(|l| (l, true)));
+        schedule.push((j.clone(), false));
+    }
+    schedule.extend(limit.iter().cloned().map(|l| (l, true)));
+
+    let mut rows = Vec::new();
+    let mut statuses = Vec::new();
+    let total = plan.pairs.len() * plan.modes.len() * schedule.len();
+    let mut step = 0;
+    for c in &plan.pairs {
+        for &cold in &plan.modes {
+            let params = P2pParams {
+                cold,
+                ..plan.params.clone()
+            };
+            let timeout = plan.timeout.unwrap_or_else(|| params.time_bound());
+            let mut pooled: Vec<SampleLine> = Vec::new();
+            let mut limit_failed = false;
+            for ((name, backend), is_limit) in &schedule {
+                step += 1;
+                if *is_limit && limit_failed {
+                    continue;
+                }
+                let round_params = P2pParams {
+                    samples: if *is_limit { per_round } else { params.samples },
+                    ..params.clone()
+                };
+                let t0 = Instant::now();
+                let label = format!(
+                    "[{step}/{total}] {name} on PUs {} ({}, {})",
+                    c.label(),
+                    c.class,
+                    params.cache()
+                );
+                progress(Progress::Start { label: &label });
+                let result = backend.clone().and_then(|b| {
+                    let mut on_step = |what: &str| progress(Progress::Step { what });
+                    b.run(c.pair, &round_params, timeout, &mut on_step)
+                        .map_err(|e| e.to_string())
+                });
+                let elapsed_s = t0.elapsed().as_secs_f64();
+                let mut status = BackendStatus {
+                    backend: name.clone(),
+                    pair: c.label(),
+                    cache: params.cache().into(),
+                    status: "ok".into(),
+                    reason: None,
+                    elapsed_s,
+                    pinning: None,
+                };
+                match result {
+                    Ok(run) => {
+                        progress(Progress::Done {
+                            label: &label,
+                            elapsed_s,
+                        });
+                        if *is_limit {
+                            pool(&mut pooled, run.lines);
+                        } else {
+                            rows.extend(
+                                run.lines
+                                    .iter()
+                                    .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
+                            );
+                        }
+                        status.reason = run.note;
+                        status.pinning = run.meta;
+                    }
+                    Err(e) => {
+                        progress(Progress::Skipped {
+                            label: &label,
+                            reason: &e,
+                        });
+                        limit_failed |= *is_limit;
+                        status.status = "failed".into();
+                        status.reason = Some(e);
+                    }
+                }
+                statuses.push(status);
+            }
+            if !limit_failed {
+                rows.extend(
+                    pooled
+                        .iter()
+                        .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
+                );
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err(BenchP2pError::NoResult);
+    }
+    let ratios = ratios(&rows);
+    Ok(Outcome {
+        plan: plan.clone(),
+        rows,
+        ratios,
+        backends: statuses,
+        timer,
+        started,
+    })
+}
+
+/// Adds a round's lines to the pool: samples of the same (test, size) are
+/// appended in measurement order.
+pub fn pool(pooled: &mut Vec<SampleLine>, lines: Vec<SampleLine>) {
+    for l in lines {
+        match pooled
+            .iter_mut()
+            .find(|p| p.test == l.test && p.size == l.size && p.cache == l.cache)
+        {
+            Some(p) => p.samples.extend(l.samples),
+            None => pooled.push(l),
+        }
+    }
+}
+
+/// A result table: title, header, one line per size.
+pub type ResultTable = (String, Vec<String>, Vec<Vec<String>>);
+
+impl Outcome {
+    /// The result tables, per pair, cache mode and test that has results;
+    /// titled `TEST (UNIT), PUs P,Q (CLASS), CACHE cache; median [95% CI]`.
+    pub fn tables(&self) -> Vec<ResultTable> {
+        let mut out = Vec::new();
+        for c in &self.plan.pairs {
+            let pair = c.label();
+            for &cold in &self.plan.modes {
+                let cache = if cold { "cold" } else { "hot" };
+                for t in &self.plan.params.tests {
+                    let (h, lines) = table(&self.rows, &self.ratios, &pair, cache, *t);
+                    if lines.is_empty() {
+                        continue;
+                    }
+                    let title = format!(
+                        "{} ({}), PUs {pair} ({}), {cache} cache; median [95% CI]",
+                        t.name(),
+                        t.unit(),
+                        c.class
+                    );
+                    out.push((title, h, lines));
+                }
+            }
+        }
+        out
+    }
+
+    /// Median relative CI half-width per implementation: how noisy the run was.
+    pub fn noise(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        for i in impl_order(&self.rows) {
+            let rel: Vec<f64> = self
+                .rows
+                .iter()
+                .filter(|r| r.implementation == i)
+                .filter_map(|r| Summary::of(&r.samples).map(|s| s.relative_ci()))
+                .collect();
+            if let Some(s) = Summary::of(&rel) {
+                out.push((i, s.median));
+            }
+        }
+        out
+    }
+
+    /// The hot-cache bw medians of pair `P,Q` per implementation (size,
+    /// GB/s), implementations in [`impl_order`], those without points left out.
+    pub fn bw_curves(&self, pair: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+        impl_order(&self.rows)
+            .into_iter()
+            .map(|i| {
+                let points = self
+                    .rows
+                    .iter()
+                    .filter(|r| {
+                        r.pair == pair
+                            && r.test == "bw"
+                            && r.implementation == i
+                            && r.cache == "hot"
+                    })
+                    .map(|r| (r.size as f64, r.median))
+                    .collect();
+                (i, points)
+            })
+            .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
+            .collect()
+    }
+
+    /// The `topocomm.bench.p2p/1` document (docs/formats/bench-json.md):
+    /// `meta` (the fields every benchmark file carries) completed with this
+    /// run's, `finished` the UTC end time.
+    pub fn to_json(&self, mut meta: serde_json::Value, finished: String) -> serde_json::Value {
+        let pairs: Vec<serde_json::Value> = self
+            .plan
+            .pairs
+            .iter()
+            .map(|c| serde_json::json!({"pair": c.label(), "class": c.class}))
+            .collect();
+        let p = &self.plan.params;
+        let single = (self.plan.pairs.len() == 1).then(|| &self.plan.pairs[0]);
+        let extra = serde_json::json!({
+            "schema": "topocomm.bench.p2p/1",
+            "date": self.started,
+            "finished": finished,
+            "timer_resolution_ns": self.timer.resolution_ns,
+            "timer_overhead_ns": self.timer.overhead_ns,
+            "pairs": pairs,
+            "pair": single.map(PairChoice::label),
+            "class": single.map(|c| c.class.clone()),
+            "tests": p.tests.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            "sizes": p.sizes,
+            "cache": self.plan.modes.iter().map(|c| if *c { "cold" } else { "hot" }).collect::<Vec<_>>(),
+            "samples": p.samples,
+            "min_time_ms": p.min_time_ms,
+            "window": p.window,
+            "llc": p.llc,
+            "backends": self.backends,
+            "noise_median_relative_ci": self.noise().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        });
+        if let (Some(a), Some(b)) = (meta.as_object_mut(), extra.as_object()) {
+            for (k, v) in b {
+                a.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::json!({ "results": self.rows, "ratios": self.ratios, "meta": meta })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> Machine {
+        topocomm_topo::load(&"synthetic:pack:2 l3:2 core:2 pu:1".parse().unwrap()).unwrap()
+    }
+
+    fn opts(f: impl FnOnce(&mut Options)) -> Options {
+        let mut o = Options {
+            cache: "hot".into(),
+            vs: "openmpi,mpich".into(),
+            ..Options::default()
+        };
+        f(&mut o);
+        o
+    }
+
+    #[test]
+    fn defaults_and_quick() {
+        let m = machine();
+        let p = plan(&m, &opts(|_| ())).unwrap();
+        assert_eq!(p.params.tests, Test::ALL.to_vec());
+        assert_eq!(p.params.sizes, default_sizes());
+        assert_eq!(p.modes, vec![false]);
+        assert_eq!(p.peers, vec![MpiImpl::OpenMpi, MpiImpl::Mpich]);
+        assert_eq!(p.params.window, 64);
+        // One representative pair per class present (l3, package here).
+        let classes: Vec<&str> = p.pairs.iter().map(|c| c.class.as_str()).collect();
+        assert_eq!(classes.len(), ClassMatrix::new(&m).classes().len());
+        assert!(classes.len() >= 2, "{classes:?}");
+        let q = plan(
+            &m,
+            &opts(|o| {
+                o.quick = true;
+                o.cache = "both".into();
+                o.vs = "none".into();
+            }),
+        )
+        .unwrap();
+        assert_eq!(q.params.sizes, vec![8, 4096, 65536]);
+        assert_eq!(q.params.samples, 5);
+        assert_eq!(q.modes, vec![false, true]);
+        assert!(q.peers.is_empty());
+        let r = plan(&m, &Options::report()).unwrap();
+        assert_eq!((r.params.samples, r.params.window), (7, 8));
+    }
+
+    #[test]
+    fn pair_and_class_selection() {
+        let m = machine();
+        let p = plan(&m, &opts(|o| o.pair = Some("0,1".into()))).unwrap();
+        assert_eq!(p.pairs[0].pair, (0, 1));
+        let cls = ClassMatrix::new(&m).classes().last().unwrap().clone();
+        let p = plan(&m, &opts(|o| o.class = Some(cls.class.to_string()))).unwrap();
+        assert_eq!(p.pairs[0].pair, cls.representative);
+    }
+
+    #[test]
+    fn limit_rounds_pool_their_samples() {
+        let l = |size, samples: Vec<f64>| SampleLine {
+            implementation: "limit".into(),
+            test: "bw".into(),
+            size,
+            cache: "hot".into(),
+            unit: "GB/s".into(),
+            samples,
+        };
+        let mut p = Vec::new();
+        pool(&mut p, vec![l(8, vec![1.0, 2.0]), l(64, vec![5.0])]);
+        pool(&mut p, vec![l(8, vec![3.0])]);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].samples, vec![1.0, 2.0, 3.0]);
+        assert_eq!(p[1].samples, vec![5.0]);
+    }
+
+    #[test]
+    fn bad_arguments_name_themselves() {
+        let m = machine();
+        let err = |f: fn(&mut Options)| plan(&m, &opts(f)).unwrap_err().to_string();
+        assert!(err(|o| o.pair = Some("0,99".into())).contains("99"));
+        assert!(err(|o| o.pair = Some("1,1".into())).contains("must differ"));
+        assert!(err(|o| o.pair = Some("x".into())).starts_with("--pair: "));
+        assert!(err(|o| o.class = Some("smt".into())).contains("classes present"));
+        assert!(err(|o| o.class = Some("L9!".into())).starts_with("--class: "));
+        assert!(err(|o| o.sizes = Some("4X".into())).starts_with("--sizes: "));
+        assert!(err(|o| o.tests = Some("pingpong".into())).starts_with("--tests: "));
+        assert!(err(|o| o.vs = "intelmpi".into()).starts_with("--vs: "));
+        assert_eq!(
+            err(|o| o.min_time_ms = Some(0.0)),
+            "--min-time-ms 0: expected a number of milliseconds in (0, 60000]"
+        );
+        let q = plan(
+            &m,
+            &opts(|o| {
+                o.quick = true;
+                o.sizes = Some("8".into());
+                o.samples = Some(9);
+            }),
+        )
+        .unwrap();
+        assert_eq!((q.params.sizes.clone(), q.params.samples), (vec![8], 9));
+    }
+}
