@@ -6,7 +6,6 @@ use crate::cmd::tune::{search, SearchPlan};
 use anyhow::Result;
 use std::time::{Duration, Instant};
 use topocomm_measure::p2p::Test;
-use topocomm_model::tune::runner::Runner;
 use topocomm_model::tune::space::Space;
 use topocomm_model::tune::SearchMode;
 use topocomm_topo::Machine;
@@ -264,18 +263,7 @@ fn check(
     base: &Params,
     cand: &Params,
 ) -> Result<Verdict> {
-    let mut runner = Runner {
-        exe: std::env::current_exe()?,
-        builtin: Rules::builtin(m),
-        test: Test::Latency,
-        sizes: CHECK_SIZES.to_vec(),
-        samples: 3,
-        min_time_ms: 1.0,
-        window: 64,
-        llc: m.llc_size().unwrap_or(32 << 20),
-        jobs: 0,
-        tmp: std::env::temp_dir(),
-    };
+    let mut runner = crate::cmd::tune::runner(m, Test::Latency, &CHECK_SIZES, 3, 1.0)?;
     // times[test][set][size]: the job medians, seconds per message.
     let mut times = vec![vec![vec![Vec::new(); CHECK_SIZES.len()]; 2]; 2];
     for round in 0..CHECK_ROUNDS {

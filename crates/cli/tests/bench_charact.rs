@@ -980,33 +980,28 @@ fn absent_pus_and_classes_are_errors() {
 fn bad_arguments_are_one_line_errors_naming_them() {
     let tmp = std::env::temp_dir().join(format!("tc-charact-bad-{}", std::process::id()));
     let out = tmp.to_str().unwrap();
-    let matrix = |extra: &[&str], needle: &str| {
-        let mut a = vec!["bench", "matrix", "--quick", "--out", out];
-        a.extend(extra);
+    // `topocomm bench <cmd> <base args> <extra>` fails naming `needle`.
+    let bad = |base: &[&str], extra: &[&str], needle: &str| {
+        let a: Vec<&str> = base.iter().chain(extra).copied().collect();
         fails_naming(&a, needle);
     };
+    let matrix_base = ["bench", "matrix", "--quick", "--out", out];
+    let matrix = |extra: &[&str], needle: &str| bad(&matrix_base, extra, needle);
     matrix(&["--size", "32"], "--size: at least 64 bytes");
     matrix(&["--size", "1X"], "--size: '1X' is not a size");
     matrix(&["--per-class", "0"], "--per-class");
     matrix(&["--samples", "0"], "--samples");
     matrix(&["--rounds", "0"], "--rounds");
     matrix(&["--resume", "/nonexistent/matrix.json"], "--resume");
-    let cache = |extra: &[&str], needle: &str| {
-        let mut a = vec!["bench", "cache", "--quick"];
-        a.extend(extra);
-        fails_naming(&a, needle);
-    };
+    let cache = |extra: &[&str], needle: &str| bad(&["bench", "cache", "--quick"], extra, needle);
     cache(&["--sizes", "32"], "--sizes");
     cache(&["--sizes", "4Q"], "--sizes: '4Q'");
     cache(&["--max-size", "1X"], "--max-size");
     cache(&["--ops", "fly"], "--ops: unknown operation 'fly'");
     cache(&["--states", "Q"], "--states: unknown cache state 'Q'");
     cache(&["--samples", "0"], "--samples");
-    let placement = |extra: &[&str], needle: &str| {
-        let mut a = vec!["bench", "placement", "--quick"];
-        a.extend(extra);
-        fails_naming(&a, needle);
-    };
+    let placement =
+        |extra: &[&str], needle: &str| bad(&["bench", "placement", "--quick"], extra, needle);
     placement(&["--grid", "1"], "--grid");
     placement(&["--samples", "0"], "--samples");
     placement(&["--tolerance", "0"], "--tolerance");

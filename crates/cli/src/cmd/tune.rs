@@ -410,6 +410,29 @@ pub struct SearchPlan {
     pub cache: Option<PathBuf>,
 }
 
+/// A runner of transport benchmark jobs on this machine (this executable,
+/// the built-in rules as the base of every candidate file, window 64).
+pub fn runner(
+    m: &Machine,
+    test: Test,
+    sizes: &[u64],
+    samples: usize,
+    min_time_ms: f64,
+) -> Result<Runner> {
+    Ok(Runner {
+        exe: std::env::current_exe()?,
+        builtin: Rules::builtin(m),
+        test,
+        sizes: sizes.to_vec(),
+        samples,
+        min_time_ms,
+        window: 64,
+        llc: m.llc_size().unwrap_or(32 << 20),
+        jobs: 0,
+        tmp: std::env::temp_dir(),
+    })
+}
+
 /// Tunes the classes of `tg` (class, representative pair) on this live
 /// machine: the built-in rules with each tuned class's section, the tuned
 /// classes, and where the model's cache points came from.
@@ -444,18 +467,7 @@ pub fn search(
             rates,
         });
     }
-    let mut runner = Runner {
-        exe: std::env::current_exe()?,
-        builtin: builtin.clone(),
-        test: plan.test,
-        sizes: plan.sizes.clone(),
-        samples: plan.samples,
-        min_time_ms: plan.min_time_ms,
-        window: 64,
-        llc: m.llc_size().unwrap_or(32 << 20),
-        jobs: 0,
-        tmp: std::env::temp_dir(),
-    };
+    let mut runner = runner(m, plan.test, &plan.sizes, plan.samples, plan.min_time_ms)?;
     let settings = Settings {
         mode: plan.mode,
         space: plan.space.clone(),
