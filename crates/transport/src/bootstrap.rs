@@ -66,4 +66,41 @@ mod tests {
         let e = Comm::join(fd, 2).err().expect("rank out of range");
         assert!(e.to_string().contains("out of range"), "{e}");
     }
+
+    /// Pages of a range not resident in this process's mapping (mincore).
+    fn missing_pages(ptr: *const u8, len: usize) -> usize {
+        let start = ptr as usize / 4096 * 4096;
+        let pages = (ptr as usize + len).div_ceil(4096) - start / 4096;
+        let mut v = vec![0u8; pages];
+        // SAFETY: page-aligned range inside a live mapping; `v` has a byte per page.
+        let r = unsafe { libc::mincore(start as *mut libc::c_void, pages * 4096, v.as_mut_ptr()) };
+        assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+        v.iter().filter(|b| **b & 1 == 0).count()
+    }
+
+    /// The regression check of the first-message page faults: once started,
+    /// every slot page of a rank's channels is resident in its mapping.
+    #[test]
+    fn slot_pages_are_mapped_in_at_start_up() {
+        let m = topocomm_topo::load_default(Some("synthetic:core:2 pu:1")).unwrap();
+        let fd = create_segment(&m, &[None, None], None).unwrap();
+        let other = fd.try_clone().unwrap();
+        let peer = std::thread::spawn(move || {
+            let c = Comm::join(other, 1).unwrap();
+            // Keep the mapping alive until rank 0 has looked.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(c);
+        });
+        let c = Comm::join(fd, 0).unwrap();
+        assert!(c.prefault_wanted());
+        for (ptr, plan) in [
+            (c.outs[1].slots as *const u8, c.outs[1].plan),
+            (c.ins[1].slots, c.ins[1].plan),
+        ] {
+            let len = (plan.depth * plan.fragment) as usize;
+            assert!(len >= 64 << 10, "{len}");
+            assert_eq!(missing_pages(ptr, len), 0, "slot pages not resident");
+        }
+        peer.join().unwrap();
+    }
 }

@@ -167,15 +167,6 @@ impl Comm {
                     base.add(64 + RING as usize * CELL) as *const u8,
                 )
             };
-            if plan.receiver_owned != 0 && peer != rank {
-                // First touch by the receiver places the slots on its NUMA node.
-                let bytes = (plan.depth * plan.fragment) as usize;
-                for off in (0..bytes).step_by(4096) {
-                    // SAFETY: inside this channel's slot area, which no one
-                    // uses before the start-up barrier below.
-                    unsafe { (slots as *mut u8).add(off).write_volatile(0) };
-                }
-            }
             ins.push(In {
                 cells,
                 ctrl,
@@ -226,7 +217,19 @@ impl Comm {
             _probe: probe,
             seg,
         };
+        // Slot pages are mapped in now rather than by the first messages
+        // (a page fault each): the owner allocates them before barrier 1,
+        // so first touch places them on its NUMA node; after it, every rank
+        // maps the pages the others allocated. Nothing is sent before
+        // barrier 2, so the fallback's zeros are never data.
+        let prefault = comm.prefault_wanted();
+        if prefault {
+            comm.prefault_slots(true);
+        }
         comm.startup_barrier(1)?;
+        if prefault {
+            comm.prefault_slots(false);
+        }
         let mut bound = Vec::with_capacity(size);
         for r in 0..size {
             let slot = comm.seg.rank_slot(r);

@@ -213,6 +213,52 @@ impl Layout {
     }
 }
 
+/// Largest slot area, summed over a rank's outgoing and incoming channels,
+/// that the rank maps in at start-up ([`prefault`]); beyond it slot pages
+/// stay sparse and are faulted in at their first use.
+pub const PREFAULT_MAX: u64 = 64 << 20;
+
+/// Maps in `len` bytes at `ptr` of this process's segment mapping now, for
+/// writing (allocating the pages, so that they are placed on this rank's
+/// NUMA node) or for reading (pages another rank allocated). A slot page
+/// first touched in the middle of a transfer costs a page fault, 3-4 us on
+/// the dev VM: 16 of them per 64 KiB message, 1024 per 4 MiB slot ring,
+/// which made the first large messages of every job 20-40x slower
+/// (docs/transport.md, "Job-level slow mode"). `madvise(MADV_POPULATE_*)`
+/// (Linux 5.14) does it in one call; older kernels touch a byte per page.
+///
+/// # Safety
+/// `[ptr, ptr + len)` lies inside a live mapping of the segment and no other
+/// process uses these bytes yet (start-up, before the last barrier): the
+/// fallback writes zeros.
+pub unsafe fn prefault(ptr: *const u8, len: usize, write: bool) {
+    const PAGE: usize = 4096;
+    let start = ptr as usize / PAGE * PAGE;
+    let end = (ptr as usize + len).div_ceil(PAGE) * PAGE;
+    let advice = if write {
+        libc::MADV_POPULATE_WRITE
+    } else {
+        libc::MADV_POPULATE_READ
+    };
+    // SAFETY: page-aligned range covering `[ptr, ptr + len)`, inside the
+    // mapping (the segment is page-aligned and a whole number of pages).
+    if unsafe { libc::madvise(start as *mut libc::c_void, end - start, advice) } == 0 {
+        return;
+    }
+    for page in (start..end).step_by(PAGE) {
+        let at = page.max(ptr as usize) as *mut u8;
+        // SAFETY: inside the range the caller vouches for; nobody else
+        // uses it yet, so a zero written here is never data.
+        unsafe {
+            if write {
+                at.write_volatile(0);
+            } else {
+                at.read_volatile();
+            }
+        }
+    }
+}
+
 /// A mapped segment. Dropping it unmaps and closes the descriptor.
 pub struct Segment {
     pub fd: i32,

@@ -6,7 +6,7 @@
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::rules::{CopyKind, Owner, Params};
-use crate::segment::{Segment, INLINE_BYTES};
+use crate::segment::{prefault, PlanRaw, Segment, INLINE_BYTES, PREFAULT_MAX};
 use crate::wait::Backoff;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -72,6 +72,38 @@ pub(crate) fn single_pu() -> Option<u32> {
 }
 
 impl Comm {
+    /// Whether this rank's slot areas (its channels to and from every
+    /// peer) are small enough to map in at start-up ([`PREFAULT_MAX`]).
+    pub(crate) fn prefault_wanted(&self) -> bool {
+        let bytes = |p: &PlanRaw| p.depth * p.fragment;
+        let total: u64 = (0..self.size)
+            .filter(|&p| p != self.rank)
+            .map(|p| bytes(&self.outs[p].plan) + bytes(&self.ins[p].plan))
+            .sum();
+        total <= PREFAULT_MAX
+    }
+
+    /// Before barrier 1 (`owned`): the slot areas this rank allocates (the
+    /// sender's of sender-owned channels, the receiver's of receiver-owned
+    /// ones). After it: the rest of this rank's channels, written or read.
+    pub(crate) fn prefault_slots(&self, owned: bool) {
+        for p in (0..self.size).filter(|&p| p != self.rank) {
+            let (o, i) = (&self.outs[p], &self.ins[p]);
+            let (out_mine, in_mine) = (o.plan.receiver_owned == 0, i.plan.receiver_owned != 0);
+            let len = |plan: &PlanRaw| (plan.depth * plan.fragment) as usize;
+            // SAFETY: each range is a channel's slot area inside the
+            // mapping, and nothing is sent before start-up barrier 2.
+            unsafe {
+                if out_mine == owned {
+                    prefault(o.slots, len(&o.plan), true);
+                }
+                if in_mine == owned {
+                    prefault(i.slots, len(&i.plan), in_mine);
+                }
+            }
+        }
+    }
+
     /// One line per class used by the job: its mechanism for large messages.
     pub(crate) fn print_mechanisms(&self) {
         let mut seen = std::collections::BTreeMap::new();
