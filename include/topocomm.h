@@ -109,6 +109,39 @@ int tc_probe(int src, int tag, tc_status *status);
 int tc_iprobe(int src, int tag, int *flag, tc_status *status);
 int tc_barrier(void);
 
+/* ---- Extended transport API (used by the MPI accelerator, docs/capi.md) --
+ * Matching contexts: a message sent in context ctx (0..65535) matches only
+ * receives and probes of the same context; the plain functions above use
+ * context 0. */
+#define TC_SEND_SYNC 1 /* flags: the send completes only once matched */
+/* tc_init_fd, but the communicator belongs to the process: any thread may
+ * call, one call at a time (an overlapping call fails with
+ * TC_ERR_INVALID_ARGUMENT). */
+int tc_init_fd_shared(int fd, int rank);
+/* How long a wait may see no progress before TC_ERR_TIMEOUT; seconds <= 0:
+ * never (dead or finalized peers are still detected). */
+int tc_set_timeout(double seconds);
+int tc_isend_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags,
+               tc_request *req);
+int tc_send_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags);
+int tc_irecv_x(void *buf, size_t cap, int src, int tag, int ctx, tc_request *req);
+/* Blocking receive for at most budget_s seconds (<= 0: no limit): *flag = 1
+ * when received (status filled), 0 when the budget ran out (nothing
+ * received, nothing left posted). A message longer than cap fills the status
+ * (count = its length) and returns TC_ERR_TRUNCATED. */
+int tc_recv_x(void *buf, size_t cap, int src, int tag, int ctx, double budget_s, int *flag,
+              tc_status *status);
+/* Waits for *req at most budget_s seconds (<= 0: no limit): *flag = 1 when
+ * complete (*req = TC_REQUEST_NULL), else 0 and *req stays valid. */
+int tc_wait_for(tc_request *req, double budget_s, int *flag, tc_status *status);
+int tc_iprobe_x(int src, int tag, int ctx, int *flag, tc_status *status);
+/* Cancels a receive no message has matched yet: *cancelled = 1 and
+ * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
+ * Sends are never cancelled. */
+int tc_cancel(tc_request *req, int *cancelled);
+/* One pass of the progress engine. */
+int tc_progress(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,10 +17,13 @@
 
 mod error;
 mod map;
+mod shared;
 mod topo;
 mod transport;
+mod transport_x;
 
 pub use error::*;
 pub use map::*;
 pub use topo::*;
 pub use transport::*;
+pub use transport_x::*;

@@ -1,5 +1,7 @@
 //! The shared-memory transport from C: one communicator per process, used
-//! from the thread that called `tc_init` (like MPI_THREAD_SINGLE/FUNNELED).
+//! from the thread that called `tc_init` (like MPI_THREAD_SINGLE/FUNNELED),
+//! or, when joined with `tc_init_fd_shared`, from any thread one call at a
+//! time (like MPI_THREAD_SERIALIZED; `shared.rs`).
 
 use crate::error::*;
 use crate::topo::c_str;
@@ -23,7 +25,7 @@ thread_local! {
     static COMM: RefCell<Option<Comm>> = const { RefCell::new(None) };
 }
 
-fn code_of(e: &Error) -> i32 {
+pub(crate) fn code_of(e: &Error) -> i32 {
     let code = match e {
         Error::Truncated { .. } => TC_ERR_TRUNCATED,
         Error::DeadPeer { .. } => TC_ERR_DEAD_PEER,
@@ -34,20 +36,25 @@ fn code_of(e: &Error) -> i32 {
     fail(code, e.to_string())
 }
 
-/// Runs `f` on this thread's communicator.
-fn with(f: impl FnOnce(&mut Comm) -> Result<i32, Error>) -> i32 {
+/// Runs `f` on this thread's communicator, or on the process-wide one
+/// joined by `tc_init_fd_shared`.
+pub(crate) fn with(f: impl FnOnce(&mut Comm) -> Result<i32, Error>) -> i32 {
     guard(|| {
         COMM.with(|c| match c.borrow_mut().as_mut() {
             Some(comm) => f(comm).unwrap_or_else(|e| code_of(&e)),
-            None => fail(
-                TC_ERR_NOT_INITIALIZED,
-                "tc_init was not called on this thread",
-            ),
+            None => crate::shared::with_shared(|comm| match comm {
+                Some(comm) => f(comm).unwrap_or_else(|e| code_of(&e)),
+                None => fail(
+                    TC_ERR_NOT_INITIALIZED,
+                    "tc_init was not called on this thread",
+                ),
+            })
+            .unwrap_or_else(|code| code),
         })
     })
 }
 
-fn put_status(out: *mut TcStatus, s: Status) {
+pub(crate) fn put_status(out: *mut TcStatus, s: Status) {
     if !out.is_null() {
         // SAFETY: non-NULL status pointers point to a writable tc_status.
         unsafe {
@@ -60,7 +67,7 @@ fn put_status(out: *mut TcStatus, s: Status) {
     }
 }
 
-fn take_req(req: *mut u64) -> Result<Request, Error> {
+pub(crate) fn take_req(req: *mut u64) -> Result<Request, Error> {
     if req.is_null() {
         return Err(Error::Invalid("request pointer is NULL".into()));
     }
@@ -95,13 +102,20 @@ pub extern "C" fn tc_init() -> i32 {
 #[no_mangle]
 pub extern "C" fn tc_finalize() -> i32 {
     guard(|| {
-        COMM.with(|c| match c.borrow_mut().take() {
+        let comm = match COMM.with(|c| c.borrow_mut().take()) {
+            Some(c) => Some(c),
+            None => match crate::shared::with_shared(Option::take) {
+                Ok(c) => c,
+                Err(code) => return code,
+            },
+        };
+        match comm {
             Some(mut comm) => match comm.finalize() {
                 Ok(()) => TC_OK,
                 Err(e) => code_of(&e),
             },
             None => fail(TC_ERR_NOT_INITIALIZED, "tc_init was not called"),
-        })
+        }
     })
 }
 
@@ -117,7 +131,7 @@ pub extern "C" fn tc_size() -> i32 {
     with(|c| Ok(c.size() as i32))
 }
 
-fn rank_arg(r: c_int, what: &str) -> Result<usize, Error> {
+pub(crate) fn rank_arg(r: c_int, what: &str) -> Result<usize, Error> {
     usize::try_from(r).map_err(|_| Error::Invalid(format!("{what} rank {r} is negative")))
 }
 

@@ -24,7 +24,7 @@
 //! table) and `startup.rs` (start-up helpers).
 
 use crate::error::{Error, Result};
-use crate::recv::{In, Unexp};
+use crate::recv::{In, Key, Unexp};
 use crate::request::Req;
 use crate::rules::Params;
 use crate::segment::{Cell, RecvCtrl, Segment, CELL, RING, ST_FINALIZED, ST_UP};
@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 pub const ANY_SOURCE: i32 = -1;
 /// Match any (non-negative) tag.
 pub const ANY_TAG: i32 = -1;
-/// Internal tag of [`Comm::barrier`]; user tags are >= 0.
-const TAG_BARRIER: i32 = -7;
+/// Internal key of [`Comm::barrier`]: user tags are >= 0.
+const BARRIER: Key = Key { tag: -7, ctx: 0 };
 
 /// A rank's endpoint.
 pub struct Comm {
@@ -332,20 +332,20 @@ impl Comm {
         if self.rank == 0 {
             for _ in 1..self.size {
                 // SAFETY: zero-byte buffer, waited for immediately.
-                let r = unsafe { self.irecv_inner(z.as_mut_ptr(), 0, ANY_SOURCE, TAG_BARRIER)? };
+                let r = unsafe { self.irecv_inner(z.as_mut_ptr(), 0, ANY_SOURCE, BARRIER)? };
                 self.wait(r)?;
             }
             for d in 1..self.size {
                 // SAFETY: zero-byte buffer, waited for immediately.
-                let r = unsafe { self.isend_inner(z.as_ptr(), 0, d, TAG_BARRIER)? };
+                let r = unsafe { self.isend_inner(z.as_ptr(), 0, d, BARRIER, false)? };
                 self.wait(r)?;
             }
         } else {
             // SAFETY: as above.
-            let r = unsafe { self.isend_inner(z.as_ptr(), 0, 0, TAG_BARRIER)? };
+            let r = unsafe { self.isend_inner(z.as_ptr(), 0, 0, BARRIER, false)? };
             self.wait(r)?;
             // SAFETY: as above.
-            let r = unsafe { self.irecv_inner(z.as_mut_ptr(), 0, 0, TAG_BARRIER)? };
+            let r = unsafe { self.irecv_inner(z.as_mut_ptr(), 0, 0, BARRIER)? };
             self.wait(r)?;
         }
         Ok(())

@@ -7,7 +7,7 @@
 use crate::comm::Comm;
 use crate::copy::copy_plain;
 use crate::error::{Error, Result};
-use crate::recv::{Payload, Unexp};
+use crate::recv::{Key, Payload, Unexp};
 use crate::request::Status;
 use crate::segment::{K_CTS, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP};
 use crate::send::Stream;
@@ -30,20 +30,22 @@ impl Comm {
                 break;
             }
             let (kind, tag, len, body) = (c.kind, c.tag, c.len as usize, c.body);
+            let key = Key { tag, ctx: c.ctx };
             let word = |k: usize| u64::from_ne_bytes(body[8 * k..8 * k + 8].try_into().unwrap());
             match kind {
-                K_INLINE => match self.match_posted(src, tag) {
+                K_INLINE => match self.match_posted(src, key) {
                     Some(idx) => self.deliver(idx, src, tag, body.as_ptr(), len),
                     None => self.unexp.push_back(Unexp {
                         src,
                         tag,
+                        ctx: key.ctx,
                         len,
                         payload: Payload::Small(body),
                     }),
                 },
                 K_EAGER => {
                     let data = self.cur_slot(src);
-                    match self.match_posted(src, tag) {
+                    match self.match_posted(src, key) {
                         Some(idx) => self.deliver(idx, src, tag, data, len),
                         None => {
                             // SAFETY: the slot holds len <= fragment bytes.
@@ -51,6 +53,7 @@ impl Comm {
                             self.unexp.push_back(Unexp {
                                 src,
                                 tag,
+                                ctx: key.ctx,
                                 len,
                                 payload: Payload::Data(v),
                             });
@@ -60,11 +63,12 @@ impl Comm {
                 }
                 K_RTS => {
                     let (msg_id, addr, cma) = (word(0), word(1), word(2) != 0);
-                    match self.match_posted(src, tag) {
+                    match self.match_posted(src, key) {
                         Some(idx) => self.start_rdv(idx, src, tag, len, msg_id, cma, addr)?,
                         None => self.unexp.push_back(Unexp {
                             src,
                             tag,
+                            ctx: key.ctx,
                             len,
                             payload: Payload::Rts { msg_id, cma, addr },
                         }),

@@ -7,18 +7,26 @@
 use crate::comm::{Comm, ANY_SOURCE, ANY_TAG};
 use crate::copy::copy_plain;
 use crate::error::{Error, Result};
-use crate::request::{ReqKind, Request, Status};
+use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
     Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_EAGER, K_FIN, K_INLINE, RING,
 };
 use std::sync::atomic::Ordering;
 
-/// Whether a message from `src` with `tag` matches a receive for
-/// `want_src` and `want_tag` (wildcards included; [`ANY_TAG`] never matches
-/// the internal negative tags).
-pub(crate) fn matches(want_src: i32, want_tag: i32, src: usize, tag: i32) -> bool {
-    (want_src == ANY_SOURCE || want_src as usize == src)
-        && (want_tag == tag || (want_tag == ANY_TAG && tag >= 0))
+/// A receive's or a message's matching key: tag and context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub(crate) tag: i32,
+    pub(crate) ctx: u16,
+}
+
+/// Whether a message from `src` with key `got` matches a receive for
+/// `want_src` and `want` (source and tag wildcards included; [`ANY_TAG`]
+/// never matches the internal negative tags; contexts never mix).
+pub(crate) fn matches(want_src: i32, want: Key, src: usize, got: Key) -> bool {
+    want.ctx == got.ctx
+        && (want_src == ANY_SOURCE || want_src as usize == src)
+        && (want.tag == got.tag || (want.tag == ANY_TAG && got.tag >= 0))
 }
 
 /// A rendezvous receive cleared with CTS: its fragments arrive on the
@@ -59,8 +67,23 @@ pub(crate) enum Payload {
 pub(crate) struct Unexp {
     pub(crate) src: usize,
     pub(crate) tag: i32,
+    pub(crate) ctx: u16,
     pub(crate) len: usize,
     pub(crate) payload: Payload,
+}
+
+impl Key {
+    /// The key of control cells (never matched).
+    pub(crate) const CONTROL: Key = Key { tag: 0, ctx: 0 };
+}
+
+impl Unexp {
+    pub(crate) fn key(&self) -> Key {
+        Key {
+            tag: self.tag,
+            ctx: self.ctx,
+        }
+    }
 }
 
 impl Comm {
@@ -81,7 +104,27 @@ impl Comm {
             return Err(Error::Invalid(format!("tag {tag} must be >= 0 or ANY_TAG")));
         }
         // SAFETY: forwarded contract.
-        unsafe { self.irecv_inner(ptr, cap, src, tag) }
+        unsafe { self.irecv_inner(ptr, cap, src, Key { tag, ctx: 0 }) }
+    }
+
+    /// [`Comm::irecv_raw`] in matching context `ctx` (only messages sent
+    /// in the same context match).
+    ///
+    /// # Safety
+    /// As [`Comm::irecv_raw`].
+    pub unsafe fn irecv_ctx(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+        ctx: u16,
+    ) -> Result<Request> {
+        if tag < ANY_TAG {
+            return Err(Error::Invalid(format!("tag {tag} must be >= 0 or ANY_TAG")));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.irecv_inner(ptr, cap, src, Key { tag, ctx }) }
     }
 
     pub(crate) unsafe fn irecv_inner(
@@ -89,7 +132,7 @@ impl Comm {
         ptr: *mut u8,
         cap: usize,
         src: i32,
-        tag: i32,
+        key: Key,
     ) -> Result<Request> {
         if src != ANY_SOURCE {
             if src < 0 {
@@ -104,7 +147,7 @@ impl Comm {
         }
         let idx = self.alloc(ReqKind::Recv {
             src,
-            tag,
+            key,
             buf: ptr,
             cap,
         });
@@ -115,7 +158,7 @@ impl Comm {
         let found = self
             .unexp
             .iter()
-            .position(|u| matches(src, tag, u.src, u.tag));
+            .position(|u| matches(src, key, u.src, u.key()));
         match found {
             Some(i) => {
                 let u = self.unexp.remove(i).expect("index from position");
@@ -182,7 +225,12 @@ impl Comm {
             self.queue_ctrl(src, K_FIN, msg_id);
             return Ok(());
         };
-        if cma {
+        if len == 0 {
+            // A synchronous empty message: nothing to copy, FIN releases
+            // the sender now that the receive has matched.
+            self.complete(idx, st, None);
+            self.queue_ctrl(src, K_FIN, msg_id);
+        } else if cma {
             let chunk = self.ins[src].plan.cma_chunk as usize;
             // SAFETY: buf holds cap >= len writable bytes (irecv contract).
             let r = unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) };
@@ -218,12 +266,32 @@ impl Comm {
         Ok(())
     }
 
-    pub(crate) fn match_posted(&mut self, src: usize, tag: i32) -> Option<u32> {
+    pub(crate) fn match_posted(&mut self, src: usize, got: Key) -> Option<u32> {
         let i = self.posted.iter().position(|&idx| {
             matches!(self.reqs[idx as usize].kind,
-                ReqKind::Recv { src: s, tag: t, .. } if matches(s, t, src, tag))
+                ReqKind::Recv { src: s, key, .. } if matches(s, key, src, got))
         })?;
         self.posted.remove(i)
+    }
+
+    /// Cancels receive `r` if no message has matched it yet: returns true
+    /// when it was cancelled (the handle is then released), false when it
+    /// matched (complete it with a wait or test as usual).
+    pub fn cancel_recv(&mut self, r: Request) -> Result<bool> {
+        self.check_req(&r)?;
+        if r.idx == DONE_IDX || !matches!(self.reqs[r.idx as usize].kind, ReqKind::Recv { .. }) {
+            return Ok(false);
+        }
+        match self.posted.iter().position(|&i| i == r.idx) {
+            Some(k) => {
+                self.posted.remove(k);
+                let q = &mut self.reqs[r.idx as usize];
+                q.live = false;
+                self.free.push(r.idx);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Releases the receiver's current slot (ordering 3).
@@ -245,19 +313,50 @@ impl Comm {
 
     /// Receives into `buf`; a longer message is a `Truncated` error.
     pub fn recv(&mut self, buf: &mut [u8], src: i32, tag: i32) -> Result<Status> {
+        // SAFETY: `buf` is exclusively borrowed for the whole call.
+        unsafe { self.recv_ctx(buf.as_mut_ptr(), buf.len(), src, tag, 0, None) }
+            .map(|s| s.expect("no time limit"))
+    }
+
+    /// Blocking receive in context `ctx`, waiting at most `budget` (then
+    /// `Ok(None)`, nothing received and nothing left posted) or, with no
+    /// budget, until the message arrives.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `cap` writable bytes during the call.
+    pub unsafe fn recv_ctx(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+        ctx: u16,
+        budget: Option<std::time::Duration>,
+    ) -> Result<Option<Status>> {
+        let key = Key { tag, ctx };
         let direct = src >= 0 && (src as usize) < self.size && tag >= 0;
         if direct
             && self.posted.is_empty()
             && self.broken.is_none()
-            && !self.unexp.iter().any(|u| matches(src, tag, u.src, u.tag))
+            && !self.unexp.iter().any(|u| matches(src, key, u.src, u.key()))
         {
-            if let Some(st) = self.recv_fast(buf, src as usize, tag) {
-                return Ok(st);
+            // SAFETY: forwarded contract.
+            if let Some(st) = unsafe { self.recv_fast(ptr, cap, src as usize, key) } {
+                return Ok(Some(st));
             }
         }
-        // SAFETY: `buf` is exclusively borrowed until the wait returns.
-        let r = unsafe { self.irecv_raw(buf.as_mut_ptr(), buf.len(), src, tag)? };
-        self.wait(r)
+        // SAFETY: forwarded contract; the request is waited for, or
+        // cancelled when the budget runs out, before returning.
+        let r = unsafe { self.irecv_ctx(ptr, cap, src, tag, ctx)? };
+        match budget {
+            None => self.wait(r).map(Some),
+            Some(b) => match self.wait_for(r, b)? {
+                Some(st) => Ok(Some(st)),
+                None if self.cancel_recv(r)? => Ok(None),
+                // Matched meanwhile: the data is on its way.
+                None => self.wait(r).map(Some),
+            },
+        }
     }
 
     /// Latency path of a blocking receive: spins on the next cell of one
@@ -267,7 +366,10 @@ impl Comm {
     /// next cell is taken, so MPI order holds. Anything else (another kind
     /// or tag, sends to push, a long wait) returns `None` and the general
     /// engine takes over.
-    fn recv_fast(&mut self, buf: &mut [u8], s: usize, tag: i32) -> Option<Status> {
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `cap` writable bytes.
+    unsafe fn recv_fast(&mut self, ptr: *mut u8, cap: usize, s: usize, key: Key) -> Option<Status> {
         // Within the waiting policy's spin phase (short when a peer shares
         // our PU: spinning would only keep it from running).
         for _ in 0..crate::wait::spin().min(2000) {
@@ -277,15 +379,21 @@ impl Comm {
             // Acquire pairs with the sender's Release (ordering 1).
             if c.seq.load(Ordering::Acquire) == pos + 1 {
                 let len = c.len as usize;
-                if (c.kind != K_INLINE && c.kind != K_EAGER) || c.tag != tag || len > buf.len() {
+                if (c.kind != K_INLINE && c.kind != K_EAGER)
+                    || c.tag != key.tag
+                    || c.ctx != key.ctx
+                    || len > cap
+                {
                     return None;
                 }
                 if c.kind == K_INLINE {
-                    buf[..len].copy_from_slice(&c.body[..len]);
+                    // SAFETY: len <= cap (checked) and <= INLINE_BYTES.
+                    unsafe { copy_plain(ptr, c.body.as_ptr(), len) };
                 } else {
                     let data = self.cur_slot(s);
-                    // SAFETY: the slot holds len <= fragment published bytes.
-                    unsafe { copy_plain(buf.as_mut_ptr(), data, len) };
+                    // SAFETY: the slot holds len <= fragment published bytes;
+                    // ptr holds cap >= len.
+                    unsafe { copy_plain(ptr, data, len) };
                     self.release_slot(s);
                 }
                 let i = &mut self.ins[s];
@@ -297,7 +405,7 @@ impl Comm {
                 self.activity += 1;
                 return Some(Status {
                     source: s as i32,
-                    tag,
+                    tag: key.tag,
                     count: len,
                 });
             }
@@ -312,11 +420,17 @@ impl Comm {
     /// Non-blocking probe: the status of the first matching message that has
     /// arrived and is not yet received.
     pub fn iprobe(&mut self, src: i32, tag: i32) -> Result<Option<Status>> {
+        self.iprobe_ctx(src, tag, 0)
+    }
+
+    /// [`Comm::iprobe`] in matching context `ctx`.
+    pub fn iprobe_ctx(&mut self, src: i32, tag: i32, ctx: u16) -> Result<Option<Status>> {
         self.progress()?;
+        let key = Key { tag, ctx };
         Ok(self
             .unexp
             .iter()
-            .find(|u| matches(src, tag, u.src, u.tag))
+            .find(|u| matches(src, key, u.src, u.key()))
             .map(|u| Status {
                 source: u.src as i32,
                 tag: u.tag,
@@ -419,5 +533,98 @@ mod tests {
         assert!(matches!(c.send(b"x", 0, -5), Err(Error::Invalid(_))));
         let mut z = [0u8; 1];
         assert!(matches!(c.recv(&mut z, 7, 0), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn contexts_never_mix_and_sync_sends_wait_for_a_match() {
+        let mut c = solo();
+        let (a, b) = (*b"ctx five", *b"ctx six!");
+        // SAFETY: `a` and `b` outlive the requests, waited for below.
+        let sa = unsafe { c.isend_ctx(a.as_ptr(), 8, 0, 1, 5, false).unwrap() };
+        // SAFETY: as above.
+        let sb = unsafe { c.isend_ctx(b.as_ptr(), 8, 0, 1, 6, false).unwrap() };
+        assert!(c.iprobe_ctx(ANY_SOURCE, ANY_TAG, 7).unwrap().is_none());
+        assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
+        let mut out = [0u8; 8];
+        // SAFETY: `out` holds 8 bytes for the whole call.
+        let st = unsafe { c.recv_ctx(out.as_mut_ptr(), 8, ANY_SOURCE, ANY_TAG, 6, None) };
+        assert_eq!(st.unwrap().unwrap().count, 8);
+        assert_eq!(&out, b"ctx six!");
+        // SAFETY: as above.
+        let st = unsafe { c.recv_ctx(out.as_mut_ptr(), 8, 0, 1, 5, None) };
+        assert_eq!(st.unwrap().unwrap().tag, 1);
+        assert_eq!(&out, b"ctx five");
+        c.wait_all(&[sa, sb]).unwrap();
+        // A synchronous send (any size, 0 included) stays pending until a
+        // receive matches it.
+        for n in [0usize, 3, 100_000] {
+            let data = vec![7u8; n];
+            // SAFETY: `data` outlives the request, waited for below.
+            let s = unsafe { c.isend_ctx(data.as_ptr(), n, 0, 2, 9, true).unwrap() };
+            for _ in 0..100 {
+                c.progress().unwrap();
+            }
+            assert!(
+                c.test(&s).unwrap().is_none(),
+                "{n} B: complete before a match"
+            );
+            let mut got = vec![0u8; n];
+            // SAFETY: `got` holds n bytes for the whole call.
+            let st = unsafe { c.recv_ctx(got.as_mut_ptr(), n, 0, 2, 9, None) };
+            assert_eq!(st.unwrap().unwrap().count, n);
+            assert_eq!(got, data);
+            c.wait(s).unwrap();
+        }
+    }
+
+    #[test]
+    fn receives_cancel_until_matched_and_bounded_waits_return() {
+        let mut c = solo();
+        let mut buf = [0u8; 4];
+        // SAFETY: `buf` outlives the request (cancelled below).
+        let r = unsafe { c.irecv_ctx(buf.as_mut_ptr(), 4, 0, 3, 2).unwrap() };
+        let t = std::time::Instant::now();
+        assert!(c
+            .wait_for(r, std::time::Duration::from_millis(5))
+            .unwrap()
+            .is_none());
+        assert!(t.elapsed() >= std::time::Duration::from_millis(5));
+        assert!(c.cancel_recv(r).unwrap(), "nothing matched it");
+        assert!(c.wait(r).is_err(), "a cancelled request is gone");
+        // The message goes to the next receive, not to the cancelled one.
+        c.send(b"abc", 0, 3).unwrap();
+        // SAFETY: `buf` holds 4 bytes for the whole call.
+        assert!(unsafe {
+            c.recv_ctx(
+                buf.as_mut_ptr(),
+                4,
+                0,
+                3,
+                0,
+                Some(std::time::Duration::from_millis(1)),
+            )
+        }
+        .unwrap()
+        .is_some());
+        // SAFETY: as above.
+        let r = unsafe { c.irecv_ctx(buf.as_mut_ptr(), 4, 0, 4, 0).unwrap() };
+        c.send(b"xyz", 0, 4).unwrap();
+        c.progress().unwrap();
+        assert!(!c.cancel_recv(r).unwrap(), "already matched");
+        assert_eq!(c.wait(r).unwrap().count, 3);
+        // A bounded blocking receive with nothing to take leaves nothing posted.
+        // SAFETY: as above.
+        let none = unsafe {
+            c.recv_ctx(
+                buf.as_mut_ptr(),
+                4,
+                0,
+                5,
+                0,
+                Some(std::time::Duration::from_millis(2)),
+            )
+        };
+        assert!(none.unwrap().is_none());
+        assert!(c.posted.is_empty());
     }
 }

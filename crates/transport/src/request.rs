@@ -42,7 +42,7 @@ pub(crate) enum ReqKind {
     Send,
     Recv {
         src: i32,
-        tag: i32,
+        key: crate::recv::Key,
         buf: *mut u8,
         cap: usize,
     },

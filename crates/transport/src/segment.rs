@@ -13,14 +13,14 @@
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3176_6f63_6f70_6f74; // "topocov1"
+pub const MAGIC: u64 = 0x3276_6f63_6f70_6f74; // "topocov2" (v2: cells carry a context)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
 /// Bytes of one cell: one cache line.
 pub const CELL: usize = 64;
-/// Bytes of a cell's header: `seq`, `kind`, `tag` and `len`.
-const CELL_HEADER: usize = 8 + 4 + 4 + 8;
+/// Bytes of a cell's header: `seq`, `kind`, `ctx`, `tag` and `len`.
+const CELL_HEADER: usize = 8 + 2 + 2 + 4 + 8;
 /// Bytes of payload carried inside one cell (`Cell::body`): the cell minus
 /// its header. Inline messages and the words of control cells live here.
 pub const INLINE_BYTES: usize = CELL - CELL_HEADER;
@@ -74,7 +74,11 @@ pub struct RecvCtrl {
 #[repr(C, align(64))]
 pub struct Cell {
     pub seq: AtomicU64,
-    pub kind: u32,
+    pub kind: u16,
+    /// Matching context of a message's first cell (a communicator of the
+    /// MPI accelerator; 0 for the plain `tc_*` API): a receive matches only
+    /// messages of its own context.
+    pub ctx: u16,
     pub tag: i32,
     pub len: u64,
     pub body: [u8; INLINE_BYTES],
@@ -87,6 +91,7 @@ pub struct Cell {
 const _: () = assert!(std::mem::size_of::<Cell>() == CELL);
 const _: () = assert!(std::mem::align_of::<Cell>() == CELL);
 const _: () = assert!(std::mem::offset_of!(Cell, body) == CELL_HEADER);
+const _: () = assert!(std::mem::offset_of!(Cell, tag) == 12);
 // A rendezvous request carries three 64-bit words in the body.
 const _: () = assert!(INLINE_BYTES >= 3 * 8);
 // `Layout::new` steps 64 bytes per rank slot, and a channel starts with a
@@ -100,12 +105,12 @@ const _: () = assert!(std::mem::size_of::<Header>() <= 64);
 // The plan table: `n * n` plain records of 128 bytes.
 const _: () = assert!(std::mem::size_of::<PlanRaw>() == 128);
 
-pub const K_INLINE: u32 = 1;
-pub const K_EAGER: u32 = 2;
-pub const K_RTS: u32 = 3;
-pub const K_FRAG: u32 = 4;
-pub const K_CTS: u32 = 5;
-pub const K_FIN: u32 = 6;
+pub const K_INLINE: u16 = 1;
+pub const K_EAGER: u16 = 2;
+pub const K_RTS: u16 = 3;
+pub const K_FRAG: u16 = 4;
+pub const K_CTS: u16 = 5;
+pub const K_FIN: u16 = 6;
 
 /// A directed pair's plan as stored in the segment (plain old data).
 #[repr(C)]

@@ -8,6 +8,7 @@
 use crate::comm::Comm;
 use crate::copy::{copy_nontemporal, copy_plain};
 use crate::error::{Error, Result};
+use crate::recv::Key;
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
     Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_EAGER, K_FRAG, K_INLINE, K_RTS, RING,
@@ -28,7 +29,7 @@ pub(crate) struct Job {
     req: Option<u32>,
     ptr: *const u8,
     len: usize,
-    tag: i32,
+    key: Key,
     proto: Proto,
 }
 
@@ -61,7 +62,7 @@ pub(crate) struct Out {
     pub(crate) frags: u64,
     pub(crate) frags_done_cache: u64,
     pub(crate) queue: VecDeque<Job>,
-    pub(crate) ctrl_q: VecDeque<(u32, u64)>,
+    pub(crate) ctrl_q: VecDeque<(u16, u64)>,
     pub(crate) streams: VecDeque<Stream>,
     pub(crate) rdv: Vec<RdvSend>,
     pub(crate) next_msg: u64,
@@ -87,7 +88,29 @@ impl Comm {
             return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
         }
         // SAFETY: forwarded contract.
-        unsafe { self.isend_inner(ptr, len, dst, tag) }
+        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx: 0 }, false) }
+    }
+
+    /// [`Comm::isend_raw`] in matching context `ctx`. A `sync` send
+    /// completes only once a receive has matched it (MPI_Ssend): it always
+    /// takes the rendezvous protocol, whose reply comes at match time.
+    ///
+    /// # Safety
+    /// As [`Comm::isend_raw`].
+    pub unsafe fn isend_ctx(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dst: usize,
+        tag: i32,
+        ctx: u16,
+        sync: bool,
+    ) -> Result<Request> {
+        if tag < 0 {
+            return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, sync) }
     }
 
     pub(crate) unsafe fn isend_inner(
@@ -95,7 +118,8 @@ impl Comm {
         ptr: *const u8,
         len: usize,
         dst: usize,
-        tag: i32,
+        key: Key,
+        sync: bool,
     ) -> Result<Request> {
         self.check_peer(dst, "destination")?;
         if let Some(e) = &self.broken {
@@ -103,7 +127,11 @@ impl Comm {
         }
         // Field reads, not a copy of the whole 128-byte plan.
         let plan = &self.outs[dst].plan;
-        let proto = if (len as u64) <= plan.inline_max {
+        let proto = if sync {
+            Proto::Rts {
+                cma: len > 0 && plan.cma != 0 && self.cma_ok && len as u64 >= plan.cma_threshold,
+            }
+        } else if (len as u64) <= plan.inline_max {
             Proto::Inline
         } else if (len as u64) <= plan.eager_max {
             Proto::Eager
@@ -116,7 +144,7 @@ impl Comm {
             req: None,
             ptr,
             len,
-            tag,
+            key,
             proto,
         };
         if !matches!(proto, Proto::Rts { .. }) && self.outs[dst].queue.is_empty() {
@@ -171,7 +199,7 @@ impl Comm {
     }
 
     /// Writes a cell's fields, then publishes it (ordering 1).
-    fn push_cell(&mut self, dst: usize, kind: u32, tag: i32, len: u64, body: &[u8]) {
+    fn push_cell(&mut self, dst: usize, kind: u16, key: Key, len: u64, body: &[u8]) {
         let o = &mut self.outs[dst];
         let pos = o.head;
         // SAFETY: the cell at pos % RING is ours: ring_space() checked that
@@ -179,7 +207,8 @@ impl Comm {
         unsafe {
             let c = o.cells.add((pos % RING) as usize);
             (*c).kind = kind;
-            (*c).tag = tag;
+            (*c).ctx = key.ctx;
+            (*c).tag = key.tag;
             (*c).len = len;
             std::ptr::copy_nonoverlapping(body.as_ptr(), (*c).body.as_mut_ptr(), body.len());
             (*c).seq.store(pos + 1, Ordering::Release);
@@ -214,14 +243,14 @@ impl Comm {
                 let mut body = [0u8; INLINE_BYTES];
                 // SAFETY: len <= inline_max <= INLINE_BYTES; ptr valid per contract.
                 unsafe { copy_plain(body.as_mut_ptr(), job.ptr, job.len) };
-                self.push_cell(dst, K_INLINE, job.tag, job.len as u64, &body[..job.len]);
+                self.push_cell(dst, K_INLINE, job.key, job.len as u64, &body[..job.len]);
             }
             Proto::Eager => {
                 if !self.ring_space(dst) || !self.slot_free(dst) {
                     return false;
                 }
                 self.fill_slot(dst, job.ptr, job.len, job.len);
-                self.push_cell(dst, K_EAGER, job.tag, job.len as u64, &[]);
+                self.push_cell(dst, K_EAGER, job.key, job.len as u64, &[]);
             }
             Proto::Rts { cma } => {
                 if !self.ring_space(dst) {
@@ -241,7 +270,7 @@ impl Comm {
                     ptr: job.ptr,
                     len: job.len,
                 });
-                self.push_cell(dst, K_RTS, job.tag, job.len as u64, &body);
+                self.push_cell(dst, K_RTS, job.key, job.len as u64, &body);
                 return true;
             }
         }
@@ -269,7 +298,7 @@ impl Comm {
             if !self.ring_space(dst) {
                 break;
             }
-            self.push_cell(dst, kind, 0, 0, &msg_id.to_ne_bytes());
+            self.push_cell(dst, kind, Key::CONTROL, 0, &msg_id.to_ne_bytes());
             self.outs[dst].ctrl_q.pop_front();
         }
         while let Some(job) = self.outs[dst].queue.pop_front() {
@@ -287,7 +316,7 @@ impl Comm {
                 let mut body = [0u8; 16];
                 body[..8].copy_from_slice(&st.msg_id.to_ne_bytes());
                 body[8..].copy_from_slice(&(st.off as u64).to_ne_bytes());
-                self.push_cell(dst, K_FRAG, 0, n as u64, &body);
+                self.push_cell(dst, K_FRAG, Key::CONTROL, n as u64, &body);
                 st.off += n;
             }
             if st.off == st.len {
@@ -302,7 +331,7 @@ impl Comm {
         }
     }
 
-    pub(crate) fn queue_ctrl(&mut self, dst: usize, kind: u32, msg_id: u64) {
+    pub(crate) fn queue_ctrl(&mut self, dst: usize, kind: u16, msg_id: u64) {
         self.outs[dst].ctrl_q.push_back((kind, msg_id));
         self.mark_pending(dst);
         self.advance_out(dst);

@@ -7,16 +7,38 @@ use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::wait::Backoff;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 impl Comm {
     /// Waits for a request; the waiting policy and fault checks are in
     /// docs/transport.md.
     pub fn wait(&mut self, r: Request) -> Result<Status> {
+        self.wait_inner(r, None)
+            .map(|s| s.expect("a wait with no budget completes"))
+    }
+
+    /// [`Comm::wait`] for at most `budget`: `Ok(None)` when the request is
+    /// still pending then (the handle stays valid). Lets a caller that also
+    /// drives another progress engine (the MPI accelerator's plain-MPI
+    /// path) wait in slices.
+    pub fn wait_for(&mut self, r: Request, budget: Duration) -> Result<Option<Status>> {
+        self.wait_inner(r, Some(budget))
+    }
+
+    /// Sets how long a wait may go without any progress before it fails
+    /// with [`Error::Timeout`]; `None`: no limit (dead and finalized peers
+    /// are still detected). The MPI accelerator uses `None`, as an MPI
+    /// receive may legitimately wait for hours.
+    pub fn set_timeout(&mut self, t: Option<Duration>) {
+        self.timeout = t.unwrap_or(Duration::MAX);
+    }
+
+    fn wait_inner(&mut self, r: Request, budget: Option<Duration>) -> Result<Option<Status>> {
         self.check_req(&r)?;
         if r.idx == DONE_IDX {
-            return self.take(r);
+            return self.take(r).map(Some);
         }
+        let began = budget.map(|_| Instant::now());
         let direct = match self.reqs[r.idx as usize].kind {
             ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
             _ => None,
@@ -29,7 +51,7 @@ impl Comm {
         let mut seen = self.activity;
         loop {
             if self.reqs[r.idx as usize].done {
-                return self.take(r);
+                return self.take(r).map(Some);
             }
             if self.activity != seen {
                 // Progress: spin again, and the stuck-exchange clock restarts.
@@ -47,12 +69,17 @@ impl Comm {
             }
             i = i.wrapping_add(1);
             if self.reqs[r.idx as usize].done {
-                return self.take(r);
+                return self.take(r).map(Some);
             }
             if b.slow_check_due() {
                 self.sweep()?;
                 if self.reqs[r.idx as usize].done {
-                    return self.take(r);
+                    return self.take(r).map(Some);
+                }
+                if let (Some(t0), Some(b)) = (began, budget) {
+                    if t0.elapsed() >= b {
+                        return Ok(None);
+                    }
                 }
                 self.health(direct)?;
                 if start.get_or_insert_with(Instant::now).elapsed() > self.timeout {

@@ -1,0 +1,274 @@
+//! The transport's extended C API for the MPI accelerator
+//! (`mpi/lib/accel`): matching contexts (one per MPI communicator),
+//! synchronous sends, bounded waits, cancellation of receives, and a
+//! communicator that any thread may use one call at a time.
+
+use crate::error::*;
+use crate::transport::{code_of, put_status, rank_arg, take_req, with, TcStatus};
+use std::ffi::{c_int, c_void};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::time::Duration;
+use topocomm_transport::{Comm, Error, Status};
+
+/// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
+pub const TC_SEND_SYNC: c_int = 1;
+
+fn ctx_arg(ctx: c_int) -> Result<u16, Error> {
+    u16::try_from(ctx).map_err(|_| Error::Invalid(format!("context {ctx} is not in 0..=65535")))
+}
+
+/// A budget in seconds; `<= 0` or not finite: none.
+fn budget_arg(secs: f64) -> Option<Duration> {
+    (secs > 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs))
+}
+
+/// A truncated receive still reports who sent what (MPI fills the status
+/// of a truncated receive), then fails with `TC_ERR_TRUNCATED`.
+fn status_or_truncation(
+    r: Result<Option<Status>, Error>,
+    status: *mut TcStatus,
+) -> Result<Option<Status>, Error> {
+    if let Err(Error::Truncated { len, peer, tag, .. }) = &r {
+        put_status(
+            status,
+            Status {
+                source: *peer,
+                tag: *tag,
+                count: *len,
+            },
+        );
+    }
+    r
+}
+
+fn set_flag(flag: *mut c_int, v: bool) -> Result<(), Error> {
+    if flag.is_null() {
+        return Err(Error::Invalid("flag is NULL".into()));
+    }
+    // SAFETY: non-NULL (checked); the caller passes a valid int pointer.
+    unsafe { *flag = c_int::from(v) };
+    Ok(())
+}
+
+/// `tc_init_fd`, but the communicator belongs to the process: any thread
+/// may call the `tc_*` functions, one call at a time.
+#[no_mangle]
+pub extern "C" fn tc_init_fd_shared(fd: c_int, rank: c_int) -> i32 {
+    guard(|| {
+        // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
+        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                format!("fd {fd} is not an open descriptor"),
+            );
+        }
+        // SAFETY: `fd` is open (checked above) and the caller hands over its
+        // ownership (documented: it is closed in every case).
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        let Ok(rank) = usize::try_from(rank) else {
+            return fail(TC_ERR_INVALID_ARGUMENT, format!("rank {rank} is negative"));
+        };
+        if with(|_| Ok(TC_OK)) == TC_OK {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                "tc_init or tc_init_fd called twice",
+            );
+        }
+        crate::shared::with_shared(|slot| match Comm::join(owned, rank) {
+            Ok(comm) => {
+                *slot = Some(comm);
+                TC_OK
+            }
+            Err(e) => code_of(&e),
+        })
+        .unwrap_or_else(|code| code)
+    })
+}
+
+/// How long a wait may see no progress before failing with
+/// `TC_ERR_TIMEOUT`; `seconds <= 0`: never (dead peers are still detected).
+#[no_mangle]
+pub extern "C" fn tc_set_timeout(seconds: f64) -> i32 {
+    with(|c| {
+        c.set_timeout(budget_arg(seconds));
+        Ok(TC_OK)
+    })
+}
+
+/// `tc_isend` in matching context `ctx` (0..=65535; 0 is the plain API's),
+/// with `flags` (`TC_SEND_SYNC`).
+#[no_mangle]
+pub extern "C" fn tc_isend_x(
+    buf: *const c_void,
+    len: usize,
+    dst: c_int,
+    tag: c_int,
+    ctx: c_int,
+    flags: c_int,
+    req: *mut u64,
+) -> i32 {
+    with(|c| {
+        if req.is_null() || (buf.is_null() && len > 0) {
+            return Err(Error::Invalid("buf or req is NULL".into()));
+        }
+        let (dst, ctx) = (rank_arg(dst, "destination")?, ctx_arg(ctx)?);
+        let sync = flags & TC_SEND_SYNC != 0;
+        // SAFETY: the caller keeps `buf` (len bytes) valid and unmodified
+        // until the request completes (documented in topocomm.h).
+        let r = unsafe { c.isend_ctx(buf.cast(), len, dst, tag, ctx, sync)? };
+        // SAFETY: req is non-NULL (checked).
+        unsafe { *req = r.to_u64() };
+        Ok(TC_OK)
+    })
+}
+
+/// Blocking `tc_isend_x` + wait.
+#[no_mangle]
+pub extern "C" fn tc_send_x(
+    buf: *const c_void,
+    len: usize,
+    dst: c_int,
+    tag: c_int,
+    ctx: c_int,
+    flags: c_int,
+) -> i32 {
+    with(|c| {
+        if buf.is_null() && len > 0 {
+            return Err(Error::Invalid("buf is NULL".into()));
+        }
+        let (dst, ctx) = (rank_arg(dst, "destination")?, ctx_arg(ctx)?);
+        // SAFETY: `buf` is valid for len bytes during the call (contract),
+        // and the request is waited for before returning.
+        let r = unsafe { c.isend_ctx(buf.cast(), len, dst, tag, ctx, flags & TC_SEND_SYNC != 0)? };
+        c.wait(r).map(|_| TC_OK)
+    })
+}
+
+/// `tc_irecv` in matching context `ctx`.
+#[no_mangle]
+pub extern "C" fn tc_irecv_x(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    req: *mut u64,
+) -> i32 {
+    with(|c| {
+        if req.is_null() || (buf.is_null() && cap > 0) {
+            return Err(Error::Invalid("buf or req is NULL".into()));
+        }
+        let ctx = ctx_arg(ctx)?;
+        // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
+        // until the request completes (documented in topocomm.h).
+        let r = unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx)? };
+        // SAFETY: req is non-NULL (checked).
+        unsafe { *req = r.to_u64() };
+        Ok(TC_OK)
+    })
+}
+
+/// Blocking receive in context `ctx` for at most `budget_s` seconds
+/// (`<= 0`: no limit). `*flag` = 1 when a message was received (status
+/// filled), 0 when the budget ran out (nothing received, nothing posted).
+/// A truncated message fills the status and fails with `TC_ERR_TRUNCATED`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn tc_recv_x(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    budget_s: f64,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        if buf.is_null() && cap > 0 {
+            return Err(Error::Invalid("buf is NULL".into()));
+        }
+        set_flag(flag, false)?;
+        let ctx = ctx_arg(ctx)?;
+        // SAFETY: `buf` is valid for cap writable bytes during the call.
+        let r = unsafe { c.recv_ctx(buf.cast(), cap, src, tag, ctx, budget_arg(budget_s)) };
+        if let Some(s) = status_or_truncation(r, status)? {
+            put_status(status, s);
+            set_flag(flag, true)?;
+        }
+        Ok(TC_OK)
+    })
+}
+
+/// Waits for `*req` at most `budget_s` seconds (`<= 0`: no limit). On
+/// completion `*flag` = 1, the status is filled and `*req` becomes
+/// `TC_REQUEST_NULL`; else `*flag` = 0 and `*req` stays valid.
+#[no_mangle]
+pub extern "C" fn tc_wait_for(
+    req: *mut u64,
+    budget_s: f64,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        set_flag(flag, false)?;
+        let r = take_req(req)?;
+        let res = match budget_arg(budget_s) {
+            Some(b) => c.wait_for(r, b),
+            None => c.wait(r).map(Some),
+        };
+        if !matches!(res, Ok(None)) {
+            // SAFETY: req is non-NULL (take_req checked).
+            unsafe { *req = 0 };
+        }
+        if let Some(s) = status_or_truncation(res, status)? {
+            put_status(status, s);
+            set_flag(flag, true)?;
+        }
+        Ok(TC_OK)
+    })
+}
+
+/// `tc_iprobe` in matching context `ctx`.
+#[no_mangle]
+pub extern "C" fn tc_iprobe_x(
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        set_flag(flag, false)?;
+        let s = c.iprobe_ctx(src, tag, ctx_arg(ctx)?)?;
+        if let Some(s) = s {
+            put_status(status, s);
+            set_flag(flag, true)?;
+        }
+        Ok(TC_OK)
+    })
+}
+
+/// Cancels receive `*req` if no message matched it yet: `*cancelled` = 1
+/// and `*req` = `TC_REQUEST_NULL`; else `*cancelled` = 0 and the request
+/// completes as usual. Sends are never cancelled.
+#[no_mangle]
+pub extern "C" fn tc_cancel(req: *mut u64, cancelled: *mut c_int) -> i32 {
+    with(|c| {
+        set_flag(cancelled, false)?;
+        let r = take_req(req)?;
+        if c.cancel_recv(r)? {
+            // SAFETY: req is non-NULL (take_req checked).
+            unsafe { *req = 0 };
+            set_flag(cancelled, true)?;
+        }
+        Ok(TC_OK)
+    })
+}
+
+/// One pass of the progress engine (pushes queued sends, takes arrived
+/// messages), for callers that poll several engines.
+#[no_mangle]
+pub extern "C" fn tc_progress() -> i32 {
+    with(|c| c.progress().map(|_| TC_OK))
+}
