@@ -1,7 +1,7 @@
 //! `topocomm trace -- mpirun ... ./app`: runs an MPI program with the PMPI
 //! tracer preloaded and summarizes the communication matrix it wrote.
 
-mod launcher;
+pub mod launcher;
 
 use anyhow::{bail, Context, Result};
 use launcher::Impl;
@@ -53,23 +53,18 @@ pub fn run(a: &Args) -> Result<ExitCode> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("--out {}", out.display())),
     }
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
-        _ => lib.display().to_string(),
-    };
+    // The Fortran bridge in front of the tracer: Fortran programs are traced
+    // under Open MPI too (docs/mpi.md, "Fortran").
+    let preload = launcher::preload_value(imp, &lib)?;
     let mut vars = vec![
-        ("LD_PRELOAD".to_string(), preload),
+        ("LD_PRELOAD".to_string(), preload.clone()),
         (OUT_ENV.to_string(), out.display().to_string()),
     ];
     if a.collectives {
         vars.push((COLL_ENV.to_string(), "1".to_string()));
     }
     let argv = launcher::with_env(imp, &a.command, &vars);
-    eprintln!(
-        "trace: {} launcher, preloading {}",
-        imp.name(),
-        lib.display()
-    );
+    eprintln!("trace: {} launcher, preloading {}", imp.name(), preload);
     let status = Command::new(&argv[0])
         .args(&argv[1..])
         .status()

@@ -119,7 +119,9 @@ pub fn build_dirs() -> Vec<PathBuf> {
     v
 }
 
-/// Finds `libtopocomm-<lib>.so` built for `imp`.
+/// Finds `libtopocomm-<lib>.so` built for `imp` (`trace`, `reorder`,
+/// `fortran`, ...), in the folders of [`build_dirs`]; the error names the
+/// paths tried and says how to build it.
 pub fn find_lib(imp: Impl, lib: &str) -> Result<PathBuf> {
     let file = format!("libtopocomm-{lib}.so");
     let dirs = build_dirs();
@@ -140,6 +142,36 @@ pub fn find_lib(imp: Impl, lib: &str) -> Result<PathBuf> {
         tried.join(", "),
         super::MPI_BUILD_ENV
     )
+}
+
+/// The `LD_PRELOAD` value that loads the PMPI tool `tool_lib` for `imp`:
+/// `<fortran bridge>:<tool>[:<existing $LD_PRELOAD>]`. The Fortran bridge
+/// (`libtopocomm-fortran.so`, mpi/lib/fortran) comes first: it defines the
+/// Fortran entry points (`mpi_send_`, ...) on top of the C `MPI_` functions,
+/// so that the tool also sees the calls of Fortran programs (Open MPI's own
+/// Fortran bindings call `PMPI_` directly). It is harmless for C programs.
+/// Fails, saying to run `make -C mpi`, when the bridge is not built.
+pub fn preload_value(imp: Impl, tool_lib: &Path) -> Result<String> {
+    let bridge = find_lib(imp, "fortran").map_err(|e| {
+        anyhow::anyhow!(
+            "the Fortran bridge is needed in front of {}: {e:#}",
+            tool_lib.display()
+        )
+    })?;
+    Ok(join_preload(
+        &bridge,
+        tool_lib,
+        std::env::var("LD_PRELOAD").ok().as_deref(),
+    ))
+}
+
+fn join_preload(bridge: &Path, tool: &Path, old: Option<&str>) -> String {
+    let mut v = format!("{}:{}", bridge.display(), tool.display());
+    if let Some(old) = old.filter(|o| !o.trim().is_empty()) {
+        v.push(':');
+        v.push_str(old);
+    }
+    v
 }
 
 /// The launch command with `vars` exported to every rank, placed right after
@@ -176,6 +208,14 @@ mod tests {
         assert_eq!(from_name("orterun"), Some(Impl::OpenMpi));
         assert_eq!(from_name("mpiexec.hydra"), Some(Impl::Mpich));
         assert_eq!(from_name("mpirun"), None);
+    }
+
+    #[test]
+    fn preload_order() {
+        let (b, t) = (Path::new("/b/f.so"), Path::new("/b/t.so"));
+        assert_eq!(join_preload(b, t, None), "/b/f.so:/b/t.so");
+        assert_eq!(join_preload(b, t, Some("")), "/b/f.so:/b/t.so");
+        assert_eq!(join_preload(b, t, Some("/x.so")), "/b/f.so:/b/t.so:/x.so");
     }
 
     #[test]
