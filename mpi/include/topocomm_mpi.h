@@ -45,6 +45,13 @@ int topocomm_reorder_comm(MPI_Comm comm, int n_edges, const int *src, const int 
  * topocomm_mpi_last_error() names the failing rank and what failed). The
  * caller frees *node_comm (MPI_Comm_free) after topocomm_mpi_finalize. */
 int topocomm_mpi_init(MPI_Comm comm, MPI_Comm *node_comm);
+/* topocomm_mpi_init with options. pretend_nodes > 0 splits comm into that
+ * many blocks of consecutive ranks, each treated as a node (to exercise
+ * multi-node paths on one machine); 0 splits by MPI_COMM_TYPE_SHARED.
+ * flags: TOPOCOMM_MPI_SHARED joins with tc_init_fd_shared (any thread may
+ * then call the transport, one call at a time). */
+#define TOPOCOMM_MPI_SHARED 1
+int topocomm_mpi_init_ex(MPI_Comm comm, int pretend_nodes, int flags, MPI_Comm *node_comm);
 /* Completes queued sends and leaves the transport (tc_finalize). */
 int topocomm_mpi_finalize(void);
 /* Message of the last failed topocomm_mpi_* call ("" if none). */

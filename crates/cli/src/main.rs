@@ -27,6 +27,8 @@ enum Command {
     Map(Box<cmd::map::Args>),
     /// Run an MPI program with the PMPI tracer and write its communication matrix
     Trace(cmd::trace::Args),
+    /// Run an unmodified MPI program with same-node messages over topocomm's transport
+    Accel(cmd::accel::Args),
     /// Benchmarks: cache states, placement, per-pair matrix
     Bench(cmd::bench::Args),
     /// Benchmarks: `bench p2p` (topocomm vs Open MPI, MPICH and the physical limits)
@@ -57,6 +59,12 @@ fn main() -> ExitCode {
         }
         Command::Map(a) => cmd::map::run(&cli.global, a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Accel(a) => {
+            // The transport's rules for this machine are measured once and
+            // cached (issue 14); later jobs load them.
+            autotune::before_benchmarks(&cli.global);
+            cmd::accel::run(a)
+        }
         Command::Bench(a) => {
             autotune::before_benchmarks(&cli.global);
             cmd::bench::run(&cli.global, a)

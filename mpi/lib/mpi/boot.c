@@ -4,7 +4,9 @@
  * its descriptor to the others over an abstract Unix socket (fdpass.c);
  * every step ends with an agreement over the whole communicator, so a
  * failure anywhere makes every rank return the same error instead of
- * hanging. */
+ * hanging. It calls the PMPI_ entry points: a tool preloaded around the
+ * application (tracer, accelerator) neither counts nor intercepts the
+ * bootstrap's own traffic. */
 #define _GNU_SOURCE
 #include "../../include/topocomm_mpi.h"
 #include "../../../include/topocomm.h"
@@ -40,9 +42,9 @@ static void set(struct outcome *o, int code, const char *fmt, ...) {
  * lowest failing rank, whose message becomes every rank's last error. */
 static int agree(MPI_Comm comm, const struct outcome *mine, int node_rank) {
     int rank;
-    MPI_Comm_rank(comm, &rank);
+    PMPI_Comm_rank(comm, &rank);
     int in[2] = {mine->code != 0 ? 0 : 1, rank}, out[2];
-    if (MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS) {
+    if (PMPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS) {
         snprintf(last_error, sizeof last_error, "topocomm_mpi_init: MPI_Allreduce failed");
         return TC_ERR_TRANSPORT;
     }
@@ -52,7 +54,7 @@ static int agree(MPI_Comm comm, const struct outcome *mine, int node_rank) {
         char msg[FDP_ERR_LEN];
     } w = {mine->code, node_rank, ""};
     memcpy(w.msg, mine->msg, sizeof w.msg);
-    if (MPI_Bcast(&w, (int)sizeof w, MPI_BYTE, out[1], comm) != MPI_SUCCESS) w.code = 0;
+    if (PMPI_Bcast(&w, (int)sizeof w, MPI_BYTE, out[1], comm) != MPI_SUCCESS) w.code = 0;
     snprintf(last_error, sizeof last_error, "topocomm_mpi_init: rank %d (node rank %d): %s",
              out[1], w.node_rank, w.msg);
     return w.code != 0 ? w.code : TC_ERR_TRANSPORT;
@@ -117,30 +119,30 @@ static void create(const int *info, int nsize, int *seg_fd, int *lfd, char *name
     }
 }
 
-static int bootstrap(MPI_Comm comm, MPI_Comm node) {
+static int bootstrap(MPI_Comm comm, MPI_Comm node, int flags) {
     int nrank, nsize;
-    MPI_Comm_rank(node, &nrank);
-    MPI_Comm_size(node, &nsize);
+    PMPI_Comm_rank(node, &nrank);
+    PMPI_Comm_size(node, &nsize);
     struct outcome o = {0, ""};
     double timeout = handoff_timeout(&o);
     int mine[2] = {bound_pu(), (int)getpid()};
     int *info = NULL;
     if (nrank == 0 && !(info = malloc(sizeof(int) * 2 * (size_t)nsize))) {
         fprintf(stderr, "topocomm_mpi_init: out of memory\n");
-        MPI_Abort(comm, 1);
+        PMPI_Abort(comm, 1);
     }
-    MPI_Gather(mine, 2, MPI_INT, info, 2, MPI_INT, 0, node);
+    PMPI_Gather(mine, 2, MPI_INT, info, 2, MPI_INT, 0, node);
     int seg_fd = -1, lfd = -1;
     char name[FDP_NAME_LEN] = "";
     if (nrank == 0 && o.code == 0) create(info, nsize, &seg_fd, &lfd, name, &o);
-    MPI_Bcast(name, FDP_NAME_LEN, MPI_CHAR, 0, node);
+    PMPI_Bcast(name, FDP_NAME_LEN, MPI_CHAR, 0, node);
     if (nsize > 1) {
         char err[FDP_ERR_LEN];
         if (nrank == 0) {
             int *pids = malloc(sizeof(int) * (size_t)nsize);
             if (!pids) {
                 fprintf(stderr, "topocomm_mpi_init: out of memory\n");
-                MPI_Abort(comm, 1);
+                PMPI_Abort(comm, 1);
             }
             for (int r = 0; r < nsize; r++) pids[r] = info[2 * r + 1];
             if (lfd >= 0 && fdp_serve(lfd, seg_fd, pids, nsize, timeout, err) != 0)
@@ -161,7 +163,8 @@ static int bootstrap(MPI_Comm comm, MPI_Comm node) {
         return rc;
     }
     /* tc_init_fd closes seg_fd in every case. */
-    int tc = tc_init_fd(seg_fd, nrank);
+    int tc = (flags & TOPOCOMM_MPI_SHARED) ? tc_init_fd_shared(seg_fd, nrank)
+                                           : tc_init_fd(seg_fd, nrank);
     if (tc != 0) set(&o, tc, "tc_init_fd: %s", tc_last_error());
     rc = agree(comm, &o, nrank);
     if (rc != 0 && tc == 0) tc_finalize();
@@ -169,23 +172,41 @@ static int bootstrap(MPI_Comm comm, MPI_Comm node) {
 }
 
 int topocomm_mpi_init(MPI_Comm comm, MPI_Comm *node_comm) {
+    return topocomm_mpi_init_ex(comm, 0, 0, node_comm);
+}
+
+int topocomm_mpi_init_ex(MPI_Comm comm, int pretend_nodes, int flags, MPI_Comm *node_comm) {
     if (!node_comm) {
         snprintf(last_error, sizeof last_error, "topocomm_mpi_init: node_comm is NULL");
         return TC_ERR_INVALID_ARGUMENT;
     }
     *node_comm = MPI_COMM_NULL;
-    int rank;
+    int rank, size;
     MPI_Comm node;
-    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) !=
-            MPI_SUCCESS) {
+    if (PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS || PMPI_Comm_size(comm, &size) != MPI_SUCCESS) {
+        snprintf(last_error, sizeof last_error, "topocomm_mpi_init: not a valid communicator");
+        return TC_ERR_INVALID_ARGUMENT;
+    }
+    int split_rc;
+    if (pretend_nodes > 0) {
+        /* Blocks of consecutive ranks, the first (size % nodes) one larger,
+         * as a launcher fills nodes slot by slot. */
+        int nodes = pretend_nodes < size ? pretend_nodes : size;
+        int base = size / nodes, extra = size % nodes;
+        int big = extra * (base + 1);
+        int color = rank < big ? rank / (base + 1) : extra + (rank - big) / base;
+        split_rc = PMPI_Comm_split(comm, color, rank, &node);
+    } else {
+        split_rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    }
+    if (split_rc != MPI_SUCCESS) {
         snprintf(last_error, sizeof last_error,
-                 "topocomm_mpi_init: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed");
+                 "topocomm_mpi_init: splitting the communicator into nodes failed");
         return TC_ERR_TRANSPORT;
     }
-    int rc = bootstrap(comm, node);
+    int rc = bootstrap(comm, node, flags);
     if (rc != 0) {
-        MPI_Comm_free(&node);
+        PMPI_Comm_free(&node);
         return rc;
     }
     *node_comm = node;

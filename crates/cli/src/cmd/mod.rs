@@ -1,3 +1,4 @@
+pub mod accel;
 pub mod bench;
 pub mod bench_cache;
 pub mod bench_matrix;

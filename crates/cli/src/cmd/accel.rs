@@ -1,0 +1,77 @@
+//! `topocomm accel -- mpirun -n 8 ./app`: runs an unmodified MPI program
+//! with the accelerator preloaded (mpi/lib/accel), so that point-to-point
+//! messages between ranks of one node go through topocomm's shared-memory
+//! transport (docs/commands/accel.md).
+
+use super::trace::launcher::{self, Impl};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+/// Variables read by the accelerator (mpi/lib/accel/state.c).
+const NODES_ENV: &str = "TOPOCOMM_ACCEL_NODES";
+const VERBOSE_ENV: &str = "TOPOCOMM_ACCEL_VERBOSE";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// MPI of the launcher, when it cannot be detected: openmpi or mpich
+    #[arg(long = "mpi", value_name = "openmpi|mpich")]
+    pub imp: Option<String>,
+    /// Treat each block of consecutive ranks as one of N nodes (tests the
+    /// mixed local/remote paths on one machine)
+    #[arg(long, value_name = "N")]
+    pub nodes: Option<u32>,
+    /// Print, per rank at MPI_Finalize, the messages and bytes of each path
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// The accelerator library to preload (default: searched in
+    /// $TOPOCOMM_MPI_BUILD, <exe>/../../mpi/build, ./mpi/build)
+    #[arg(long, value_name = "FILE")]
+    pub lib: Option<PathBuf>,
+    /// The launch command, after `--`: e.g. `-- mpirun -n 8 ./app args`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+pub fn run(a: &Args) -> Result<ExitCode> {
+    let launcher = &a.command[0];
+    let imp = match &a.imp {
+        Some(s) => Impl::parse(s).context("--mpi")?,
+        None => launcher::detect(launcher)?,
+    };
+    let lib = match &a.lib {
+        Some(p) if p.is_file() => std::fs::canonicalize(p).unwrap_or(p.clone()),
+        Some(p) => bail!("--lib {}: no such file", p.display()),
+        None => launcher::find_lib(imp, "accel")?,
+    };
+    if a.nodes == Some(0) {
+        bail!("--nodes: expected a number of nodes >= 1, got 0");
+    }
+    let mut vars = vec![(
+        "LD_PRELOAD".to_string(),
+        launcher::preload_value(imp, &lib)?,
+    )];
+    if let Some(n) = a.nodes {
+        vars.push((NODES_ENV.to_string(), n.to_string()));
+    }
+    if a.verbose {
+        vars.push((VERBOSE_ENV.to_string(), "1".to_string()));
+    }
+    let argv = launcher::with_env(imp, &a.command, &vars);
+    if a.verbose {
+        eprintln!(
+            "accel: {} launcher, preloading {}",
+            imp.name(),
+            lib.display()
+        );
+    }
+    let status = Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()
+        .with_context(|| format!("cannot run '{}'", argv[0]))?;
+    // The application's own exit status is ours.
+    Ok(match status.code() {
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::from(128 + 9),
+    })
+}

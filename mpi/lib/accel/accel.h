@@ -1,0 +1,156 @@
+/* Internal interface of the topocomm MPI accelerator (libtopocomm-accel.so,
+ * docs/commands/accel.md). Preloaded into an unmodified MPI application, it
+ * sends point-to-point messages between two ranks of one node through
+ * topocomm's shared-memory transport and everything else through PMPI_.
+ *
+ * Routing rule (the same on every rank, so a pair of ranks always uses one
+ * path per communicator and MPI's non-overtaking order holds): a message on
+ * a registered communicator (comm.c) whose peer is on this node goes
+ * through the transport in the communicator's matching context; a message
+ * to a rank on another node, to MPI_PROC_NULL, or on an unregistered
+ * communicator (intercommunicators, MPI_COMM_SELF, ...) goes through PMPI_.
+ *
+ * Single-threaded by contract: the library turns itself off when the
+ * application asks for MPI_THREAD_MULTIPLE (state.c). */
+#ifndef TOPOCOMM_ACCEL_H
+#define TOPOCOMM_ACCEL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../../include/topocomm.h"
+
+/* ---- Global state (state.c) ---------------------------------------------- */
+struct acc_stats {
+    uint64_t tc_msgs, tc_bytes;       /* sent through the transport */
+    uint64_t plain_msgs, plain_bytes; /* sent through PMPI_ by the wrappers */
+    uint64_t tc_recvs, plain_recvs;   /* receives completed per path */
+};
+
+struct acc_global {
+    int on;           /* the transport is up: accelerate */
+    int world_rank, world_size;
+    int node_rank, node_size;
+    int nodes;        /* distinct nodes in MPI_COMM_WORLD */
+    int *node_of;     /* world rank -> node id (world rank of its node rank 0) */
+    int *noderank_of; /* world rank -> transport rank on its node */
+    int verbose;
+    MPI_Comm node_comm;
+    struct acc_stats stats;
+};
+extern struct acc_global acc;
+
+/* Drives PMPI progress (remote messages, non-blocking collectives) while
+ * a wait on the transport is in progress. */
+void acc_mpi_progress(void);
+/* Budget of one wait slice on the transport before PMPI progress (s). */
+#define ACC_SLICE 50e-6
+
+/* ---- Communicators (comm.c) ---------------------------------------------- */
+typedef struct acc_comm {
+    MPI_Comm comm;
+    int ctx;           /* matching context in the transport */
+    int size;
+    int *tc_rank;      /* comm rank -> transport rank on this node, -1 if remote */
+    int *comm_rank;    /* transport rank -> comm rank, -1 if not a member */
+    int mixed;         /* some member is on another node */
+    struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
+} acc_comm;
+
+/* The registered communicator `comm`, or NULL (then: plain MPI). */
+acc_comm *acc_comm_find(MPI_Comm comm);
+/* Registers a new intracommunicator (collective over it); NULL/inter: no-op. */
+void acc_comm_register(MPI_Comm comm);
+void acc_comm_unregister(MPI_Comm comm);
+/* Transport rank of comm rank r, or -1 when r is not on this node. */
+static inline int acc_local(const acc_comm *c, int r) {
+    return (r >= 0 && r < c->size) ? c->tc_rank[r] : -1;
+}
+/* Calls the communicator's error handler with `code` and returns it. */
+int acc_error(MPI_Comm comm, int code);
+
+/* ---- Datatypes (dtype.c) ------------------------------------------------- */
+/* A message's bytes: contiguous in the user buffer (tmp == NULL, data
+ * points into it) or packed into tmp (malloc'd). */
+struct acc_msg {
+    const void *data;
+    size_t len;
+    void *tmp;
+};
+int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m);
+/* Where `count` elements of `type` are received: into the user buffer when
+ * contiguous, else into a temporary (unpacked by acc_unpack). */
+int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m);
+int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype type,
+               MPI_Comm comm);
+/* Fills an MPI status for a message of `bytes` bytes. */
+void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err);
+
+/* ---- Requests (req.c) ---------------------------------------------------- */
+enum acc_kind {
+    K_SEND,   /* transport send */
+    K_RECV,   /* transport receive */
+    K_PLAIN,  /* a PMPI request held by one of ours (resolved any-source) */
+    K_DEFER,  /* receive held back behind an any-source receive (p2p.c) */
+    K_DONE,   /* completed when created (buffered send) */
+};
+
+typedef struct acc_req {
+    enum acc_kind kind;
+    int is_send, persistent, active, done, cancelled, freed, sync, buffered;
+    int err;
+    tc_request tc;
+    MPI_Request plain;
+    acc_comm *c;
+    MPI_Comm comm;
+    /* User arguments (kept for persistent restarts and unpacking). */
+    void *buf;
+    int count;
+    MPI_Datatype type;
+    int peer, tag;
+    struct acc_msg msg;
+    MPI_Status st;           /* final status once done */
+    struct acc_req *next;    /* deferred queue / free list */
+    int index;
+} acc_req;
+
+acc_req *acc_req_new(void);
+void acc_req_release(acc_req *r);
+/* The request behind a handle of ours, or NULL for a plain MPI handle. */
+acc_req *acc_req_of(MPI_Request h);
+MPI_Request acc_handle(acc_req *r);
+/* Polls r (no blocking): 1 when done (status stored in r->st). */
+int acc_req_poll(acc_req *r);
+/* Blocks until r is done (slices + PMPI progress). */
+int acc_req_wait(acc_req *r);
+/* Finishes a done request for the caller: status out, handle released or
+ * (persistent) made inactive; returns the MPI error code. */
+int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st);
+/* Starts the operation of a request (non-persistent at creation, persistent
+ * at MPI_Start). */
+int acc_req_start(acc_req *r);
+/* Posts r's receive on the transport from transport rank tc_src (or
+ * TC_ANY_SOURCE) with `tag` (MPI tag or MPI_ANY_TAG). */
+int acc_post_tc_recv(acc_req *r, int tc_src, int tag);
+/* Progress on everything in the background: buffered sends, freed
+ * requests, receives held back. */
+void acc_progress(void);
+/* Completes every background operation (Buffer_detach, Finalize). */
+void acc_drain(void);
+void acc_orphan(acc_req *r);
+
+/* ---- Point-to-point helpers (p2p.c) ------------------------------------- */
+/* A buffered send to a local rank: the data is copied, the send completes
+ * in the background. */
+int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c, int peer,
+                      int tag);
+/* Receive on a mixed communicator held back (any-source or behind one). */
+void acc_defer(acc_req *r);
+/* Resolves held-back receives of c whose path can now be chosen. */
+void acc_resolve_deferred(acc_comm *c);
+int acc_any_deferred(void);
+/* Removes r from its communicator's queue (MPI_Cancel): 1 if it was there. */
+int acc_undefer(acc_req *r);
+
+#endif

@@ -1,0 +1,96 @@
+/* Message bytes from MPI datatypes: a contiguous layout is sent from (and
+ * received into) the user's buffer directly; any other layout is packed
+ * with PMPI_Pack into a temporary and unpacked at the receiver, so derived
+ * and non-contiguous datatypes take the same path, in the same order, as
+ * every other message of the pair. */
+#include "accel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether `count` elements of `type` are one contiguous run of bytes; if
+ * so, *lb is the offset of the first byte from the buffer address and
+ * *bytes the length. */
+static int contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
+    int size;
+    if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return -1;
+    *bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
+    if (size == 0 || count <= 0) {
+        *lb = 0;
+        return 1;
+    }
+    MPI_Aint tlb, text, elb, ext;
+    PMPI_Type_get_true_extent(type, &tlb, &text);
+    PMPI_Type_get_extent(type, &elb, &ext);
+    *lb = tlb;
+    return text == size && (count == 1 || ext == size);
+}
+
+int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m) {
+    MPI_Aint lb;
+    size_t bytes;
+    m->tmp = NULL;
+    int k = contiguous(count, type, &lb, &bytes);
+    if (k < 0) return MPI_ERR_TYPE;
+    if (k == 1) {
+        m->data = (const char *)buf + lb;
+        m->len = bytes;
+        return MPI_SUCCESS;
+    }
+    int psize, pos = 0;
+    int rc = PMPI_Pack_size(count, type, comm, &psize);
+    if (rc != MPI_SUCCESS) return rc;
+    m->tmp = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!m->tmp) return MPI_ERR_NO_MEM;
+    rc = PMPI_Pack(buf, count, type, m->tmp, psize, &pos, comm);
+    if (rc != MPI_SUCCESS) {
+        free(m->tmp);
+        m->tmp = NULL;
+        return rc;
+    }
+    m->data = m->tmp;
+    m->len = (size_t)pos;
+    return MPI_SUCCESS;
+}
+
+int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m) {
+    MPI_Aint lb;
+    size_t bytes;
+    m->tmp = NULL;
+    int k = contiguous(count, type, &lb, &bytes);
+    if (k < 0) return MPI_ERR_TYPE;
+    m->len = bytes;
+    if (k == 1) {
+        m->data = (char *)buf + lb;
+        return MPI_SUCCESS;
+    }
+    m->tmp = malloc(bytes > 0 ? bytes : 1);
+    if (!m->tmp) return MPI_ERR_NO_MEM;
+    m->data = m->tmp;
+    return MPI_SUCCESS;
+}
+
+int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype type,
+               MPI_Comm comm) {
+    if (!m->tmp) return MPI_SUCCESS;
+    int size, pos = 0, rc = MPI_SUCCESS;
+    PMPI_Type_size(type, &size);
+    /* Whole elements only: a trailing partial element is left as it was
+     * (MPI_Get_elements still reports it from the status). */
+    int n = size > 0 ? (int)(got / (size_t)size) : 0;
+    int truncated = n > count || (n == count && got > (size_t)size * (size_t)n);
+    if (n > count) n = count;
+    if (n > 0) rc = PMPI_Unpack(m->tmp, (int)got, &pos, buf, n, type, comm);
+    free(m->tmp);
+    m->tmp = NULL;
+    return rc == MPI_SUCCESS && truncated ? MPI_ERR_TRUNCATE : rc;
+}
+
+void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err) {
+    if (st == MPI_STATUS_IGNORE) return;
+    st->MPI_SOURCE = source;
+    st->MPI_TAG = tag;
+    if (err != MPI_SUCCESS) st->MPI_ERROR = err;
+    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)bytes);
+    PMPI_Status_set_cancelled(st, 0);
+}

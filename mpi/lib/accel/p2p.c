@@ -1,0 +1,583 @@
+/* Point-to-point wrappers: every send and receive flavour, probes and
+ * matched probes, and the receives held back on mixed communicators.
+ *
+ * MPI_ANY_SOURCE on a communicator with members on other nodes: the
+ * receive cannot be posted on both paths (one of them could match a
+ * message the other also takes), so it is held back in a per-communicator
+ * queue with every receive posted after it on that communicator (posting
+ * those first would let them overtake it). The head of the queue is
+ * resolved when a matching message shows up on either path (a probe); it
+ * is then posted on that path for that exact source and tag, which takes
+ * that very message (the first from that source with that tag), and the
+ * queue moves on. */
+#include "accel.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void count_plain(int count, MPI_Datatype type) {
+    int size = 0;
+    PMPI_Type_size(type, &size);
+    acc.stats.plain_msgs++;
+    acc.stats.plain_bytes += (uint64_t)size * (uint64_t)(count > 0 ? count : 0);
+}
+
+/* The communicator when a send from here to `dst` goes through the transport. */
+static acc_comm *send_route(MPI_Comm comm, int dst) {
+    if (!acc.on || dst == MPI_PROC_NULL) return NULL;
+    acc_comm *c = acc_comm_find(comm);
+    return c && acc_local(c, dst) >= 0 ? c : NULL;
+}
+
+/* The communicator when a receive must be one of ours (transport or held
+ * back); NULL: straight to PMPI. */
+static acc_comm *recv_route(MPI_Comm comm, int src) {
+    if (!acc.on || src == MPI_PROC_NULL) return NULL;
+    acc_comm *c = acc_comm_find(comm);
+    if (!c) return NULL;
+    if (src == MPI_ANY_SOURCE || acc_local(c, src) >= 0) return c;
+    return c->deferred_head ? c : NULL;
+}
+
+/* Waits on a transport request in slices, driving PMPI progress between. */
+static int wait_tc(tc_request *r, tc_status *ts) {
+    for (;;) {
+        int flag = 0;
+        int rc = tc_wait_for(r, ACC_SLICE, &flag, ts);
+        if (rc != 0) return rc;
+        if (flag) return 0;
+        acc_mpi_progress();
+        acc_progress();
+    }
+}
+
+static int tc_to_mpi(int rc) {
+    return rc == 0 ? MPI_SUCCESS : rc == TC_ERR_TRUNCATED ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+}
+
+/* ---- Sends --------------------------------------------------------------- */
+
+static int send_local(acc_comm *c, const void *buf, int count, MPI_Datatype type, int dst,
+                      int tag, int flags) {
+    struct acc_msg m;
+    int rc = acc_pack(buf, count, type, c->comm, &m);
+    if (rc != MPI_SUCCESS) return acc_error(c->comm, rc);
+    tc_request r;
+    rc = tc_isend_x(m.data, m.len, acc_local(c, dst), tag, c->ctx, flags, &r);
+    if (rc == 0) rc = wait_tc(&r, NULL);
+    free(m.tmp);
+    acc.stats.tc_msgs++;
+    acc.stats.tc_bytes += m.len;
+    return acc_error(c->comm, tc_to_mpi(rc));
+}
+
+int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c, int peer,
+                      int tag) {
+    acc_req *r = acc_req_new();
+    if (!r) return MPI_ERR_NO_MEM;
+    int rc = acc_pack(buf, count, type, c->comm, &r->msg);
+    if (rc == MPI_SUCCESS && !r->msg.tmp) {
+        /* Contiguous: copy, the application may reuse its buffer at once. */
+        r->msg.tmp = malloc(r->msg.len ? r->msg.len : 1);
+        if (!r->msg.tmp) rc = MPI_ERR_NO_MEM;
+        else {
+            memcpy(r->msg.tmp, r->msg.data, r->msg.len);
+            r->msg.data = r->msg.tmp;
+        }
+    }
+    if (rc != MPI_SUCCESS) {
+        acc_req_release(r);
+        return rc;
+    }
+    r->kind = K_SEND;
+    r->is_send = 1;
+    r->c = c;
+    r->comm = c->comm;
+    if (tc_isend_x(r->msg.data, r->msg.len, acc_local(c, peer), tag, c->ctx, 0, &r->tc) != 0) {
+        acc_req_release(r);
+        return MPI_ERR_OTHER;
+    }
+    acc.stats.tc_msgs++;
+    acc.stats.tc_bytes += r->msg.len;
+    acc_orphan(r);
+    return MPI_SUCCESS;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+    acc_comm *c = send_route(comm, dst);
+    if (!c) {
+        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
+        return PMPI_Send(buf, count, type, dst, tag, comm);
+    }
+    return send_local(c, buf, count, type, dst, tag, 0);
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+    acc_comm *c = send_route(comm, dst);
+    if (!c) {
+        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
+        return PMPI_Rsend(buf, count, type, dst, tag, comm);
+    }
+    return send_local(c, buf, count, type, dst, tag, 0);
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+    acc_comm *c = send_route(comm, dst);
+    if (!c) {
+        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
+        return PMPI_Ssend(buf, count, type, dst, tag, comm);
+    }
+    return send_local(c, buf, count, type, dst, tag, TC_SEND_SYNC);
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+    acc_comm *c = send_route(comm, dst);
+    if (!c) {
+        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
+        return PMPI_Bsend(buf, count, type, dst, tag, comm);
+    }
+    return acc_error(comm, acc_send_buffered(buf, count, type, c, dst, tag));
+}
+
+/* A non-blocking send (or persistent send when `persistent`). */
+static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm,
+                 acc_comm *c, int sync, int buffered, int persistent, MPI_Request *req) {
+    acc_req *r = acc_req_new();
+    if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
+    r->is_send = 1;
+    r->sync = sync;
+    r->buffered = buffered;
+    r->persistent = persistent;
+    r->c = c;
+    r->comm = comm;
+    r->buf = (void *)buf;
+    r->count = count;
+    r->type = type;
+    r->peer = dst;
+    r->tag = tag;
+    *req = acc_handle(r);
+    if (persistent) {
+        r->kind = K_DONE;
+        r->done = 1; /* inactive */
+        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+        return MPI_SUCCESS;
+    }
+    return acc_error(comm, acc_req_start(r));
+}
+
+#define ISEND_WRAPPER(NAME, SYNC, BUFFERED)                                                      \
+    int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
+                   MPI_Comm comm, MPI_Request *req) {                                            \
+        acc_comm *c = send_route(comm, dst);                                                     \
+        if (!c) {                                                                                \
+            if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                        \
+            return PMPI_##NAME(buf, count, type, dst, tag, comm, req);                           \
+        }                                                                                        \
+        return isend(buf, count, type, dst, tag, comm, c, SYNC, BUFFERED, 0, req);               \
+    }
+
+ISEND_WRAPPER(Isend, 0, 0)
+ISEND_WRAPPER(Irsend, 0, 0)
+ISEND_WRAPPER(Issend, 1, 0)
+ISEND_WRAPPER(Ibsend, 0, 1)
+
+#define SEND_INIT_WRAPPER(NAME, SYNC, BUFFERED)                                                  \
+    int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
+                   MPI_Comm comm, MPI_Request *req) {                                            \
+        acc_comm *c = send_route(comm, dst);                                                     \
+        if (!c) return PMPI_##NAME(buf, count, type, dst, tag, comm, req);                       \
+        return isend(buf, count, type, dst, tag, comm, c, SYNC, BUFFERED, 1, req);               \
+    }
+
+SEND_INIT_WRAPPER(Send_init, 0, 0)
+SEND_INIT_WRAPPER(Rsend_init, 0, 0)
+SEND_INIT_WRAPPER(Ssend_init, 1, 0)
+SEND_INIT_WRAPPER(Bsend_init, 0, 1)
+
+int MPI_Buffer_detach(void *buffer_addr, int *size) {
+    if (acc.on) acc_drain();
+    return PMPI_Buffer_detach(buffer_addr, size);
+}
+
+/* ---- Receives ------------------------------------------------------------ */
+
+static acc_req *new_recv(void *buf, int count, MPI_Datatype type, int src, int tag,
+                         MPI_Comm comm, acc_comm *c) {
+    acc_req *r = acc_req_new();
+    if (!r) return NULL;
+    r->c = c;
+    r->comm = comm;
+    r->buf = buf;
+    r->count = count;
+    r->type = type;
+    r->peer = src;
+    r->tag = tag;
+    return r;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
+              MPI_Request *req) {
+    acc_comm *c = recv_route(comm, src);
+    if (!c) return PMPI_Irecv(buf, count, type, src, tag, comm, req);
+    acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
+    if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
+    *req = acc_handle(r);
+    return acc_error(comm, acc_req_start(r));
+}
+
+int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
+                  MPI_Request *req) {
+    acc_comm *c = acc.on && src != MPI_PROC_NULL ? acc_comm_find(comm) : NULL;
+    /* A persistent receive from another node is still ours on a mixed
+     * communicator: at each start it may have to wait behind an
+     * any-source receive. */
+    if (!c || (acc_local(c, src) < 0 && src != MPI_ANY_SOURCE && !c->mixed))
+        return PMPI_Recv_init(buf, count, type, src, tag, comm, req);
+    acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
+    if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
+    r->persistent = 1;
+    r->kind = K_DONE;
+    r->done = 1;
+    acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+    *req = acc_handle(r);
+    return MPI_SUCCESS;
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+    acc_comm *c = recv_route(comm, src);
+    if (!c) {
+        if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
+        return PMPI_Recv(buf, count, type, src, tag, comm, status);
+    }
+    if (c->mixed && (src == MPI_ANY_SOURCE || c->deferred_head)) {
+        acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
+        if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
+        MPI_Request h = acc_handle(r);
+        int rc = acc_req_start(r);
+        if (rc == MPI_SUCCESS) rc = acc_req_wait(r);
+        rc = acc_req_finish(r, &h, status);
+        return acc_error(comm, rc);
+    }
+    /* The latency path: a bounded blocking receive on the transport, PMPI
+     * progress between slices. */
+    struct acc_msg m;
+    int rc = acc_recv_area(buf, count, type, &m);
+    if (rc != MPI_SUCCESS) return acc_error(comm, rc);
+    int tsrc = src == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(c, src);
+    int ttag = tag == MPI_ANY_TAG ? TC_ANY_TAG : tag;
+    void *dst = m.len == 0 ? (void *)&m : (void *)m.data;
+    tc_status ts;
+    int flag = 0;
+    for (;;) {
+        rc = tc_recv_x(dst, m.len, tsrc, ttag, c->ctx, ACC_SLICE, &flag, &ts);
+        if (rc != 0 || flag) break;
+        acc_mpi_progress();
+        acc_progress();
+    }
+    acc.stats.tc_recvs++;
+    int err = tc_to_mpi(rc);
+    if (rc == 0) err = acc_unpack(&m, ts.count, buf, count, type, comm);
+    else free(m.tmp);
+    if (rc == 0 || rc == TC_ERR_TRUNCATED)
+        acc_status(status, c->comm_rank[ts.source], ts.tag, rc == 0 ? ts.count : m.len, err);
+    return acc_error(comm, err);
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dst, int stag, void *rbuf,
+                 int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm,
+                 MPI_Status *status) {
+    if (!send_route(comm, dst) && !recv_route(comm, src)) {
+        if (acc.on && dst != MPI_PROC_NULL && acc_comm_find(comm)) count_plain(scount, stype);
+        return PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm,
+                             status);
+    }
+    MPI_Request s;
+    int rc = MPI_Isend(sbuf, scount, stype, dst, stag, comm, &s);
+    if (rc != MPI_SUCCESS) return rc;
+    int rr = MPI_Recv(rbuf, rcount, rtype, src, rtag, comm, status);
+    rc = MPI_Wait(&s, MPI_STATUS_IGNORE);
+    return rr != MPI_SUCCESS ? rr : rc;
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dst, int stag, int src,
+                         int rtag, MPI_Comm comm, MPI_Status *status) {
+    if (!send_route(comm, dst) && !recv_route(comm, src)) {
+        if (acc.on && dst != MPI_PROC_NULL && acc_comm_find(comm)) count_plain(count, type);
+        return PMPI_Sendrecv_replace(buf, count, type, dst, stag, src, rtag, comm, status);
+    }
+    /* Send a packed copy (MPI_PACKED matches any type at the receiver). */
+    int psize, pos = 0;
+    int rc = PMPI_Pack_size(count, type, comm, &psize);
+    if (rc != MPI_SUCCESS) return acc_error(comm, rc);
+    void *tmp = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!tmp) return acc_error(comm, MPI_ERR_NO_MEM);
+    rc = PMPI_Pack(buf, count, type, tmp, psize, &pos, comm);
+    MPI_Request s = MPI_REQUEST_NULL;
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(tmp, pos, MPI_PACKED, dst, stag, comm, &s);
+    if (rc == MPI_SUCCESS) {
+        int rr = MPI_Recv(buf, count, type, src, rtag, comm, status);
+        rc = MPI_Wait(&s, MPI_STATUS_IGNORE);
+        if (rr != MPI_SUCCESS) rc = rr;
+    }
+    free(tmp);
+    return rc;
+}
+
+/* ---- Held-back receives -------------------------------------------------- */
+
+static int deferred_comms; /* communicators with a non-empty queue */
+
+void acc_defer(acc_req *r) {
+    acc_comm *c = r->c;
+    r->next = NULL;
+    if (c->deferred_tail) c->deferred_tail->next = r;
+    else {
+        c->deferred_head = r;
+        deferred_comms++;
+    }
+    c->deferred_tail = r;
+    acc_resolve_deferred(c);
+}
+
+int acc_any_deferred(void) { return deferred_comms > 0; }
+
+static void pop_head(acc_comm *c) {
+    acc_req *r = c->deferred_head;
+    c->deferred_head = r->next;
+    if (!c->deferred_head) {
+        c->deferred_tail = NULL;
+        deferred_comms--;
+    }
+    r->next = NULL;
+}
+
+/* Removes r from its communicator's queue (MPI_Cancel); 1 if it was there. */
+int acc_undefer(acc_req *r) {
+    acc_comm *c = r->c;
+    acc_req **p = &c->deferred_head, *prev = NULL;
+    while (*p && *p != r) {
+        prev = *p;
+        p = &(*p)->next;
+    }
+    if (!*p) return 0;
+    *p = r->next;
+    if (c->deferred_tail == r) c->deferred_tail = prev;
+    if (!c->deferred_head) deferred_comms--;
+    r->next = NULL;
+    return 1;
+}
+
+/* Tries to resolve the head of c's queue; 1 when it was posted. */
+static int resolve_head(acc_comm *c) {
+    acc_req *r = c->deferred_head;
+    int tag = r->tag;
+    if (r->peer != MPI_ANY_SOURCE) {
+        pop_head(c);
+        int t = acc_local(c, r->peer);
+        if (t >= 0) {
+            acc_post_tc_recv(r, t, tag);
+        } else {
+            r->kind = K_PLAIN;
+            r->err = PMPI_Irecv(r->buf, r->count, r->type, r->peer, tag, r->comm, &r->plain);
+            if (r->err != MPI_SUCCESS) r->done = 1;
+        }
+        return 1;
+    }
+    /* Any source: whichever path has a matching message first. The order
+     * of the two probes alternates so neither path can starve the other. */
+    static unsigned turn;
+    for (int k = 0; k < 2; k++) {
+        if (((turn + (unsigned)k) & 1) == 0) {
+            int flag = 0;
+            tc_status ts;
+            tc_iprobe_x(TC_ANY_SOURCE, tag == MPI_ANY_TAG ? TC_ANY_TAG : tag, c->ctx, &flag, &ts);
+            if (flag) {
+                pop_head(c);
+                acc_post_tc_recv(r, ts.source, ts.tag);
+                turn++;
+                return 1;
+            }
+        } else {
+            int flag = 0;
+            MPI_Message msg;
+            MPI_Status st;
+            PMPI_Improbe(MPI_ANY_SOURCE, tag, r->comm, &flag, &msg, &st);
+            if (flag) {
+                pop_head(c);
+                r->kind = K_PLAIN;
+                r->err = PMPI_Imrecv(r->buf, r->count, r->type, &msg, &r->plain);
+                if (r->err != MPI_SUCCESS) r->done = 1;
+                turn++;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+void acc_resolve_deferred(acc_comm *c) {
+    if (c) {
+        while (c->deferred_head && resolve_head(c)) {
+        }
+        return;
+    }
+    /* Every communicator with a queue: rare, so a scan of the table is not
+     * needed; the requests themselves drive resolution in acc_req_poll. */
+}
+
+/* ---- Probes -------------------------------------------------------------- */
+
+/* 1 and the status when a matching message is waiting on the transport. */
+static int tc_probe_once(acc_comm *c, int src, int tag, MPI_Status *status) {
+    int flag = 0;
+    tc_status ts;
+    int tsrc = src == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(c, src);
+    tc_iprobe_x(tsrc, tag == MPI_ANY_TAG ? TC_ANY_TAG : tag, c->ctx, &flag, &ts);
+    if (flag) acc_status(status, c->comm_rank[ts.source], ts.tag, ts.count, MPI_SUCCESS);
+    return flag;
+}
+
+static acc_comm *probe_route(MPI_Comm comm, int src) {
+    if (!acc.on || src == MPI_PROC_NULL) return NULL;
+    acc_comm *c = acc_comm_find(comm);
+    if (!c || (src != MPI_ANY_SOURCE && acc_local(c, src) < 0)) return NULL;
+    return c;
+}
+
+int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+    acc_comm *c = probe_route(comm, src);
+    if (!c) return PMPI_Iprobe(src, tag, comm, flag, status);
+    acc_progress();
+    *flag = tc_probe_once(c, src, tag, status);
+    if (!*flag && c->mixed && src == MPI_ANY_SOURCE)
+        return PMPI_Iprobe(src, tag, comm, flag, status);
+    if (!*flag) acc_mpi_progress();
+    return MPI_SUCCESS;
+}
+
+int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status *status) {
+    acc_comm *c = probe_route(comm, src);
+    if (!c) return PMPI_Probe(src, tag, comm, status);
+    for (unsigned i = 0;; i++) {
+        int flag;
+        int rc = MPI_Iprobe(src, tag, comm, &flag, status);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        if (i > 1000) sched_yield();
+    }
+}
+
+/* ---- Matched probes ------------------------------------------------------ */
+
+#if defined(OPEN_MPI)
+#define MSG_OF(i) ((MPI_Message)(uintptr_t)(((uintptr_t)(i) << 1) | 1))
+#define MSG_OURS(m) (((uintptr_t)(m)) & 1)
+#define MSG_INDEX(m) ((int)((uintptr_t)(m) >> 1))
+#define MSG_F_BASE 0x40000000
+#else
+#define MSG_OF(i) ((MPI_Message)(0x10000000 | (i)))
+#define MSG_OURS(m) ((((unsigned)(m)) >> 28) == 1)
+#define MSG_INDEX(m) ((int)(((unsigned)(m)) & 0x0fffffff))
+#define MSG_F_BASE 0
+#endif
+
+static acc_req *req_of_msg(MPI_Message m) {
+    if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC || !MSG_OURS(m)) return NULL;
+#if defined(OPEN_MPI)
+    return acc_req_of((MPI_Request)(uintptr_t)m);
+#else
+    return acc_req_of((MPI_Request)m);
+#endif
+}
+
+#if defined(OPEN_MPI)
+MPI_Message MPI_Message_f2c(MPI_Fint f) {
+    return f >= MSG_F_BASE ? MSG_OF(f - MSG_F_BASE) : PMPI_Message_f2c(f);
+}
+
+MPI_Fint MPI_Message_c2f(MPI_Message m) {
+    if (m != MPI_MESSAGE_NULL && m != MPI_MESSAGE_NO_PROC && MSG_OURS(m))
+        return (MPI_Fint)(MSG_F_BASE + MSG_INDEX(m));
+    return PMPI_Message_c2f(m);
+}
+#endif
+
+int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                MPI_Status *status) {
+    acc_comm *c = probe_route(comm, src);
+    if (!c) return PMPI_Improbe(src, tag, comm, flag, message, status);
+    acc_progress();
+    MPI_Status st;
+    *flag = tc_probe_once(c, src, tag, &st);
+    if (!*flag) {
+        if (c->mixed && src == MPI_ANY_SOURCE)
+            return PMPI_Improbe(src, tag, comm, flag, message, status);
+        acc_mpi_progress();
+        return MPI_SUCCESS;
+    }
+    /* Take the message now into a buffer of its size (the receive for its
+     * exact source and tag matches that very message); MPI_Mrecv copies it
+     * out. */
+    int bytes;
+    PMPI_Get_count(&st, MPI_BYTE, &bytes);
+    acc_req *r = new_recv(NULL, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, c);
+    void *tmp = malloc(bytes > 0 ? (size_t)bytes : 1);
+    if (!r || !tmp) {
+        free(tmp);
+        if (r) acc_req_release(r);
+        return acc_error(comm, MPI_ERR_NO_MEM);
+    }
+    r->kind = K_RECV;
+    r->msg.tmp = tmp;
+    r->msg.data = tmp;
+    r->msg.len = (size_t)bytes;
+    if (tc_irecv_x(tmp, (size_t)bytes, acc_local(c, st.MPI_SOURCE), st.MPI_TAG, c->ctx, &r->tc) !=
+        0) {
+        acc_req_release(r);
+        return acc_error(comm, MPI_ERR_OTHER);
+    }
+    *message = MSG_OF(r->index);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return MPI_SUCCESS;
+}
+
+int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+    acc_comm *c = probe_route(comm, src);
+    if (!c) return PMPI_Mprobe(src, tag, comm, message, status);
+    for (unsigned i = 0;; i++) {
+        int flag;
+        int rc = MPI_Improbe(src, tag, comm, &flag, message, status);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        if (i > 1000) sched_yield();
+    }
+}
+
+/* Points a matched-probe request at the user's buffer: on completion the
+ * temporary is unpacked into it (acc_unpack), with truncation checked. */
+static void aim(acc_req *r, void *buf, int count, MPI_Datatype type) {
+    r->buf = buf;
+    r->count = count;
+    r->type = type;
+}
+
+int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {
+    acc_req *r = req_of_msg(*message);
+    if (!r) return PMPI_Mrecv(buf, count, type, message, status);
+    aim(r, buf, count, type);
+    MPI_Request h = acc_handle(r);
+    MPI_Comm comm = r->comm;
+    acc_req_wait(r);
+    *message = MPI_MESSAGE_NULL;
+    return acc_error(comm, acc_req_finish(r, &h, status));
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message,
+               MPI_Request *request) {
+    acc_req *r = req_of_msg(*message);
+    if (!r) return PMPI_Imrecv(buf, count, type, message, request);
+    aim(r, buf, count, type);
+    *message = MPI_MESSAGE_NULL;
+    *request = acc_handle(r);
+    return MPI_SUCCESS;
+}

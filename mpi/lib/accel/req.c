@@ -1,0 +1,297 @@
+/* Requests of the accelerator. A request of ours is handed to the
+ * application as an MPI_Request value that no MPI library ever produces
+ * (Open MPI: an odd pointer; MPICH: a handle whose kind bits say
+ * "invalid"), so every request-taking function can tell ours from plain
+ * ones (wait.c). Their Fortran handles are likewise out of the range the
+ * MPI uses (MPI_Request_f2c/c2f below). */
+#include "accel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK 256
+static acc_req **chunks;
+static int nchunks;
+static acc_req *free_list;
+
+#if defined(OPEN_MPI)
+#define HANDLE_OF(i) ((MPI_Request)(uintptr_t)(((uintptr_t)(i) << 1) | 1))
+#define IS_OURS(h) (((uintptr_t)(h)) & 1)
+#define INDEX_OF(h) ((int)((uintptr_t)(h) >> 1))
+#define F_BASE 0x40000000 /* Open MPI's Fortran handles are small table indices */
+#elif defined(MPICH)
+/* MPICH handles carry their kind in bits 30-31; kind 0 is "invalid". */
+#define HANDLE_OF(i) ((MPI_Request)(0x10000000 | (i)))
+#define IS_OURS(h) ((((unsigned)(h)) >> 28) == 1)
+#define INDEX_OF(h) ((int)(((unsigned)(h)) & 0x0fffffff))
+#define F_BASE 0 /* MPICH's Fortran handle is the C handle */
+#else
+#error "unknown MPI implementation"
+#endif
+
+acc_req *acc_req_new(void) {
+    if (!free_list) {
+        acc_req **c = realloc(chunks, sizeof *chunks * (size_t)(nchunks + 1));
+        if (!c) return NULL;
+        chunks = c;
+        acc_req *block = calloc(CHUNK, sizeof *block);
+        if (!block) return NULL;
+        chunks[nchunks] = block;
+        for (int i = CHUNK - 1; i >= 0; i--) {
+            block[i].index = nchunks * CHUNK + i;
+            block[i].next = free_list;
+            free_list = &block[i];
+        }
+        nchunks++;
+    }
+    acc_req *r = free_list;
+    free_list = r->next;
+    int index = r->index;
+    memset(r, 0, sizeof *r);
+    r->index = index;
+    r->tc = TC_REQUEST_NULL;
+    r->plain = MPI_REQUEST_NULL;
+    return r;
+}
+
+void acc_req_release(acc_req *r) {
+    free(r->msg.tmp);
+    r->msg.tmp = NULL;
+    r->next = free_list;
+    r->kind = K_DONE;
+    r->freed = 1;
+    free_list = r;
+}
+
+acc_req *acc_req_of(MPI_Request h) {
+    if (h == MPI_REQUEST_NULL || !IS_OURS(h)) return NULL;
+    int i = INDEX_OF(h);
+    if (i / CHUNK >= nchunks) return NULL;
+    return &chunks[i / CHUNK][i % CHUNK];
+}
+
+MPI_Request acc_handle(acc_req *r) { return HANDLE_OF(r->index); }
+
+#if defined(OPEN_MPI)
+/* Open MPI's Fortran handles index a table; ours lie above it. (MPICH's
+ * f2c/c2f are identity macros: our handles pass through unchanged.) */
+MPI_Request MPI_Request_f2c(MPI_Fint f) {
+    return f >= F_BASE ? HANDLE_OF(f - F_BASE) : PMPI_Request_f2c(f);
+}
+
+MPI_Fint MPI_Request_c2f(MPI_Request h) {
+    if (h != MPI_REQUEST_NULL && IS_OURS(h)) return (MPI_Fint)(F_BASE + INDEX_OF(h));
+    return PMPI_Request_c2f(h);
+}
+#endif
+
+/* ---- Completion ---------------------------------------------------------- */
+
+/* Records the outcome of a transport operation on r. */
+static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
+    r->done = 1;
+    r->tc = TC_REQUEST_NULL;
+    if (r->kind == K_SEND) {
+        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+        r->err = rc == 0 ? MPI_SUCCESS : MPI_ERR_OTHER;
+        return;
+    }
+    int src = (rc == 0 || rc == TC_ERR_TRUNCATED) ? r->c->comm_rank[ts->source] : MPI_ANY_SOURCE;
+    size_t got = (rc == 0) ? ts->count : r->msg.len;
+    r->err = rc == 0 ? MPI_SUCCESS : rc == TC_ERR_TRUNCATED ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+    if (rc != 0 && rc != TC_ERR_TRUNCATED)
+        fprintf(stderr, "topocomm accel: rank %d: receive failed: %s\n", acc.world_rank,
+                tc_last_error());
+    if (rc == 0) {
+        int u = acc_unpack(&r->msg, got, r->buf, r->count, r->type, r->comm);
+        if (u != MPI_SUCCESS) r->err = u;
+    } else {
+        free(r->msg.tmp);
+        r->msg.tmp = NULL;
+    }
+    acc.stats.tc_recvs++;
+    acc_status(&r->st, src, rc == 0 || rc == TC_ERR_TRUNCATED ? ts->tag : MPI_ANY_TAG, got,
+               r->err);
+}
+
+int acc_req_poll(acc_req *r) {
+    if (r->done) return 1;
+    switch (r->kind) {
+    case K_SEND:
+    case K_RECV: {
+        tc_status ts;
+        int flag = 0;
+        int rc = tc_test(&r->tc, &flag, &ts);
+        if (rc != 0 || flag) complete_tc(r, rc, &ts);
+        return r->done;
+    }
+    case K_PLAIN: {
+        int flag = 0;
+        int rc = PMPI_Test(&r->plain, &flag, &r->st);
+        if (rc != MPI_SUCCESS) {
+            r->err = rc;
+            flag = 1;
+        }
+        if (flag) {
+            r->done = 1;
+            acc.stats.plain_recvs++;
+        }
+        return r->done;
+    }
+    case K_DEFER:
+        acc_resolve_deferred(r->c);
+        return r->kind != K_DEFER ? acc_req_poll(r) : 0;
+    case K_DONE:
+        return r->done = 1;
+    }
+    return 0;
+}
+
+int acc_req_wait(acc_req *r) {
+    for (int turn = 0; !r->done; turn++) {
+        if (r->kind == K_SEND || r->kind == K_RECV) {
+            tc_status ts;
+            int flag = 0;
+            int rc = tc_wait_for(&r->tc, ACC_SLICE, &flag, &ts);
+            if (rc != 0 || flag) {
+                complete_tc(r, rc, &ts);
+                break;
+            }
+        } else if (acc_req_poll(r)) {
+            break;
+        } else {
+            tc_progress();
+        }
+        acc_mpi_progress();
+        acc_progress();
+        (void)turn;
+    }
+    return r->err;
+}
+
+int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
+    int err = r->err;
+    if (st != MPI_STATUS_IGNORE) {
+        *st = r->st;
+        if (r->cancelled) PMPI_Status_set_cancelled(st, 1);
+    }
+    if (r->persistent) {
+        r->active = 0;
+        r->done = 1; /* an inactive persistent request completes at once */
+        r->cancelled = 0;
+        free(r->msg.tmp);
+        r->msg.tmp = NULL;
+        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+    } else {
+        acc_req_release(r);
+        *h = MPI_REQUEST_NULL;
+    }
+    return err;
+}
+
+/* ---- Starting operations ------------------------------------------------- */
+
+int acc_req_start(acc_req *r) {
+    r->done = r->cancelled = 0;
+    r->err = MPI_SUCCESS;
+    r->active = 1;
+    if (r->is_send && r->buffered) {
+        r->kind = K_DONE;
+        r->done = 1;
+        return r->err = acc_send_buffered(r->buf, r->count, r->type, r->c, r->peer, r->tag);
+    }
+    if (r->is_send) {
+        r->kind = K_SEND;
+        int rc = acc_pack(r->buf, r->count, r->type, r->comm, &r->msg);
+        if (rc != MPI_SUCCESS) return rc;
+        rc = tc_isend_x(r->msg.data, r->msg.len, acc_local(r->c, r->peer), r->tag, r->c->ctx,
+                        r->sync ? TC_SEND_SYNC : 0, &r->tc);
+        acc.stats.tc_msgs++;
+        acc.stats.tc_bytes += r->msg.len;
+        if (rc != 0) {
+            fprintf(stderr, "topocomm accel: rank %d: send failed: %s\n", acc.world_rank,
+                    tc_last_error());
+            r->done = 1;
+            return r->err = MPI_ERR_OTHER;
+        }
+        return MPI_SUCCESS;
+    }
+    /* A receive: held back behind (or as) an any-source receive of a
+     * mixed communicator, from a rank of this node through the transport,
+     * or from another node through PMPI. */
+    if (r->c->mixed && (r->peer == MPI_ANY_SOURCE || r->c->deferred_head)) {
+        r->kind = K_DEFER;
+        acc_defer(r);
+        return MPI_SUCCESS;
+    }
+    if (r->peer != MPI_ANY_SOURCE && acc_local(r->c, r->peer) < 0) {
+        r->kind = K_PLAIN;
+        int rc = PMPI_Irecv(r->buf, r->count, r->type, r->peer, r->tag, r->comm, &r->plain);
+        if (rc != MPI_SUCCESS) r->done = 1;
+        return r->err = rc;
+    }
+    return acc_post_tc_recv(r, r->peer == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(r->c, r->peer),
+                            r->tag);
+}
+
+int acc_post_tc_recv(acc_req *r, int tc_src, int tag) {
+    int rc = acc_recv_area(r->buf, r->count, r->type, &r->msg);
+    if (rc != MPI_SUCCESS) {
+        r->done = 1;
+        return r->err = rc;
+    }
+    r->kind = K_RECV;
+    /* A zero-byte receive may come with a NULL buffer: any valid address. */
+    void *dst = r->msg.len == 0 ? (void *)&r->msg : (void *)r->msg.data;
+    rc = tc_irecv_x(dst, r->msg.len, tc_src, tag == MPI_ANY_TAG ? TC_ANY_TAG : tag, r->c->ctx,
+                    &r->tc);
+    if (rc != 0) {
+        fprintf(stderr, "topocomm accel: rank %d: receive failed: %s\n", acc.world_rank,
+                tc_last_error());
+        r->done = 1;
+        return r->err = MPI_ERR_OTHER;
+    }
+    return MPI_SUCCESS;
+}
+
+/* ---- Background work ----------------------------------------------------- */
+
+/* Buffered sends still in flight, and requests the application freed
+ * before they completed: completed in the background. */
+static acc_req *orphans;
+
+void acc_orphan(acc_req *r) {
+    r->next = orphans;
+    orphans = r;
+}
+
+void acc_progress(void) {
+    if (acc_any_deferred()) acc_resolve_deferred(NULL);
+    acc_req **p = &orphans;
+    while (*p) {
+        acc_req *r = *p;
+        if (r->kind == K_SEND || r->kind == K_RECV) {
+            tc_status ts;
+            int flag = 0;
+            int rc = tc_test(&r->tc, &flag, &ts);
+            if (rc != 0 || flag) complete_tc(r, rc, &ts);
+        } else {
+            acc_req_poll(r);
+        }
+        if (r->done) {
+            *p = r->next;
+            acc_req_release(r);
+        } else {
+            p = &r->next;
+        }
+    }
+}
+
+void acc_drain(void) {
+    while (orphans || acc_any_deferred()) {
+        acc_progress();
+        tc_progress();
+        acc_mpi_progress();
+    }
+}
