@@ -38,6 +38,11 @@ struct acc_global {
     int verbose;
     MPI_Comm node_comm;
     struct acc_stats stats;
+    /* Operations of ours started and not complete: while there are any, a
+     * blocking PMPI call could starve them (the transport progresses only
+     * inside our calls), so blocking calls become non-blocking ones plus a
+     * polling loop (block.c). */
+    long outstanding;
 };
 extern struct acc_global acc;
 
@@ -84,6 +89,15 @@ int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struc
 int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m);
 int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype type,
                MPI_Comm comm);
+/* Copies a status into the application's, leaving its MPI_ERROR as it
+ * was (single-completion calls never set it; the multi-completion ones set
+ * it themselves). */
+static inline void acc_status_copy(MPI_Status *dst, const MPI_Status *src) {
+    if (dst == MPI_STATUS_IGNORE) return;
+    int keep = dst->MPI_ERROR;
+    *dst = *src;
+    dst->MPI_ERROR = keep;
+}
 /* Fills an MPI status for a message of `bytes` bytes. */
 void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err);
 
@@ -109,13 +123,20 @@ typedef struct acc_req {
     int count;
     MPI_Datatype type;
     int peer, tag;
+    /* A duplicate of `type` held while a packed receive is in flight: the
+     * application may free its datatype before the receive completes. */
+    MPI_Datatype held;
     struct acc_msg msg;
+    int counted; /* included in acc.outstanding */
     MPI_Status st;           /* final status once done */
     struct acc_req *next;    /* deferred queue / free list */
     int index;
 } acc_req;
 
 acc_req *acc_req_new(void);
+/* Marks r done (and no longer outstanding). */
+void acc_set_done(acc_req *r);
+void acc_count(acc_req *r);
 void acc_req_release(acc_req *r);
 /* The request behind a handle of ours, or NULL for a plain MPI handle. */
 acc_req *acc_req_of(MPI_Request h);
@@ -130,6 +151,8 @@ int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st);
 /* Starts the operation of a request (non-persistent at creation, persistent
  * at MPI_Start). */
 int acc_req_start(acc_req *r);
+/* Holds a duplicate of r's datatype until the receive is unpacked. */
+void acc_hold_type(acc_req *r);
 /* Posts r's receive on the transport from transport rank tc_src (or
  * TC_ANY_SOURCE) with `tag` (MPI tag or MPI_ANY_TAG). */
 int acc_post_tc_recv(acc_req *r, int tc_src, int tag);
@@ -139,6 +162,20 @@ void acc_progress(void);
 /* Completes every background operation (Buffer_detach, Finalize). */
 void acc_drain(void);
 void acc_orphan(acc_req *r);
+
+/* ---- Blocking PMPI calls (block.c) -------------------------------------- */
+/* Whether a blocking PMPI call needs the progress helper on duty. */
+static inline int acc_must_poll(void) { return acc.on && acc.outstanding > 0; }
+/* Around a blocking PMPI call: the helper thread drives the transport. */
+void acc_block_begin(void);
+void acc_block_end(void);
+/* `call` (a blocking PMPI call returning int), with the helper on duty
+ * when operations of ours are outstanding. */
+#define ACC_BLOCKING(call)                                                                       \
+    (acc_must_poll() ? (acc_block_begin(), acc_blocked_rc = (call), acc_block_end(),           \
+                        acc_blocked_rc)                                                        \
+                     : (call))
+extern int acc_blocked_rc;
 
 /* ---- Point-to-point helpers (p2p.c) ------------------------------------- */
 /* A buffered send to a local rank: the data is copied, the send completes

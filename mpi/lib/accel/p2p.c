@@ -100,6 +100,7 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
     }
     acc.stats.tc_msgs++;
     acc.stats.tc_bytes += r->msg.len;
+    acc_count(r);
     acc_orphan(r);
     return MPI_SUCCESS;
 }
@@ -108,7 +109,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dst, int tag, MP
     acc_comm *c = send_route(comm, dst);
     if (!c) {
         if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return PMPI_Send(buf, count, type, dst, tag, comm);
+        return ACC_BLOCKING(PMPI_Send(buf, count, type, dst, tag, comm));
     }
     return send_local(c, buf, count, type, dst, tag, 0);
 }
@@ -117,7 +118,7 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, M
     acc_comm *c = send_route(comm, dst);
     if (!c) {
         if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return PMPI_Rsend(buf, count, type, dst, tag, comm);
+        return ACC_BLOCKING(PMPI_Rsend(buf, count, type, dst, tag, comm));
     }
     return send_local(c, buf, count, type, dst, tag, 0);
 }
@@ -126,7 +127,7 @@ int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dst, int tag, M
     acc_comm *c = send_route(comm, dst);
     if (!c) {
         if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return PMPI_Ssend(buf, count, type, dst, tag, comm);
+        return ACC_BLOCKING(PMPI_Ssend(buf, count, type, dst, tag, comm));
     }
     return send_local(c, buf, count, type, dst, tag, TC_SEND_SYNC);
 }
@@ -135,7 +136,7 @@ int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, M
     acc_comm *c = send_route(comm, dst);
     if (!c) {
         if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return PMPI_Bsend(buf, count, type, dst, tag, comm);
+        return ACC_BLOCKING(PMPI_Bsend(buf, count, type, dst, tag, comm));
     }
     return acc_error(comm, acc_send_buffered(buf, count, type, c, dst, tag));
 }
@@ -159,7 +160,7 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
     *req = acc_handle(r);
     if (persistent) {
         r->kind = K_DONE;
-        r->done = 1; /* inactive */
+        acc_set_done(r); /* inactive */
         acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         return MPI_SUCCESS;
     }
@@ -238,7 +239,7 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI
     if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
     r->persistent = 1;
     r->kind = K_DONE;
-    r->done = 1;
+    acc_set_done(r);
     acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
     *req = acc_handle(r);
     return MPI_SUCCESS;
@@ -249,7 +250,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm
     acc_comm *c = recv_route(comm, src);
     if (!c) {
         if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
-        return PMPI_Recv(buf, count, type, src, tag, comm, status);
+        return ACC_BLOCKING(PMPI_Recv(buf, count, type, src, tag, comm, status));
     }
     if (c->mixed && (src == MPI_ANY_SOURCE || c->deferred_head)) {
         acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
@@ -381,7 +382,7 @@ static int resolve_head(acc_comm *c) {
         } else {
             r->kind = K_PLAIN;
             r->err = PMPI_Irecv(r->buf, r->count, r->type, r->peer, tag, r->comm, &r->plain);
-            if (r->err != MPI_SUCCESS) r->done = 1;
+            if (r->err != MPI_SUCCESS) acc_set_done(r);
         }
         return 1;
     }
@@ -408,7 +409,7 @@ static int resolve_head(acc_comm *c) {
                 pop_head(c);
                 r->kind = K_PLAIN;
                 r->err = PMPI_Imrecv(r->buf, r->count, r->type, &msg, &r->plain);
-                if (r->err != MPI_SUCCESS) r->done = 1;
+                if (r->err != MPI_SUCCESS) acc_set_done(r);
                 turn++;
                 return 1;
             }
@@ -459,7 +460,7 @@ int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
 
 int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status *status) {
     acc_comm *c = probe_route(comm, src);
-    if (!c) return PMPI_Probe(src, tag, comm, status);
+    if (!c) return ACC_BLOCKING(PMPI_Probe(src, tag, comm, status));
     for (unsigned i = 0;; i++) {
         int flag;
         int rc = MPI_Iprobe(src, tag, comm, &flag, status);
@@ -537,14 +538,15 @@ int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message
         acc_req_release(r);
         return acc_error(comm, MPI_ERR_OTHER);
     }
+    acc_count(r);
     *message = MSG_OF(r->index);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    acc_status_copy(status, &st);
     return MPI_SUCCESS;
 }
 
 int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
     acc_comm *c = probe_route(comm, src);
-    if (!c) return PMPI_Mprobe(src, tag, comm, message, status);
+    if (!c) return ACC_BLOCKING(PMPI_Mprobe(src, tag, comm, message, status));
     for (unsigned i = 0;; i++) {
         int flag;
         int rc = MPI_Improbe(src, tag, comm, &flag, message, status);
@@ -559,6 +561,7 @@ static void aim(acc_req *r, void *buf, int count, MPI_Datatype type) {
     r->buf = buf;
     r->count = count;
     r->type = type;
+    acc_hold_type(r);
 }
 
 int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {

@@ -52,10 +52,38 @@ acc_req *acc_req_new(void) {
     r->index = index;
     r->tc = TC_REQUEST_NULL;
     r->plain = MPI_REQUEST_NULL;
+    r->held = MPI_DATATYPE_NULL;
     return r;
 }
 
+void acc_set_done(acc_req *r) {
+    r->done = 1;
+    if (r->counted) {
+        r->counted = 0;
+        acc.outstanding--;
+    }
+}
+
+/* Counts r as outstanding until acc_set_done. */
+void acc_count(acc_req *r) {
+    if (!r->counted) {
+        r->counted = 1;
+        acc.outstanding++;
+    }
+}
+
+void acc_hold_type(acc_req *r) {
+    if (r->held == MPI_DATATYPE_NULL && PMPI_Type_dup(r->type, &r->held) != MPI_SUCCESS)
+        r->held = MPI_DATATYPE_NULL;
+}
+
+static void drop_type(acc_req *r) {
+    if (r->held != MPI_DATATYPE_NULL) PMPI_Type_free(&r->held);
+    r->held = MPI_DATATYPE_NULL;
+}
+
 void acc_req_release(acc_req *r) {
+    drop_type(r);
     free(r->msg.tmp);
     r->msg.tmp = NULL;
     r->next = free_list;
@@ -90,7 +118,7 @@ MPI_Fint MPI_Request_c2f(MPI_Request h) {
 
 /* Records the outcome of a transport operation on r. */
 static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
-    r->done = 1;
+    acc_set_done(r);
     r->tc = TC_REQUEST_NULL;
     if (r->kind == K_SEND) {
         acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
@@ -104,11 +132,14 @@ static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
         fprintf(stderr, "topocomm accel: rank %d: receive failed: %s\n", acc.world_rank,
                 tc_last_error());
     if (rc == 0) {
-        int u = acc_unpack(&r->msg, got, r->buf, r->count, r->type, r->comm);
+        MPI_Datatype t = r->held != MPI_DATATYPE_NULL ? r->held : r->type;
+        int u = acc_unpack(&r->msg, got, r->buf, r->count, t, r->comm);
         if (u != MPI_SUCCESS) r->err = u;
+        drop_type(r);
     } else {
         free(r->msg.tmp);
         r->msg.tmp = NULL;
+        drop_type(r);
     }
     acc.stats.tc_recvs++;
     acc_status(&r->st, src, rc == 0 || rc == TC_ERR_TRUNCATED ? ts->tag : MPI_ANY_TAG, got,
@@ -134,7 +165,7 @@ int acc_req_poll(acc_req *r) {
             flag = 1;
         }
         if (flag) {
-            r->done = 1;
+            acc_set_done(r);
             acc.stats.plain_recvs++;
         }
         return r->done;
@@ -143,7 +174,8 @@ int acc_req_poll(acc_req *r) {
         acc_resolve_deferred(r->c);
         return r->kind != K_DEFER ? acc_req_poll(r) : 0;
     case K_DONE:
-        return r->done = 1;
+        acc_set_done(r);
+        return 1;
     }
     return 0;
 }
@@ -173,15 +205,16 @@ int acc_req_wait(acc_req *r) {
 int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
     int err = r->err;
     if (st != MPI_STATUS_IGNORE) {
-        *st = r->st;
+        acc_status_copy(st, &r->st);
         if (r->cancelled) PMPI_Status_set_cancelled(st, 1);
     }
     if (r->persistent) {
         r->active = 0;
-        r->done = 1; /* an inactive persistent request completes at once */
+        acc_set_done(r); /* an inactive persistent request completes at once */
         r->cancelled = 0;
         free(r->msg.tmp);
         r->msg.tmp = NULL;
+        drop_type(r);
         acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
     } else {
         acc_req_release(r);
@@ -196,9 +229,10 @@ int acc_req_start(acc_req *r) {
     r->done = r->cancelled = 0;
     r->err = MPI_SUCCESS;
     r->active = 1;
+    acc_count(r);
     if (r->is_send && r->buffered) {
         r->kind = K_DONE;
-        r->done = 1;
+        acc_set_done(r);
         return r->err = acc_send_buffered(r->buf, r->count, r->type, r->c, r->peer, r->tag);
     }
     if (r->is_send) {
@@ -212,7 +246,7 @@ int acc_req_start(acc_req *r) {
         if (rc != 0) {
             fprintf(stderr, "topocomm accel: rank %d: send failed: %s\n", acc.world_rank,
                     tc_last_error());
-            r->done = 1;
+            acc_set_done(r);
             return r->err = MPI_ERR_OTHER;
         }
         return MPI_SUCCESS;
@@ -228,7 +262,7 @@ int acc_req_start(acc_req *r) {
     if (r->peer != MPI_ANY_SOURCE && acc_local(r->c, r->peer) < 0) {
         r->kind = K_PLAIN;
         int rc = PMPI_Irecv(r->buf, r->count, r->type, r->peer, r->tag, r->comm, &r->plain);
-        if (rc != MPI_SUCCESS) r->done = 1;
+        if (rc != MPI_SUCCESS) acc_set_done(r);
         return r->err = rc;
     }
     return acc_post_tc_recv(r, r->peer == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(r->c, r->peer),
@@ -238,9 +272,10 @@ int acc_req_start(acc_req *r) {
 int acc_post_tc_recv(acc_req *r, int tc_src, int tag) {
     int rc = acc_recv_area(r->buf, r->count, r->type, &r->msg);
     if (rc != MPI_SUCCESS) {
-        r->done = 1;
+        acc_set_done(r);
         return r->err = rc;
     }
+    if (r->msg.tmp) acc_hold_type(r);
     r->kind = K_RECV;
     /* A zero-byte receive may come with a NULL buffer: any valid address. */
     void *dst = r->msg.len == 0 ? (void *)&r->msg : (void *)r->msg.data;
@@ -249,7 +284,7 @@ int acc_post_tc_recv(acc_req *r, int tc_src, int tag) {
     if (rc != 0) {
         fprintf(stderr, "topocomm accel: rank %d: receive failed: %s\n", acc.world_rank,
                 tc_last_error());
-        r->done = 1;
+        acc_set_done(r);
         return r->err = MPI_ERR_OTHER;
     }
     return MPI_SUCCESS;

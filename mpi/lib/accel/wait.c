@@ -39,7 +39,7 @@ static void idle(unsigned turn) {
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     acc_req *r = acc_req_of(*req);
-    if (!r) return PMPI_Wait(req, status);
+    if (!r) return ACC_BLOCKING(PMPI_Wait(req, status));
     MPI_Comm comm = r->comm;
     acc_req_wait(r);
     return acc_error(comm, acc_req_finish(r, req, status));
@@ -66,7 +66,7 @@ int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status) {
     if (!r) return PMPI_Request_get_status(req, flag, status);
     *flag = acc_req_poll(r);
     if (*flag && status != MPI_STATUS_IGNORE) {
-        *status = r->st;
+        acc_status_copy(status, &r->st);
         if (r->cancelled) PMPI_Status_set_cancelled(status, 1);
     }
     return MPI_SUCCESS;
@@ -124,7 +124,7 @@ static void subset_back(struct subset *s, MPI_Request reqs[], MPI_Status *sts, i
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
-    if (!any_ours(n, reqs)) return PMPI_Waitall(n, reqs, sts);
+    if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
     int err = 0;
     int *errs = calloc((size_t)n, sizeof(int));
     /* Ours first (their waits drive PMPI progress too), then the plain
@@ -247,7 +247,7 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
 }
 
 int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
-    if (!any_ours(n, reqs)) return PMPI_Waitany(n, reqs, index, status);
+    if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitany(n, reqs, index, status));
     int rc = MPI_SUCCESS;
     *index = MPI_UNDEFINED;
     for (unsigned turn = 0; !testany_pass(n, reqs, index, status, &rc); turn++) idle(turn);
@@ -314,7 +314,7 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
-    if (!any_ours(n, reqs)) return PMPI_Waitsome(n, reqs, outcount, indices, sts);
+    if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitsome(n, reqs, outcount, indices, sts));
     int rc = MPI_SUCCESS;
     for (unsigned turn = 0;; turn++) {
         *outcount = testsome_pass(n, reqs, indices, sts, &rc);
@@ -346,13 +346,15 @@ int MPI_Cancel(MPI_Request *req) {
         if (!cancelled) break;
         free(r->msg.tmp);
         r->msg.tmp = NULL;
-        r->done = r->cancelled = 1;
+        acc_set_done(r);
+            r->cancelled = 1;
         acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         break;
     }
     case K_DEFER:
         if (acc_undefer(r)) {
-            r->done = r->cancelled = 1;
+            acc_set_done(r);
+            r->cancelled = 1;
             acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         }
         break;
