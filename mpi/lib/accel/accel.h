@@ -127,7 +127,8 @@ typedef struct acc_req {
      * application may free its datatype before the receive completes. */
     MPI_Datatype held;
     struct acc_msg msg;
-    int counted; /* included in acc.outstanding */
+    int counted;    /* included in acc.outstanding */
+    int owns_type;  /* `type` is a duplicate of the persistent request's own */
     MPI_Status st;           /* final status once done */
     struct acc_req *next;    /* deferred queue / free list */
     int index;

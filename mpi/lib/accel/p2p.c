@@ -159,6 +159,9 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
     r->tag = tag;
     *req = acc_handle(r);
     if (persistent) {
+        /* The application may free its datatype while the request lives. */
+        if (PMPI_Type_dup(type, &r->type) == MPI_SUCCESS) r->owns_type = 1;
+        else r->type = type;
         r->kind = K_DONE;
         acc_set_done(r); /* inactive */
         acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
@@ -238,6 +241,8 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI
     acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
     if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
     r->persistent = 1;
+    /* The application may free its datatype while the request lives. */
+    if (PMPI_Type_dup(type, &r->type) == MPI_SUCCESS) r->owns_type = 1;
     r->kind = K_DONE;
     acc_set_done(r);
     acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);

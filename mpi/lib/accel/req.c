@@ -84,6 +84,8 @@ static void drop_type(acc_req *r) {
 
 void acc_req_release(acc_req *r) {
     drop_type(r);
+    if (r->owns_type) PMPI_Type_free(&r->type);
+    r->owns_type = 0;
     free(r->msg.tmp);
     r->msg.tmp = NULL;
     r->next = free_list;

@@ -114,6 +114,10 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 
 static void report(void) {
     const struct acc_stats *s = &acc.stats;
+    if (!acc.node_of) {
+        fprintf(stderr, "topocomm accel: rank %d: off (plain MPI)\n", acc.world_rank);
+        return;
+    }
     fprintf(stderr,
             "topocomm accel: rank %d (node %d): transport %llu msgs %llu bytes sent, %llu "
             "received; plain MPI %llu msgs %llu bytes sent, %llu received\n",

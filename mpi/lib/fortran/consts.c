@@ -159,7 +159,13 @@ void tcf_tmp_free(void *p, void *stack)
 
 MPI_Status *tcf_status_in(MPI_Fint *f, MPI_Status *tmp)
 {
-    return f == NULL || tcf_is_status_ignore(f) ? MPI_STATUS_IGNORE : tmp;
+    if (f == NULL || tcf_is_status_ignore(f))
+        return MPI_STATUS_IGNORE;
+    /* Start from the application's values: a call that leaves a field
+     * alone (MPI_ERROR, in every single-completion call) must leave the
+     * Fortran status's field alone too. */
+    MPI_Status_f2c(f, tmp);
+    return tmp;
 }
 
 void tcf_status_out(MPI_Fint *f, MPI_Status *c)

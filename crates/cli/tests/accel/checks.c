@@ -1,0 +1,206 @@
+/* Semantics that `topocomm accel` must keep, checked by
+ * crates/cli/tests/accel.rs under both MPIs, plain and accelerated, with
+ * and without pretend nodes. Built with plain mpicc (never linked with
+ * topocomm). Any rank count >= 2. Prints "accel_checks: ok" on rank 0.
+ * `thread` as first argument: MPI_Init_thread(MPI_THREAD_MULTIPLE) and a
+ * ring, for the fallback test. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int errors;
+#define CHECK(c)                                                                              \
+    do {                                                                                       \
+        if (!(c)) {                                                                            \
+            fprintf(stderr, "rank %d: check failed: %s (line %d)\n", rank, #c, __LINE__);      \
+            errors++;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+static int rank, size;
+
+/* Every rank sends its rank to 0 with ANY_SOURCE receives, several tags,
+ * interleaved with specific-source receives posted after them. */
+static void any_source(MPI_Comm comm) {
+    if (rank == 0) {
+        int got = 0, seen[64] = {0};
+        for (int i = 1; i < size; i++) {
+            int v;
+            MPI_Status st;
+            MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 7, comm, &st);
+            CHECK(v == st.MPI_SOURCE && st.MPI_TAG == 7);
+            if (v > 0 && v < 64) seen[v]++;
+            got++;
+        }
+        for (int i = 1; i < size; i++) CHECK(seen[i] == 1);
+        CHECK(got == size - 1);
+        /* Non-overtaking: two messages from each rank into ANY_SOURCE
+         * receives; per sender, the receive posted first gets its first. */
+        MPI_Request r[2 * 64];
+        int v[2 * 64];
+        int n = size - 1 < 64 ? size - 1 : 63;
+        for (int i = 0; i < n; i++) {
+            MPI_Irecv(&v[2 * i], 1, MPI_INT, MPI_ANY_SOURCE, 8, comm, &r[2 * i]);
+            MPI_Irecv(&v[2 * i + 1], 1, MPI_INT, MPI_ANY_SOURCE, 8, comm, &r[2 * i + 1]);
+        }
+        MPI_Status sts[2 * 64];
+        MPI_Waitall(2 * n, r, sts);
+        /* Per sender, the receive posted first got its first message. */
+        for (int src = 1; src <= n; src++) {
+            int k = 0;
+            for (int i = 0; i < 2 * n; i++)
+                if (sts[i].MPI_SOURCE == src) CHECK(v[i] == 100 * src + k++);
+            CHECK(k == 2);
+        }
+    } else {
+        MPI_Send(&rank, 1, MPI_INT, 0, 7, comm);
+        if (rank < 64) {
+            int a = 100 * rank, b = 100 * rank + 1;
+            MPI_Send(&a, 1, MPI_INT, 0, 8, comm);
+            MPI_Send(&b, 1, MPI_INT, 0, 8, comm);
+        }
+    }
+}
+
+/* Pairs (0,1), (2,3), ...: every send mode, persistent, probes, datatypes. */
+static void pairwise(MPI_Comm comm) {
+    int peer = rank ^ 1;
+    if (peer >= size) return;
+    int lead = rank < peer;
+    enum { N = 3000 };
+    static double big[N], got[N];
+    for (int i = 0; i < N; i++) big[i] = rank * 1e6 + i;
+    /* Synchronous, buffered, ready (after the peer posted), standard. */
+    int bufsize = 2 * (N * 8 + MPI_BSEND_OVERHEAD);
+    void *attach = malloc((size_t)bufsize);
+    MPI_Buffer_attach(attach, bufsize);
+    if (lead) {
+        MPI_Ssend(big, N, MPI_DOUBLE, peer, 1, comm);
+        MPI_Bsend(big, N, MPI_DOUBLE, peer, 2, comm);
+        MPI_Recv(NULL, 0, MPI_INT, peer, 3, comm, MPI_STATUS_IGNORE); /* peer posted */
+        MPI_Rsend(big, 10, MPI_DOUBLE, peer, 4, comm);
+    } else {
+        MPI_Status st;
+        int count;
+        MPI_Recv(got, N, MPI_DOUBLE, peer, 1, comm, &st);
+        MPI_Get_count(&st, MPI_DOUBLE, &count);
+        CHECK(count == N && got[N - 1] == peer * 1e6 + N - 1 && st.MPI_SOURCE == peer);
+        MPI_Recv(got, N, MPI_DOUBLE, peer, 2, comm, MPI_STATUS_IGNORE);
+        CHECK(got[17] == peer * 1e6 + 17);
+        MPI_Request r;
+        MPI_Irecv(got, 10, MPI_DOUBLE, peer, 4, comm, &r);
+        MPI_Send(NULL, 0, MPI_INT, peer, 3, comm);
+        MPI_Wait(&r, &st);
+        MPI_Get_count(&st, MPI_DOUBLE, &count);
+        CHECK(count == 10 && got[9] == peer * 1e6 + 9);
+    }
+    int dummy;
+    MPI_Buffer_detach(&attach, &dummy);
+    free(attach);
+    /* A strided vector both ways, and a probe + matched receive. */
+    MPI_Datatype vec;
+    MPI_Type_vector(100, 1, 3, MPI_DOUBLE, &vec);
+    MPI_Type_commit(&vec);
+    if (lead) {
+        MPI_Send(big, 1, vec, peer, 5, comm);
+    } else {
+        memset(got, 0, sizeof got);
+        MPI_Message m;
+        MPI_Status st;
+        MPI_Mprobe(peer, 5, comm, &m, &st);
+        int bytes;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        CHECK(bytes == 800);
+        MPI_Mrecv(got, 1, vec, &m, &st);
+        CHECK(got[3 * 99] == peer * 1e6 + 3 * 99 && got[1] == 0);
+    }
+    MPI_Type_free(&vec);
+    /* Persistent requests, started three times, mixed with a plain one. */
+    MPI_Request pr[2];
+    int out = rank, in = -1;
+    MPI_Send_init(&out, 1, MPI_INT, peer, 6, comm, &pr[0]);
+    MPI_Recv_init(&in, 1, MPI_INT, peer, 6, comm, &pr[1]);
+    for (int k = 0; k < 3; k++) {
+        out = rank + 10 * k;
+        MPI_Status sts[2];
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, sts);
+        CHECK(in == peer + 10 * k);
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+    /* A receive cancelled before any message: it reports cancelled. */
+    MPI_Request c;
+    MPI_Status cst;
+    int flag;
+    MPI_Irecv(&in, 1, MPI_INT, peer, 99, comm, &c);
+    MPI_Cancel(&c);
+    MPI_Wait(&c, &cst);
+    MPI_Test_cancelled(&cst, &flag);
+    CHECK(flag);
+    /* Sendrecv_replace. */
+    int v = rank;
+    MPI_Sendrecv_replace(&v, 1, MPI_INT, peer, 9, peer, 9, comm, MPI_STATUS_IGNORE);
+    CHECK(v == peer);
+}
+
+/* Messages on a duplicate never match receives on the original. */
+static void contexts(void) {
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    int peer = rank ^ 1;
+    if (peer < size) {
+        int a = 1, b = 2, x = 0, y = 0;
+        MPI_Request r[2];
+        MPI_Irecv(&x, 1, MPI_INT, peer, 0, MPI_COMM_WORLD, &r[0]);
+        MPI_Irecv(&y, 1, MPI_INT, peer, 0, dup, &r[1]);
+        MPI_Send(&b, 1, MPI_INT, peer, 0, dup);
+        MPI_Send(&a, 1, MPI_INT, peer, 0, MPI_COMM_WORLD);
+        MPI_Status sts[2];
+        MPI_Waitall(2, r, sts);
+        CHECK(x == 1 && y == 2);
+    }
+    MPI_Comm_free(&dup);
+}
+
+static void thread_ring(void) {
+    int v = rank, got = -1;
+    MPI_Sendrecv(&v, 1, MPI_INT, (rank + 1) % size, 0, &got, 1, MPI_INT, (rank + size - 1) % size,
+                 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(got == (rank + size - 1) % size);
+}
+
+int main(int argc, char **argv) {
+    int threads = argc > 1 && strcmp(argv[1], "thread") == 0;
+    if (threads) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (threads) {
+        thread_ring();
+    } else {
+        any_source(MPI_COMM_WORLD);
+        pairwise(MPI_COMM_WORLD);
+        contexts();
+        MPI_Comm half;
+        MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+        int hr;
+        MPI_Comm_rank(half, &hr);
+        int save = rank;
+        rank = hr;
+        MPI_Comm_size(half, &size);
+        if (size >= 2) pairwise(half);
+        rank = save;
+        MPI_Comm_free(&half);
+    }
+    int all;
+    MPI_Allreduce(&errors, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf(all == 0 ? "accel_checks: ok\n" : "accel_checks: %d errors\n", all);
+    MPI_Finalize();
+    return all != 0;
+}
