@@ -244,7 +244,13 @@ impl Comm {
         // SAFETY: sysconf with a constant name.
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
-        crate::wait::set_spin(policy.spin_turns());
+        // TOPOCOMM_SPIN overrides the policy's spin phase (turns before
+        // yielding): e.g. 1 for jobs with many more busy ranks than CPUs
+        // (docs/transport.md, "Waiting").
+        crate::wait::set_spin(match env_usize("TOPOCOMM_SPIN")? {
+            Some(t) => u32::try_from(t).unwrap_or(u32::MAX),
+            None => policy.spin_turns(),
+        });
         crate::copy::CopyChoice::from_env().map_err(Error::Setup)?;
         // Measured here, once, rather than inside the first large copy.
         let copies = crate::copy::MisalignedCost::get();
