@@ -1,0 +1,264 @@
+//! `topocomm accel` (mpi/lib/accel, docs/commands/accel.md) under the real
+//! Open MPI and MPICH: unmodified programs built with plain mpicc / mpif90
+//! (never linked with topocomm) run accelerated, the per-path counts prove
+//! it, the semantics check program (tests/accel/checks.c) passes plain and
+//! accelerated with 1, 2 and 3 pretend nodes, and the job falls back to
+//! plain MPI together, with one line, for MPI_THREAD_MULTIPLE and for a
+//! failing bootstrap. Everything runs oversubscribed (CI machines have 2
+//! cores). MPICH's own test suite runs under the accelerator in
+//! `make test-conformance` (docs/conformance.md).
+
+mod common;
+
+use common::{build_mpi, have, mpi_impls};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Bound on every MPI run (a deadlock must fail the test, not hang it).
+const TIMEOUT_S: &str = "120";
+
+fn mpirun(imp: &str, np: usize, prog: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec![format!("mpirun.{imp}")];
+    if imp == "openmpi" {
+        v.push("--oversubscribe".into());
+    }
+    v.extend(["-n".into(), np.to_string()]);
+    v.extend(prog.iter().map(|s| s.to_string()));
+    v
+}
+
+/// `topocomm accel ARGS -- LAUNCH`, bounded; returns the output whatever
+/// the exit status.
+fn accel(args: &[&str], launch: &[String], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "5",
+        TIMEOUT_S,
+        env!("CARGO_BIN_EXE_topocomm"),
+        "accel",
+    ])
+    .args(args)
+    .arg("--")
+    .args(launch)
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .env("TOPOCOMM_AUTOTUNE", "0");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("spawn topocomm accel")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn assert_ok(o: &Output, what: &str) -> String {
+    let t = text(o);
+    assert!(o.status.success(), "{what} failed ({}):\n{t}", o.status);
+    t
+}
+
+/// (transport msgs sent, transport received, plain msgs sent, plain received)
+/// per rank, from the `--verbose` lines.
+fn counts(t: &str) -> Vec<(usize, [u64; 4])> {
+    let mut v: Vec<(usize, [u64; 4])> = t
+        .lines()
+        .filter_map(|l| l.strip_prefix("topocomm accel: rank "))
+        .filter(|l| l.contains("transport"))
+        .map(|l| {
+            let n: Vec<u64> = l
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect();
+            // rank, node, tc msgs, tc bytes, tc recv, plain msgs, plain bytes, plain recv
+            (n[0] as usize, [n[2], n[4], n[5], n[7]])
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The check program built with plain mpicc.<imp> into a temporary folder.
+fn checks(imp: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/accel/checks.c");
+    let dir = std::env::temp_dir().join(format!("topocomm-accel-{}-{imp}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("checks");
+    let out = Command::new(format!("mpicc.{imp}"))
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("mpicc runs");
+    assert!(
+        out.status.success(),
+        "mpicc.{imp} checks.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+#[test]
+fn unmodified_c_and_fortran_programs_run_accelerated_under_both_mpis() {
+    for imp in mpi_impls() {
+        let mut targets = vec!["ring", "libtopocomm-accel.so", "libtopocomm-fortran.so"];
+        let fortran = have(&format!("mpif90.{imp}"));
+        if fortran {
+            targets.push("fring");
+        } else {
+            eprintln!("notice: mpif90.{imp} not found, skipping the Fortran program under {imp}");
+        }
+        let dir = build_mpi(imp, &targets);
+        let ring = dir.join("ring").display().to_string();
+        // One node: every one of the 4 x 100 ring messages through the transport.
+        let t = assert_ok(
+            &accel(&["-v"], &mpirun(imp, 4, &[&ring]), &[]),
+            &format!("{imp} ring"),
+        );
+        let c = counts(&t);
+        assert_eq!(c.len(), 4, "{imp}: one count line per rank:\n{t}");
+        for (r, [tc, tc_in, plain, plain_in]) in &c {
+            assert_eq!(
+                (*tc, *tc_in, *plain, *plain_in),
+                (100, 100, 0, 0),
+                "{imp} rank {r}:\n{t}"
+            );
+        }
+        // Two pretend nodes {0,1} {2,3}: 0->1 and 2->3 local, 1->2 and 3->0 plain.
+        let t = assert_ok(
+            &accel(&["-v", "--nodes", "2"], &mpirun(imp, 4, &[&ring]), &[]),
+            &format!("{imp} ring, 2 nodes"),
+        );
+        let want = [
+            (0, [100, 0, 0, 100]),
+            (1, [0, 100, 100, 0]),
+            (2, [100, 0, 0, 100]),
+            (3, [0, 100, 100, 0]),
+        ];
+        assert_eq!(counts(&t), want, "{imp}:\n{t}");
+        if fortran {
+            let fring = dir.join("fring").display().to_string();
+            let t = assert_ok(
+                &accel(&["-v"], &mpirun(imp, 4, &[&fring]), &[]),
+                &format!("{imp} fring"),
+            );
+            assert!(t.contains("fring: cart neighbours ok"), "{imp}:\n{t}");
+            let c = counts(&t);
+            assert_eq!(c.len(), 4, "{imp}:\n{t}");
+            assert!(
+                c.iter()
+                    .all(|(_, [tc, tc_in, plain, _])| *tc > 0 && *tc_in > 0 && *plain == 0),
+                "{imp}: a Fortran program's messages go through the transport:\n{t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so", "libtopocomm-fortran.so"]);
+        let exe = checks(imp).display().to_string();
+        // The program's own verdict under plain MPI first: it must be right.
+        let launch = mpirun(imp, 4, &[&exe]);
+        let plain = Command::new("timeout")
+            .args(["-k", "5", TIMEOUT_S])
+            .args(&launch)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .unwrap();
+        let t = assert_ok(&plain, &format!("{imp} checks, plain"));
+        assert!(t.contains("accel_checks: ok"), "{imp} plain:\n{t}");
+        for nodes in ["1", "2", "3"] {
+            let o = accel(&["-v", "--nodes", nodes], &launch, &[]);
+            let t = assert_ok(&o, &format!("{imp} checks, {nodes} pretend nodes"));
+            assert!(t.contains("accel_checks: ok"), "{imp} {nodes} nodes:\n{t}");
+            let c = counts(&t);
+            assert_eq!(c.len(), 4, "{imp}:\n{t}");
+            let tc: u64 = c.iter().map(|(_, v)| v[0]).sum();
+            let plain: u64 = c.iter().map(|(_, v)| v[2]).sum();
+            assert!(tc > 0, "{imp} {nodes} nodes: transport used:\n{t}");
+            if nodes == "1" {
+                assert_eq!(plain, 0, "{imp}: one node, no plain sends:\n{t}");
+            } else {
+                assert!(plain > 0, "{imp} {nodes} nodes: remote path used:\n{t}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_job_falls_back_to_plain_mpi_together_with_one_line() {
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so", "libtopocomm-fortran.so"]);
+        let exe = checks(imp).display().to_string();
+        // MPI_THREAD_MULTIPLE: plain MPI for the whole job.
+        let o = accel(&["-v"], &mpirun(imp, 3, &[&exe, "thread"]), &[]);
+        let t = assert_ok(&o, &format!("{imp} thread"));
+        assert!(t.contains("accel_checks: ok"), "{imp}:\n{t}");
+        let lines: Vec<&str> = t
+            .lines()
+            .filter(|l| {
+                l.contains("running plain MPI: the application asked for MPI_THREAD_MULTIPLE")
+            })
+            .collect();
+        assert_eq!(lines.len(), 1, "{imp}: one line, from rank 0:\n{t}");
+        assert_eq!(t.matches("off (plain MPI)").count(), 3, "{imp}:\n{t}");
+        // A bootstrap that fails (bad TOPOCOMM_TIMEOUT, read by every rank):
+        // every rank goes plain, rank 0 says why, the program still succeeds.
+        let o = accel(
+            &["-v"],
+            &mpirun(imp, 2, &[&exe]),
+            &[("TOPOCOMM_TIMEOUT", "abc")],
+        );
+        let t = assert_ok(&o, &format!("{imp} failed bootstrap"));
+        assert!(t.contains("accel_checks: ok"), "{imp}:\n{t}");
+        assert_eq!(
+            t.matches("running plain MPI: topocomm_mpi_init").count(),
+            1,
+            "{imp}:\n{t}"
+        );
+        assert!(t.contains("TOPOCOMM_TIMEOUT='abc'"), "{imp}:\n{t}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_with_the_reason() {
+    let o = accel(
+        &["--nodes", "0"],
+        &["mpirun.openmpi".into(), "true".into()],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--nodes: expected a number of nodes >= 1"),
+        "{}",
+        text(&o)
+    );
+    let o = accel(&["--mpi", "lam"], &["mpirun".into(), "true".into()], &[]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("expected openmpi or mpich"),
+        "{}",
+        text(&o)
+    );
+    let o = accel(
+        &["--mpi", "mpich", "--lib", "/nonexistent/lib.so"],
+        &["mpirun.mpich".into(), "true".into()],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("/nonexistent/lib.so: no such file"),
+        "{}",
+        text(&o)
+    );
+}
