@@ -83,6 +83,8 @@ struct acc_msg {
     size_t len;
     void *tmp;
 };
+/* Bytes of `count` elements of `type` (0 for an invalid type). */
+size_t acc_bytes(int count, MPI_Datatype type);
 int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m);
 /* Where `count` elements of `type` are received: into the user buffer when
  * contiguous, else into a temporary (unpacked by acc_unpack). */

@@ -8,22 +8,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The layout of the last datatype seen: three PMPI queries per message
+ * cost as much as a small message itself. MPI_Type_free clears it (a
+ * freed handle may come back for another type). */
+static struct {
+    int valid;
+    MPI_Datatype type;
+    int size;
+    MPI_Aint tlb, text, ext;
+} last;
+
+int MPI_Type_free(MPI_Datatype *type) {
+    last.valid = 0;
+    return PMPI_Type_free(type);
+}
+
 /* Whether `count` elements of `type` are one contiguous run of bytes; if
  * so, *lb is the offset of the first byte from the buffer address and
  * *bytes the length. */
 static int contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
-    int size;
-    if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return -1;
+    if (!last.valid || last.type != type) {
+        MPI_Aint elb;
+        if (PMPI_Type_size(type, &last.size) != MPI_SUCCESS || last.size < 0) {
+            last.valid = 0;
+            return -1;
+        }
+        PMPI_Type_get_true_extent(type, &last.tlb, &last.text);
+        PMPI_Type_get_extent(type, &elb, &last.ext);
+        last.type = type;
+        last.valid = 1;
+    }
+    int size = last.size;
     *bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
     if (size == 0 || count <= 0) {
         *lb = 0;
         return 1;
     }
-    MPI_Aint tlb, text, elb, ext;
-    PMPI_Type_get_true_extent(type, &tlb, &text);
-    PMPI_Type_get_extent(type, &elb, &ext);
-    *lb = tlb;
-    return text == size && (count == 1 || ext == size);
+    *lb = last.tlb;
+    return last.text == size && (count == 1 || last.ext == size);
+}
+
+size_t acc_bytes(int count, MPI_Datatype type) {
+    MPI_Aint lb;
+    size_t bytes = 0;
+    return contiguous(count, type, &lb, &bytes) < 0 ? 0 : bytes;
 }
 
 int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m) {

@@ -17,10 +17,8 @@
 #include <string.h>
 
 static void count_plain(int count, MPI_Datatype type) {
-    int size = 0;
-    PMPI_Type_size(type, &size);
     acc.stats.plain_msgs++;
-    acc.stats.plain_bytes += (uint64_t)size * (uint64_t)(count > 0 ? count : 0);
+    acc.stats.plain_bytes += acc_bytes(count, type);
 }
 
 /* The communicator when a send from here to `dst` goes through the transport. */
