@@ -1,5 +1,6 @@
 //! `topocomm accel` (mpi/lib/accel, docs/commands/accel.md) under the real
-//! Open MPI and MPICH: unmodified programs built with plain mpicc / mpif90
+//! Open MPI and MPICH: unmodified programs built with plain mpicc / mpicxx /
+//! mpif90
 //! (never linked with topocomm) run accelerated, the per-path counts prove
 //! it, the semantics check program (tests/accel/checks.c) passes plain and
 //! accelerated with 1, 2 and 3 pretend nodes, and the job falls back to
@@ -108,7 +109,12 @@ fn checks(imp: &str) -> PathBuf {
 #[test]
 fn unmodified_c_and_fortran_programs_run_accelerated_under_both_mpis() {
     for imp in mpi_impls() {
-        let mut targets = vec!["ring", "libtopocomm-accel.so", "libtopocomm-fortran.so"];
+        let mut targets = vec![
+            "ring",
+            "halo2d",
+            "libtopocomm-accel.so",
+            "libtopocomm-fortran.so",
+        ];
         let fortran = have(&format!("mpif90.{imp}"));
         if fortran {
             targets.push("fring");
@@ -143,6 +149,23 @@ fn unmodified_c_and_fortran_programs_run_accelerated_under_both_mpis() {
             (3, [0, 100, 100, 0]),
         ];
         assert_eq!(counts(&t), want, "{imp}:\n{t}");
+        // A C++ program (std::vector, a strided column datatype), one node
+        // and two pretend nodes: halos checked by the program itself.
+        let halo = dir.join("halo2d").display().to_string();
+        for nodes in ["1", "2"] {
+            let t = assert_ok(
+                &accel(&["-v", "--nodes", nodes], &mpirun(imp, 4, &[&halo]), &[]),
+                &format!("{imp} halo2d, {nodes} nodes"),
+            );
+            assert!(t.contains("halo2d: ok"), "{imp}:\n{t}");
+            let c = counts(&t);
+            assert_eq!(c.len(), 4, "{imp}:\n{t}");
+            // 50 exchanges x 4 halos, all local on one node.
+            let tc: u64 = c.iter().map(|(_, v)| v[0]).sum();
+            let plain: u64 = c.iter().map(|(_, v)| v[2]).sum();
+            assert_eq!(tc + plain, 4 * 200, "{imp} {nodes} nodes:\n{t}");
+            assert_eq!(plain == 0, nodes == "1", "{imp} {nodes} nodes:\n{t}");
+        }
         if fortran {
             let fring = dir.join("fring").display().to_string();
             let t = assert_ok(

@@ -221,7 +221,10 @@ static acc_req *new_recv(void *buf, int count, MPI_Datatype type, int src, int t
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
               MPI_Request *req) {
     acc_comm *c = recv_route(comm, src);
-    if (!c) return PMPI_Irecv(buf, count, type, src, tag, comm, req);
+    if (!c) {
+        if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
+        return PMPI_Irecv(buf, count, type, src, tag, comm, req);
+    }
     acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
     if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
     *req = acc_handle(r);
