@@ -114,6 +114,10 @@ int tc_barrier(void);
  * receives and probes of the same context; the plain functions above use
  * context 0. */
 #define TC_SEND_SYNC 1 /* flags: the send completes only once matched */
+/* The handle of a send that completed when it was posted (an inline or
+ * eager message pushed at once): waiting on it returns at once, and a
+ * caller may treat it as complete without waiting. */
+#define TC_REQUEST_DONE ((tc_request)0xFFFFFFFFu)
 /* tc_init_fd, but the communicator belongs to the process: any thread may
  * call, one call at a time (an overlapping call fails with
  * TC_ERR_INVALID_ARGUMENT). */

@@ -12,6 +12,9 @@ use topocomm_transport::{Comm, Error, Status};
 
 /// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
 pub const TC_SEND_SYNC: c_int = 1;
+/// `TC_REQUEST_DONE` of topocomm.h: the handle of a send that completed
+/// when it was posted.
+pub const TC_REQUEST_DONE: u64 = 0xFFFF_FFFF;
 
 fn ctx_arg(ctx: c_int) -> Result<u16, Error> {
     u16::try_from(ctx).map_err(|_| Error::Invalid(format!("context {ctx} is not in 0..=65535")))
@@ -271,4 +274,31 @@ pub extern "C" fn tc_cancel(req: *mut u64, cancelled: *mut c_int) -> i32 {
 #[no_mangle]
 pub extern "C" fn tc_progress() -> i32 {
     with(|c| c.progress().map(|_| TC_OK))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_pushed_at_posting_has_the_done_handle() {
+        // A job of one rank (no launcher variables): a message to oneself.
+        std::env::remove_var("TOPOCOMM_SHM_FD");
+        let mut c = Comm::init().unwrap();
+        let b = [1u8; 8];
+        // SAFETY: `b` outlives the request, waited for below.
+        let r = unsafe { c.isend_ctx(b.as_ptr(), 8, 0, 1, 3, false).unwrap() };
+        assert_eq!(r.to_u64(), TC_REQUEST_DONE);
+        c.wait(r).unwrap();
+        // A synchronous send never is.
+        // SAFETY: as above.
+        let s = unsafe { c.isend_ctx(b.as_ptr(), 8, 0, 2, 3, true).unwrap() };
+        assert_ne!(s.to_u64(), TC_REQUEST_DONE);
+        let mut out = [0u8; 8];
+        for tag in [1, 2] {
+            // SAFETY: `out` holds 8 bytes for the whole call.
+            unsafe { c.recv_ctx(out.as_mut_ptr(), 8, 0, tag, 3, None) }.unwrap();
+        }
+        c.wait(s).unwrap();
+    }
 }

@@ -131,12 +131,25 @@ typedef struct acc_req {
     struct acc_msg msg;
     int counted;    /* included in acc.outstanding */
     int owns_type;  /* `type` is a duplicate of the persistent request's own */
-    MPI_Status st;           /* final status once done */
+    MPI_Status st;           /* final status, when a PMPI call gave it (st_mpi) */
+    int st_mpi;
+    int st_src, st_tag, st_err; /* else the outcome, made a status on demand */
+    size_t st_bytes;
     struct acc_req *next;    /* deferred queue / free list */
     int index;
 } acc_req;
 
 acc_req *acc_req_new(void);
+/* Records r's outcome (source, tag, bytes, error) without building a status. */
+static inline void acc_note(acc_req *r, int src, int tag, size_t bytes, int err) {
+    r->st_mpi = 0;
+    r->st_src = src;
+    r->st_tag = tag;
+    r->st_bytes = bytes;
+    r->st_err = err;
+}
+/* Writes r's status into the application's (nothing for MPI_STATUS_IGNORE). */
+void acc_status_out(const acc_req *r, MPI_Status *out);
 /* Marks r done (and no longer outstanding). */
 void acc_set_done(acc_req *r);
 void acc_count(acc_req *r);

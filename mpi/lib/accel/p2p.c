@@ -162,7 +162,7 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
         else r->type = type;
         r->kind = K_DONE;
         acc_set_done(r); /* inactive */
-        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+        acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         return MPI_SUCCESS;
     }
     return acc_error(comm, acc_req_start(r));
@@ -246,7 +246,7 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI
     if (PMPI_Type_dup(type, &r->type) == MPI_SUCCESS) r->owns_type = 1;
     r->kind = K_DONE;
     acc_set_done(r);
-    acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+    acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
     *req = acc_handle(r);
     return MPI_SUCCESS;
 }

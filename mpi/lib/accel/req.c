@@ -56,6 +56,13 @@ acc_req *acc_req_new(void) {
     return r;
 }
 
+void acc_status_out(const acc_req *r, MPI_Status *out) {
+    if (out == MPI_STATUS_IGNORE) return;
+    if (r->st_mpi) acc_status_copy(out, &r->st);
+    else acc_status(out, r->st_src, r->st_tag, r->st_bytes, r->st_err);
+    if (r->cancelled) PMPI_Status_set_cancelled(out, 1);
+}
+
 void acc_set_done(acc_req *r) {
     r->done = 1;
     if (r->counted) {
@@ -123,7 +130,7 @@ static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
     acc_set_done(r);
     r->tc = TC_REQUEST_NULL;
     if (r->kind == K_SEND) {
-        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+        acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         r->err = rc == 0 ? MPI_SUCCESS : MPI_ERR_OTHER;
         return;
     }
@@ -144,7 +151,7 @@ static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
         drop_type(r);
     }
     acc.stats.tc_recvs++;
-    acc_status(&r->st, src, rc == 0 || rc == TC_ERR_TRUNCATED ? ts->tag : MPI_ANY_TAG, got,
+    acc_note(r, src, rc == 0 || rc == TC_ERR_TRUNCATED ? ts->tag : MPI_ANY_TAG, got,
                r->err);
 }
 
@@ -162,6 +169,7 @@ int acc_req_poll(acc_req *r) {
     case K_PLAIN: {
         int flag = 0;
         int rc = PMPI_Test(&r->plain, &flag, &r->st);
+        r->st_mpi = 1;
         if (rc != MPI_SUCCESS) {
             r->err = rc;
             flag = 1;
@@ -206,10 +214,7 @@ int acc_req_wait(acc_req *r) {
 
 int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
     int err = r->err;
-    if (st != MPI_STATUS_IGNORE) {
-        acc_status_copy(st, &r->st);
-        if (r->cancelled) PMPI_Status_set_cancelled(st, 1);
-    }
+    acc_status_out(r, st);
     if (r->persistent) {
         r->active = 0;
         acc_set_done(r); /* an inactive persistent request completes at once */
@@ -217,7 +222,7 @@ int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
         free(r->msg.tmp);
         r->msg.tmp = NULL;
         drop_type(r);
-        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+        acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
     } else {
         acc_req_release(r);
         *h = MPI_REQUEST_NULL;
@@ -250,6 +255,15 @@ int acc_req_start(acc_req *r) {
                     tc_last_error());
             acc_set_done(r);
             return r->err = MPI_ERR_OTHER;
+        }
+        if (r->tc == TC_REQUEST_DONE) {
+            /* Pushed at posting (inline or eager): complete now, so the
+             * wait costs nothing (message-rate windows). */
+            r->tc = TC_REQUEST_NULL;
+            acc_set_done(r);
+            free(r->msg.tmp);
+            r->msg.tmp = NULL;
+            acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         }
         return MPI_SUCCESS;
     }

@@ -65,10 +65,7 @@ int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status) {
     acc_req *r = acc_req_of(req);
     if (!r) return PMPI_Request_get_status(req, flag, status);
     *flag = acc_req_poll(r);
-    if (*flag && status != MPI_STATUS_IGNORE) {
-        acc_status_copy(status, &r->st);
-        if (r->cancelled) PMPI_Status_set_cancelled(status, 1);
-    }
+    if (*flag) acc_status_out(r, status);
     return MPI_SUCCESS;
 }
 
@@ -126,7 +123,8 @@ static void subset_back(struct subset *s, MPI_Request reqs[], MPI_Status *sts, i
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
     if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
     int err = 0;
-    int *errs = calloc((size_t)n, sizeof(int));
+    int stack_errs[64] = {0};
+    int *errs = n <= 64 ? stack_errs : calloc((size_t)n, sizeof(int));
     /* Ours first (their waits drive PMPI progress too), then the plain
      * ones in one call. */
     for (int i = 0; i < n; i++) {
@@ -152,7 +150,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
             for (int i = 0; i < n; i++) sts[i].MPI_ERROR = errs[i];
         rc = MPI_ERR_IN_STATUS;
     }
-    free(errs);
+    if (errs != stack_errs) free(errs);
     return rc;
 }
 
@@ -348,14 +346,14 @@ int MPI_Cancel(MPI_Request *req) {
         r->msg.tmp = NULL;
         acc_set_done(r);
             r->cancelled = 1;
-        acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+        acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         break;
     }
     case K_DEFER:
         if (acc_undefer(r)) {
             acc_set_done(r);
             r->cancelled = 1;
-            acc_status(&r->st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+            acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         }
         break;
     case K_PLAIN:
