@@ -189,7 +189,7 @@ fn pow2_floor(x: u64) -> u64 {
 ///   2-4 MiB on the dev machine). Fragments stay at most 128 KiB and
 ///   messages from 32 KiB take single copy, as Open MPI and MPICH do by
 ///   default: with 256 KiB fragments and two-copy up to 4x the LLC, a
-///   32 KiB-1 MiB ping-pong took 1.4-2.5x the MPIs' time on a Zen 5 VM
+///   32 KiB-1 MiB ping-pong took 1.4-2.5x the MPIs' time on a 2-vCPU Intel Xeon VM
 ///   (a fragment is copied in whole before the receiver starts), and
 ///   single copy from 32 KiB brought it to parity or better. The measured
 ///   rules (autotune) may still choose two-copy where it wins;
