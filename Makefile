@@ -7,7 +7,7 @@ CARGO ?= cargo
 REPORT_DIR ?= topocomm-report
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup build report test lint test-rust clean pkgconfig
+.PHONY: setup build report test lint test-rust test-conformance clean pkgconfig
 
 setup:
 	@bash scripts/setup.sh
@@ -41,7 +41,22 @@ lint: setup
 test-rust: setup
 	TOPOCOMM_AUTOTUNE=0 $(CARGO) test --workspace
 
-test: lint build test-rust
+# MPICH's own tests (../shared/suites/mpich-tests, read in place), plain and
+# under `topocomm accel` alone and with two pretend nodes: a test that passes
+# plain must pass accelerated, and the plain failures must be the known ones
+# (tests/mpich-suite/plain-failures.txt). Tests of more than 4 ranks are left
+# out on CI's 2 cores (docs/conformance.md says why).
+SUITE := ../shared/suites/mpich-tests
+SUITE_FOLDERS ?= pt2pt,f77/pt2pt
+test-conformance: build
+	@if [ ! -d $(SUITE) ]; then echo "notice: $(SUITE) is absent, skipping the conformance suite"; exit 0; fi; \
+	PATH=$(CURDIR)/target/release:$$PATH TOPOCOMM_AUTOTUNE=0; export PATH TOPOCOMM_AUTOTUNE; \
+	python3 scripts/mpich-suite.py build --mpi openmpi,mpich --folders $(SUITE_FOLDERS) && \
+	python3 scripts/mpich-suite.py compare --mpi openmpi,mpich --folders $(SUITE_FOLDERS) \
+	  --max-np 4 --wrap 'topocomm accel --' --config accel: --config nodes2:TOPOCOMM_ACCEL_NODES=2 \
+	  --expect tests/mpich-suite/plain-failures.txt --json target/mpich-suite/compare.json
+
+test: lint build test-rust test-conformance
 
 clean:
 	$(CARGO) clean
