@@ -356,18 +356,9 @@ pub extern "C" fn tc_segment_create(
 #[no_mangle]
 pub extern "C" fn tc_init_fd(fd: c_int, rank: c_int) -> i32 {
     guard(|| {
-        // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
-        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-            return fail(
-                TC_ERR_INVALID_ARGUMENT,
-                format!("fd {fd} is not an open descriptor"),
-            );
-        }
-        // SAFETY: `fd` is open (checked above) and the caller hands over its
-        // ownership (documented: it is closed in every case).
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        let Ok(rank) = usize::try_from(rank) else {
-            return fail(TC_ERR_INVALID_ARGUMENT, format!("rank {rank} is negative"));
+        let (owned, rank) = match join_args(fd, rank) {
+            Ok(a) => a,
+            Err(code) => return code,
         };
         COMM.with(|c| {
             if c.borrow().is_some() {
@@ -385,4 +376,26 @@ pub extern "C" fn tc_init_fd(fd: c_int, rank: c_int) -> i32 {
             }
         })
     })
+}
+
+/// The descriptor (taken over: closed in every case from here on) and the
+/// rank of `tc_init_fd` / `tc_init_fd_shared`, or the error code.
+pub(crate) fn join_args(fd: c_int, rank: c_int) -> Result<(OwnedFd, usize), i32> {
+    // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
+    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return Err(fail(
+            TC_ERR_INVALID_ARGUMENT,
+            format!("fd {fd} is not an open descriptor"),
+        ));
+    }
+    // SAFETY: `fd` is open (checked above) and the caller hands over its
+    // ownership (documented: it is closed in every case).
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    match usize::try_from(rank) {
+        Ok(rank) => Ok((owned, rank)),
+        Err(_) => Err(fail(
+            TC_ERR_INVALID_ARGUMENT,
+            format!("rank {rank} is negative"),
+        )),
+    }
 }

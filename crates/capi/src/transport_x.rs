@@ -4,9 +4,8 @@
 //! communicator that any thread may use one call at a time.
 
 use crate::error::*;
-use crate::transport::{code_of, put_status, rank_arg, take_req, with, TcStatus};
+use crate::transport::{code_of, join_args, put_status, rank_arg, take_req, with, TcStatus};
 use std::ffi::{c_int, c_void};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::Duration;
 use topocomm_transport::{Comm, Error, Status};
 
@@ -58,18 +57,9 @@ fn set_flag(flag: *mut c_int, v: bool) -> Result<(), Error> {
 #[no_mangle]
 pub extern "C" fn tc_init_fd_shared(fd: c_int, rank: c_int) -> i32 {
     guard(|| {
-        // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
-        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-            return fail(
-                TC_ERR_INVALID_ARGUMENT,
-                format!("fd {fd} is not an open descriptor"),
-            );
-        }
-        // SAFETY: `fd` is open (checked above) and the caller hands over its
-        // ownership (documented: it is closed in every case).
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        let Ok(rank) = usize::try_from(rank) else {
-            return fail(TC_ERR_INVALID_ARGUMENT, format!("rank {rank} is negative"));
+        let (owned, rank) = match join_args(fd, rank) {
+            Ok(a) => a,
+            Err(code) => return code,
         };
         if with(|_| Ok(TC_OK)) == TC_OK {
             return fail(

@@ -11,12 +11,9 @@
 
 mod common;
 
-use common::{build_mpi, have, mpi_impls};
+use common::{build_mpi, have, mpi_impls, MPI_TIMEOUT_S as TIMEOUT_S};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// Bound on every MPI run (a deadlock must fail the test, not hang it).
-const TIMEOUT_S: &str = "120";
 
 fn mpirun(imp: &str, np: usize, prog: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = vec![format!("mpirun.{imp}")];
@@ -86,10 +83,15 @@ fn counts(t: &str) -> Vec<(usize, [u64; 4])> {
     v
 }
 
-/// The check program built with plain mpicc.<imp> into a temporary folder.
-fn checks(imp: &str) -> PathBuf {
+/// The check program built with plain mpicc.<imp> into a temporary folder
+/// of the calling test's own (`test`): tests run in parallel threads of one
+/// process, and one must never run a binary another is still writing.
+fn checks(imp: &str, test: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/accel/checks.c");
-    let dir = std::env::temp_dir().join(format!("topocomm-accel-{}-{imp}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "topocomm-accel-{}-{test}-{imp}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("checks");
     let out = Command::new(format!("mpicc.{imp}"))
@@ -188,7 +190,7 @@ fn unmodified_c_and_fortran_programs_run_accelerated_under_both_mpis() {
 fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
     for imp in mpi_impls() {
         build_mpi(imp, &["libtopocomm-accel.so", "libtopocomm-fortran.so"]);
-        let exe = checks(imp).display().to_string();
+        let exe = checks(imp, "semantics").display().to_string();
         // The program's own verdict under plain MPI first: it must be right.
         let launch = mpirun(imp, 4, &[&exe]);
         let plain = Command::new("timeout")
@@ -215,6 +217,7 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
                 assert!(plain > 0, "{imp} {nodes} nodes: remote path used:\n{t}");
             }
         }
+        let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
     }
 }
 
@@ -222,7 +225,7 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
 fn the_job_falls_back_to_plain_mpi_together_with_one_line() {
     for imp in mpi_impls() {
         build_mpi(imp, &["libtopocomm-accel.so", "libtopocomm-fortran.so"]);
-        let exe = checks(imp).display().to_string();
+        let exe = checks(imp, "fallback").display().to_string();
         // MPI_THREAD_MULTIPLE: plain MPI for the whole job.
         let o = accel(&["-v"], &mpirun(imp, 3, &[&exe, "thread"]), &[]);
         let t = assert_ok(&o, &format!("{imp} thread"));
@@ -250,6 +253,7 @@ fn the_job_falls_back_to_plain_mpi_together_with_one_line() {
             "{imp}:\n{t}"
         );
         assert!(t.contains("TOPOCOMM_TIMEOUT='abc'"), "{imp}:\n{t}");
+        let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
     }
 }
 

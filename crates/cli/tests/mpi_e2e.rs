@@ -10,66 +10,20 @@
 
 mod common;
 
-use common::{build_mpi, mpi_impls};
+use common::{build_mpi, mpi_impls, mpirun_argv, run_ok, topocomm_bounded, MPI_TIMEOUT_S};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 type Matrix = BTreeMap<(usize, usize), (u64, u64)>;
 
-/// Bound on every MPI run (a deadlock must fail the test, not hang it).
-const TIMEOUT_S: &str = "120";
-
-/// `topocomm`, bounded by `timeout` (a deadlocked MPI job fails the test
-/// instead of hanging it; mpirun then kills its ranks).
-fn topocomm() -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["-k", "5", TIMEOUT_S, env!("CARGO_BIN_EXE_topocomm")]);
-    c
-}
-
-/// `mpirun.<imp>` with `np` ranks (oversubscribed), env vars given to every
-/// rank.
-fn mpirun(imp: &str, np: usize, env: &[(&str, &str)], prog: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = vec![format!("mpirun.{imp}")];
-    if imp == "openmpi" {
-        v.extend(["--oversubscribe".into(), "-np".into(), np.to_string()]);
-        for (k, val) in env {
-            v.extend(["-x".into(), format!("{k}={val}")]);
-        }
-    } else {
-        v.extend(["-n".into(), np.to_string()]);
-        for (k, val) in env {
-            v.extend(["-genv".into(), k.to_string(), val.to_string()]);
-        }
-    }
-    v.extend(prog.iter().cloned());
-    v
-}
-
-/// Runs a command (Open MPI allowed as root), asserting success.
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{:?} failed ({}):\n{}{}",
-        cmd,
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// Runs argv bounded by `timeout`.
 fn run_argv(argv: &[String]) -> Output {
-    run(Command::new("timeout")
-        .args(["-k", "5", TIMEOUT_S])
-        .args(argv))
+    run_ok(
+        Command::new("timeout")
+            .args(["-k", "5", MPI_TIMEOUT_S])
+            .args(argv),
+    )
 }
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -110,14 +64,14 @@ fn trace(
 ) -> (Matrix, String) {
     let dir = tmpdir(tag);
     let out = dir.join("trace.csv");
-    let mut c = topocomm();
+    let mut c = topocomm_bounded();
     c.arg("trace").arg("--out").arg(&out);
     if collectives {
         c.arg("--collectives");
     }
     c.arg("--");
-    c.args(mpirun(imp, np, &[], &prog));
-    let o = run(&mut c);
+    c.args(mpirun_argv(imp, np, &[], &prog));
+    let o = run_ok(&mut c);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(stdout.contains("trace: "), "summary missing: {stdout}");
     let m = read_csv(&out);
@@ -344,7 +298,7 @@ fn reorder_shim_keeps_neighbours_under_forced_permutations() {
                 ("TOPOCOMM_REORDER_FORCE", force),
             ];
             let prog = args(&[&ring, "-k", "2", "-m", "4", "-l", "2", "--graph", "--print"]);
-            let o = run_argv(&mpirun(imp, 8, &env, &prog));
+            let o = run_argv(&mpirun_argv(imp, 8, &env, &prog));
             let stdout = String::from_utf8_lossy(&o.stdout);
             assert!(
                 stdout.contains("graph neighbours ok"),
@@ -370,7 +324,7 @@ fn reorder_shim_keeps_neighbours_under_forced_permutations() {
                 "1",
                 "--print",
             ]);
-            let o = run_argv(&mpirun(imp, 6, &env, &prog));
+            let o = run_argv(&mpirun_argv(imp, 6, &env, &prog));
             let stdout = String::from_utf8_lossy(&o.stdout);
             assert!(
                 stdout.contains("cartesian neighbours ok"),
@@ -399,14 +353,16 @@ fn trace_then_map_puts_each_ring_on_one_node() {
         let dir = tmpdir(&format!("map-{imp}"));
         let csv = dir.join("ring.csv");
         let prog = args(&[&ring, "-k", "4", "-m", "4", "-l", "3", "-s", "4096"]);
-        run(topocomm()
-            .arg("trace")
-            .arg("--out")
-            .arg(&csv)
-            .arg("--")
-            .args(mpirun(imp, 16, &[], &prog)));
+        run_ok(
+            topocomm_bounded()
+                .arg("trace")
+                .arg("--out")
+                .arg(&csv)
+                .arg("--")
+                .args(mpirun_argv(imp, 16, &[], &prog)),
+        );
         assert_eq!(read_csv(&csv), ring_p2p(4, 4, 3, 4096), "{imp} trace");
-        let o = run(topocomm().arg("map").arg(&csv).args([
+        let o = run_ok(topocomm_bounded().arg("map").arg(&csv).args([
             "--nodes",
             &NODES.to_string(),
             "--format",
@@ -459,7 +415,7 @@ fn reorder_shim_puts_each_ring_on_one_node() {
             "1",
             "--print",
         ]);
-        let o = run_argv(&mpirun(imp, 16, &env, &prog));
+        let o = run_argv(&mpirun_argv(imp, 16, &env, &prog));
         let stdout = String::from_utf8_lossy(&o.stdout);
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(

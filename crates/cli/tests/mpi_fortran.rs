@@ -12,15 +12,13 @@
 
 mod common;
 
-use common::{build_mpi, have, mpi_impls};
+use common::{build_mpi, have, mpi_impls, mpirun_argv, run_ok, topocomm_bounded, MPI_TIMEOUT_S};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 type Matrix = BTreeMap<(usize, usize), (u64, u64)>;
 
-/// Bound on every MPI run (a deadlock must fail the test, not hang it).
-const TIMEOUT_S: &str = "120";
 /// Ranks of the fring runs: a 3 x 2 grid.
 const NP: usize = 6;
 
@@ -38,53 +36,12 @@ fn fortran_impls() -> Vec<&'static str> {
         .collect()
 }
 
-fn topocomm() -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["-k", "5", TIMEOUT_S, env!("CARGO_BIN_EXE_topocomm")]);
-    c
-}
-
-/// `mpirun.<imp>` with `np` ranks (oversubscribed), env vars given to every
-/// rank.
-fn mpirun(imp: &str, np: usize, env: &[(&str, &str)], prog: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = vec![format!("mpirun.{imp}")];
-    if imp == "openmpi" {
-        v.extend(["--oversubscribe".into(), "-np".into(), np.to_string()]);
-        for (k, val) in env {
-            v.extend(["-x".into(), format!("{k}={val}")]);
-        }
-    } else {
-        v.extend(["-n".into(), np.to_string()]);
-        for (k, val) in env {
-            v.extend(["-genv".into(), k.to_string(), val.to_string()]);
-        }
-    }
-    v.extend(prog.iter().cloned());
-    v
-}
-
-/// Runs a command (Open MPI allowed as root), asserting success.
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{:?} failed ({}):\n{}{}",
-        cmd,
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 fn run_argv(argv: &[String]) -> Output {
-    run(Command::new("timeout")
-        .args(["-k", "5", TIMEOUT_S])
-        .args(argv))
+    run_ok(
+        Command::new("timeout")
+            .args(["-k", "5", MPI_TIMEOUT_S])
+            .args(argv),
+    )
 }
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -200,12 +157,14 @@ fn trace_counts_fortran_fring_exactly_under_both_mpis() {
         let dir = tmpdir(&format!("trace-{imp}"));
         let csv = dir.join("fring.csv");
         let prog = vec![b.join("fring").display().to_string()];
-        let o = run(topocomm()
-            .arg("trace")
-            .arg("--out")
-            .arg(&csv)
-            .arg("--")
-            .args(mpirun(imp, NP, &[], &prog)));
+        let o = run_ok(
+            topocomm_bounded()
+                .arg("trace")
+                .arg("--out")
+                .arg(&csv)
+                .arg("--")
+                .args(mpirun_argv(imp, NP, &[], &prog)),
+        );
         let stdout = String::from_utf8_lossy(&o.stdout);
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -284,13 +243,15 @@ fn trace_counts_fortran_collectives_with_in_place() {
         let dir = tmpdir(&format!("coll-{imp}"));
         let csv = dir.join("fring.csv");
         let prog = vec![b.join("fring").display().to_string()];
-        let o = run(topocomm()
-            .arg("trace")
-            .arg("--collectives")
-            .arg("--out")
-            .arg(&csv)
-            .arg("--")
-            .args(mpirun(imp, NP, &[], &prog)));
+        let o = run_ok(
+            topocomm_bounded()
+                .arg("trace")
+                .arg("--collectives")
+                .arg("--out")
+                .arg(&csv)
+                .arg("--")
+                .args(mpirun_argv(imp, NP, &[], &prog)),
+        );
         let roles = fring_roles(&String::from_utf8_lossy(&o.stdout), NP);
         let mut want = fring_expected(&roles);
         let world: Vec<usize> = (0..NP).collect();
@@ -329,7 +290,7 @@ fn reorder_shim_reorders_fortran_cart_create_with_the_bridge() {
                 ("LD_PRELOAD", preload.as_str()),
                 ("TOPOCOMM_REORDER_FORCE", force),
             ];
-            let o = run_argv(&mpirun(imp, NP, &env, &prog));
+            let o = run_argv(&mpirun_argv(imp, NP, &env, &prog));
             let roles = fring_roles(&String::from_utf8_lossy(&o.stdout), NP);
             for (&w, r) in &roles {
                 let want = if force == "reverse" {
@@ -349,7 +310,7 @@ fn reorder_shim_reorders_fortran_cart_create_with_the_bridge() {
                 ("LD_PRELOAD", shim.as_str()),
                 ("TOPOCOMM_REORDER_FORCE", "reverse"),
             ];
-            let o = run_argv(&mpirun(imp, NP, &env, &prog));
+            let o = run_argv(&mpirun_argv(imp, NP, &env, &prog));
             let roles = fring_roles(&String::from_utf8_lossy(&o.stdout), NP);
             assert!(
                 roles.iter().all(|(&w, r)| r.cart == w),
@@ -402,19 +363,21 @@ fn c_programs_trace_the_same_with_the_bridge() {
         ]
         .into();
         // `topocomm trace` preloads the bridge, then the tracer.
-        run(topocomm()
-            .arg("trace")
-            .arg("--out")
-            .arg(&with)
-            .arg("--")
-            .args(mpirun(imp, 6, &[], &prog)));
+        run_ok(
+            topocomm_bounded()
+                .arg("trace")
+                .arg("--out")
+                .arg(&with)
+                .arg("--")
+                .args(mpirun_argv(imp, 6, &[], &prog)),
+        );
         // The tracer alone.
         let out = without.display().to_string();
         let env = [
             ("LD_PRELOAD", tracer.as_str()),
             ("TOPOCOMM_TRACE_OUT", out.as_str()),
         ];
-        run_argv(&mpirun(imp, 6, &env, &prog));
+        run_argv(&mpirun_argv(imp, 6, &env, &prog));
         let (a, c) = (read_csv(&with), read_csv(&without));
         assert_eq!(a, c, "{imp}: ring traced differently with the bridge");
         assert_eq!(a, ring_p2p(2, 3, 2, 64), "{imp}: ring trace");

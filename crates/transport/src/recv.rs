@@ -100,11 +100,8 @@ impl Comm {
         src: i32,
         tag: i32,
     ) -> Result<Request> {
-        if tag < ANY_TAG {
-            return Err(Error::Invalid(format!("tag {tag} must be >= 0 or ANY_TAG")));
-        }
         // SAFETY: forwarded contract.
-        unsafe { self.irecv_inner(ptr, cap, src, Key { tag, ctx: 0 }) }
+        unsafe { self.irecv_ctx(ptr, cap, src, tag, 0) }
     }
 
     /// [`Comm::irecv_raw`] in matching context `ctx` (only messages sent

@@ -84,11 +84,8 @@ impl Comm {
         dst: usize,
         tag: i32,
     ) -> Result<Request> {
-        if tag < 0 {
-            return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
-        }
         // SAFETY: forwarded contract.
-        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx: 0 }, false) }
+        unsafe { self.isend_ctx(ptr, len, dst, tag, 0, false) }
     }
 
     /// [`Comm::isend_raw`] in matching context `ctx`. A `sync` send

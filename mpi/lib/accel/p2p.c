@@ -103,32 +103,22 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
     return MPI_SUCCESS;
 }
 
-int MPI_Send(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
-    acc_comm *c = send_route(comm, dst);
-    if (!c) {
-        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return ACC_BLOCKING(PMPI_Send(buf, count, type, dst, tag, comm));
+/* A blocking send wrapper: the transport to a rank of this node, else the
+ * PMPI call (with the progress helper on duty when needed). */
+#define SEND_WRAPPER(NAME, FLAGS)                                                                \
+    int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
+                   MPI_Comm comm) {                                                              \
+        acc_comm *c = send_route(comm, dst);                                                     \
+        if (!c) {                                                                                \
+            if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                        \
+            return ACC_BLOCKING(PMPI_##NAME(buf, count, type, dst, tag, comm));                  \
+        }                                                                                        \
+        return send_local(c, buf, count, type, dst, tag, FLAGS);                                 \
     }
-    return send_local(c, buf, count, type, dst, tag, 0);
-}
 
-int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
-    acc_comm *c = send_route(comm, dst);
-    if (!c) {
-        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return ACC_BLOCKING(PMPI_Rsend(buf, count, type, dst, tag, comm));
-    }
-    return send_local(c, buf, count, type, dst, tag, 0);
-}
-
-int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
-    acc_comm *c = send_route(comm, dst);
-    if (!c) {
-        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
-        return ACC_BLOCKING(PMPI_Ssend(buf, count, type, dst, tag, comm));
-    }
-    return send_local(c, buf, count, type, dst, tag, TC_SEND_SYNC);
-}
+SEND_WRAPPER(Send, 0)
+SEND_WRAPPER(Rsend, 0)
+SEND_WRAPPER(Ssend, TC_SEND_SYNC)
 
 int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
     acc_comm *c = send_route(comm, dst);

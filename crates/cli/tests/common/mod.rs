@@ -103,3 +103,52 @@ pub fn topocomm_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     }
     c.envs(env.iter().copied()).output().expect("topocomm runs")
 }
+
+/// Bound on every MPI run of the tests (a deadlock must fail the test, not
+/// hang it).
+pub const MPI_TIMEOUT_S: &str = "120";
+
+/// `topocomm`, bounded by `timeout` (a deadlocked MPI job fails the test
+/// instead of hanging it; mpirun then kills its ranks).
+pub fn topocomm_bounded() -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", MPI_TIMEOUT_S, env!("CARGO_BIN_EXE_topocomm")]);
+    c
+}
+
+/// `mpirun.<imp>` with `np` ranks (oversubscribed), env vars given to every
+/// rank.
+pub fn mpirun_argv(imp: &str, np: usize, env: &[(&str, &str)], prog: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = vec![format!("mpirun.{imp}")];
+    if imp == "openmpi" {
+        v.extend(["--oversubscribe".into(), "-np".into(), np.to_string()]);
+        for (k, val) in env {
+            v.extend(["-x".into(), format!("{k}={val}")]);
+        }
+    } else {
+        v.extend(["-n".into(), np.to_string()]);
+        for (k, val) in env {
+            v.extend(["-genv".into(), k.to_string(), val.to_string()]);
+        }
+    }
+    v.extend(prog.iter().cloned());
+    v
+}
+
+/// Runs a command (Open MPI allowed as root), asserting success.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{:?} failed ({}):\n{}{}",
+        cmd,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
