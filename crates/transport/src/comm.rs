@@ -64,6 +64,15 @@ pub struct Comm {
     /// Cells pushed plus cells consumed: a waiter that sees it move resets
     /// its backoff.
     pub(crate) activity: u64,
+    /// This rank's waiting heartbeat, mirrored in its `RankSlot::beat`
+    /// (waiting.rs).
+    pub(crate) beat: u64,
+    /// The waiting state of a sliced wait that ran out of budget.
+    pub(crate) resume: Option<crate::waiting::WaitState>,
+    /// Whether waits watch the awaited peer's heartbeat and yield while it
+    /// is stalled: not when every rank has a CPU of its own (yielding then
+    /// helps no peer and only adds a system call to the latency).
+    pub(crate) watch_peers: bool,
     _probe: Box<AtomicU64>,
 }
 
@@ -214,6 +223,9 @@ impl Comm {
             broken: None,
             finalized: false,
             activity: 0,
+            beat: 0,
+            resume: None,
+            watch_peers: false,
             _probe: probe,
             seg,
         };
@@ -244,6 +256,7 @@ impl Comm {
         // SAFETY: sysconf with a constant name.
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
+        comm.watch_peers = policy != crate::wait::Policy::Dedicated;
         // TOPOCOMM_SPIN overrides the policy's spin phase (turns before
         // yielding): e.g. 1 for jobs with many more busy ranks than CPUs
         // (docs/transport.md, "Waiting").

@@ -368,8 +368,14 @@ impl Comm {
     /// `ptr` must be valid for `cap` writable bytes.
     unsafe fn recv_fast(&mut self, ptr: *mut u8, cap: usize, s: usize, key: Key) -> Option<Status> {
         // Within the waiting policy's spin phase (short when a peer shares
-        // our PU: spinning would only keep it from running).
-        for _ in 0..crate::wait::spin().min(2000) {
+        // our PU: spinning would only keep it from running), and no longer
+        // than a heartbeat look when CPUs may be shared: the general wait
+        // then watches whether the sender runs at all.
+        if self.peer_stalled(s) {
+            return None;
+        }
+        let turns = if self.watch_peers { 128 } else { 2000 };
+        for _ in 0..crate::wait::spin().min(turns) {
             let pos = self.ins[s].tail;
             // SAFETY: cell index < RING inside the mapping.
             let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };

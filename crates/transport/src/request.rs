@@ -39,7 +39,9 @@ impl Request {
 
 /// What a request does; a receive keeps its destination buffer.
 pub(crate) enum ReqKind {
-    Send,
+    Send {
+        dst: usize,
+    },
     Recv {
         src: i32,
         key: crate::recv::Key,
@@ -127,7 +129,7 @@ impl Comm {
     pub(crate) fn recv_buf(&self, idx: u32) -> (*mut u8, usize) {
         match self.reqs[idx as usize].kind {
             ReqKind::Recv { buf, cap, .. } => (buf, cap),
-            ReqKind::Send => unreachable!("receive request expected"),
+            ReqKind::Send { .. } => unreachable!("receive request expected"),
         }
     }
 }

@@ -55,6 +55,12 @@ pub struct RankSlot {
     pub cma_ok: AtomicU64,
     /// 1 + the PU this rank is bound to; 0 when its affinity has several.
     pub bound_pu: AtomicU64,
+    /// Waiting heartbeat (`Comm::beat`): odd while the rank is inside a
+    /// wait, and moving while it spins on a CPU. A waiter reads it to tell
+    /// a peer that will answer soon from one that is descheduled or blocked
+    /// itself (then spinning only takes the CPU it may need). Relaxed: a
+    /// scheduling hint, never a correctness condition.
+    pub beat: AtomicU64,
 }
 
 /// Receiver-owned control line of a channel: the sender only reads it when

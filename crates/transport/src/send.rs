@@ -154,7 +154,7 @@ impl Comm {
                 });
             }
         }
-        let idx = self.alloc(ReqKind::Send);
+        let idx = self.alloc(ReqKind::Send { dst });
         job.req = Some(idx);
         self.outs[dst].queue.push_back(job);
         self.mark_pending(dst);

@@ -146,6 +146,17 @@ impl Backoff {
         }
     }
 
+    /// [`Backoff::snooze`] that yields even in the spinning phase (the
+    /// caller knows spinning cannot help this turn).
+    pub fn snooze_yield(&mut self) {
+        if self.iter < spin() {
+            self.iter += 1;
+            std::thread::yield_now();
+        } else {
+            self.snooze();
+        }
+    }
+
     /// True at most every 2 ms once spinning is over (and every 1024 spins
     /// before that, to bound a spin phase that never sees progress).
     pub fn slow_check_due(&mut self) -> bool {

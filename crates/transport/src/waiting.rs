@@ -6,8 +6,110 @@
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
+use crate::segment::Segment;
 use crate::wait::Backoff;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// Spin turns between two moves of this rank's heartbeat.
+const BEAT_EVERY: u32 = 8;
+/// Spin turns between two reads of the awaited peer's heartbeat: a peer
+/// whose turns are up to 16 times slower than ours still bumps in between
+/// (a wrong verdict costs one `sched_yield`).
+const WATCH_EVERY: u32 = BEAT_EVERY * 16;
+
+/// Where a wait stands in the waiting policy. Kept across the slices of a
+/// sliced wait ([`Comm::wait_for`] called again on the same request), so
+/// that a caller waiting in slices backs off as one long wait does instead
+/// of spinning afresh every slice.
+pub(crate) struct WaitState {
+    req: Request,
+    b: Backoff,
+    i: u32,
+    /// `Comm::activity` when last looked at.
+    seen: u64,
+    /// The stuck-exchange clock, started at the first slow check (no clock
+    /// read on the fast path).
+    start: Option<Instant>,
+    watch: Option<PeerWatch>,
+}
+
+impl WaitState {
+    fn new(req: Request, peer: Option<usize>, activity: u64) -> WaitState {
+        WaitState {
+            req,
+            b: Backoff::new(),
+            i: 0,
+            seen: activity,
+            start: None,
+            watch: peer.map(PeerWatch::new),
+        }
+    }
+}
+
+/// What a waiter knows of the peer it waits for: its last heartbeat.
+struct PeerWatch {
+    peer: usize,
+    last: u64,
+    stalled: bool,
+}
+
+/// The heartbeat word (`RankSlot::beat`): bit 0 set while the rank is in a
+/// wait, bit 1 while that wait yields or sleeps instead of spinning, bits
+/// 2..17 one plus the rank it waits for (0: any or unknown), the rest a
+/// counter that moves while it spins.
+mod beat {
+    pub const WAITING: u64 = 1;
+    pub const IDLE: u64 = 2;
+    const AWAITS_SHIFT: u32 = 2;
+    const AWAITS_MASK: u64 = 0x7fff << AWAITS_SHIFT;
+    const COUNT: u64 = 1 << 17;
+    const _: () = assert!(crate::segment::MAX_RANKS < 0x7fff);
+
+    /// The word of a rank spinning in a wait for `awaits`, one count on
+    /// from `prev`.
+    pub fn spinning(prev: u64, awaits: Option<usize>) -> u64 {
+        let a = awaits.map_or(0, |r| r as u64 + 1);
+        ((prev & !(COUNT - 1)) + COUNT) | (a << AWAITS_SHIFT) | WAITING
+    }
+
+    /// The word of a rank out of any wait.
+    pub fn out(prev: u64) -> u64 {
+        prev & !(COUNT - 1)
+    }
+
+    /// Whether the word's rank, waiting, will not send `me` anything soon:
+    /// it yields or sleeps, or it waits for a rank other than `me`.
+    pub fn stalled(v: u64, me: usize) -> bool {
+        let a = (v & AWAITS_MASK) >> AWAITS_SHIFT;
+        v & WAITING != 0 && (v & IDLE != 0 || (a != 0 && a != me as u64 + 1))
+    }
+}
+
+impl PeerWatch {
+    fn new(peer: usize) -> PeerWatch {
+        PeerWatch {
+            peer,
+            last: 0,
+            stalled: false,
+        }
+    }
+
+    /// Whether the peer will not answer soon: it is in a wait, and either
+    /// its heartbeat has not moved since the previous look (descheduled, or
+    /// yielding itself) or it waits for a rank other than `me` (it must
+    /// hear from that one first). Looked at every `WATCH_EVERY` turns, and
+    /// every turn once stalled (so the waiter spins again the moment the
+    /// peer does).
+    fn stalled(&mut self, seg: &Segment, me: usize, turn: u32) -> bool {
+        if self.stalled || turn == 1 || turn % WATCH_EVERY == 0 {
+            let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
+            self.stalled = beat::stalled(v, me) || (v & beat::WAITING != 0 && v == self.last);
+            self.last = v;
+        }
+        self.stalled
+    }
+}
 
 impl Comm {
     /// Waits for a request; the waiting policy and fault checks are in
@@ -38,6 +140,16 @@ impl Comm {
         if r.idx == DONE_IDX {
             return self.take(r).map(Some);
         }
+        let out = self.wait_loop(r, budget);
+        // A sliced wait that ran out of budget is still a wait: its caller
+        // comes back after a look at its other progress engine.
+        if !matches!(out, Ok(None)) {
+            self.beat_leave();
+        }
+        out
+    }
+
+    fn wait_loop(&mut self, r: Request, budget: Option<Duration>) -> Result<Option<Status>> {
         // The budget's clock starts at the first slow check (a clock read
         // costs as much as a small message in a VM; most waits end before).
         let mut began: Option<Instant> = None;
@@ -45,50 +157,120 @@ impl Comm {
             ReqKind::Recv { src, .. } if src >= 0 => Some(src as usize),
             _ => None,
         };
-        // The stuck-exchange clock starts at the first slow check (no clock
-        // read on the fast path).
-        let mut start: Option<Instant> = None;
-        let mut b = Backoff::new();
-        let mut i = 0u32;
-        let mut seen = self.activity;
+        // The one rank this wait depends on: the source of a receive, the
+        // destination of a send (its consuming cells or answering a
+        // rendezvous); none for a receive from any source.
+        let peer = match self.reqs[r.idx as usize].kind {
+            ReqKind::Send { dst } => Some(dst),
+            _ => direct,
+        };
+        let mut w = match self.resume.take() {
+            Some(w) if w.req == r => w,
+            _ => WaitState::new(r, peer, self.activity),
+        };
         loop {
             if self.reqs[r.idx as usize].done {
                 return self.take(r).map(Some);
             }
-            if self.activity != seen {
+            if self.activity != w.seen {
                 // Progress: spin again, and the stuck-exchange clock restarts.
-                seen = self.activity;
-                start = None;
-                b.reset();
+                w.seen = self.activity;
+                w.start = None;
+                w.b.reset();
             }
             // A receive from one source polls that channel directly while
             // spinning (the latency path); the full engine runs every 16th turn.
             match direct {
-                Some(s) if b.spinning() && i % 16 != 0 => {
+                Some(s) if w.b.spinning() && w.i % 16 != 0 => {
                     self.drain(s)?;
                 }
                 _ => self.progress()?,
             }
-            i = i.wrapping_add(1);
+            w.i = w.i.wrapping_add(1);
             if self.reqs[r.idx as usize].done {
                 return self.take(r).map(Some);
             }
-            if b.slow_check_due() {
+            // While spinning: keep the heartbeat moving, and give the CPU
+            // away on a turn where the awaited peer is stalled (waiting and
+            // not spinning: descheduled, or blocked on someone else), as it
+            // may be the very process that needs this CPU.
+            let mut stalled = false;
+            if w.b.spinning() && self.watch_peers {
+                if let Some(p) = w.watch.as_mut() {
+                    stalled = p.stalled(&self.seg, self.rank, w.i);
+                }
+                if !stalled && w.i % BEAT_EVERY == BEAT_EVERY - 1 {
+                    self.beat_bump(peer);
+                }
+            }
+            if w.b.slow_check_due() {
                 self.sweep()?;
                 if self.reqs[r.idx as usize].done {
                     return self.take(r).map(Some);
                 }
                 if let Some(b) = budget {
                     if began.get_or_insert_with(Instant::now).elapsed() >= b {
+                        self.resume = Some(w);
                         return Ok(None);
                     }
                 }
                 self.health(direct)?;
-                if start.get_or_insert_with(Instant::now).elapsed() > self.timeout {
+                if w.start.get_or_insert_with(Instant::now).elapsed() > self.timeout {
                     return Err(Error::Timeout(self.timeout));
                 }
             }
-            b.snooze();
+            if stalled || !w.b.spinning() {
+                self.beat_idle(peer);
+            }
+            if stalled {
+                w.b.snooze_yield();
+            } else {
+                w.b.snooze();
+            }
+        }
+    }
+
+    /// Whether spinning for a message from `peer` is pointless now: CPUs
+    /// may be shared and `peer` is itself waiting, idle or for another rank.
+    pub(crate) fn peer_stalled(&self, peer: usize) -> bool {
+        self.watch_peers
+            && beat::stalled(
+                self.seg.rank_slot(peer).beat.load(Ordering::Relaxed),
+                self.rank,
+            )
+    }
+
+    /// Publishes that this rank's wait gave up spinning (yields or sleeps).
+    fn beat_idle(&mut self, awaits: Option<usize>) {
+        if self.beat & (beat::WAITING | beat::IDLE) != beat::WAITING | beat::IDLE {
+            self.beat = beat::spinning(self.beat, awaits) | beat::IDLE;
+            self.seg
+                .rank_slot(self.rank)
+                .beat
+                .store(self.beat, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes that this rank spins in a wait for `awaits`. Short waits
+    /// never get here and never touch the line (a peer's read of it makes
+    /// the next store a cache miss).
+    fn beat_bump(&mut self, awaits: Option<usize>) {
+        self.beat = beat::spinning(self.beat, awaits);
+        self.seg
+            .rank_slot(self.rank)
+            .beat
+            .store(self.beat, Ordering::Relaxed);
+    }
+
+    /// Publishes that this rank left its wait (even), if it had said it
+    /// was in one.
+    fn beat_leave(&mut self) {
+        if self.beat & beat::WAITING != 0 {
+            self.beat = beat::out(self.beat);
+            self.seg
+                .rank_slot(self.rank)
+                .beat
+                .store(self.beat, Ordering::Relaxed);
         }
     }
 
@@ -144,5 +326,40 @@ impl Comm {
             }
             b.snooze();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beat;
+
+    #[test]
+    fn heartbeat_word_says_who_waits_for_whom() {
+        // Rank 3 spins in a wait for rank 5: not stalled for rank 5, which
+        // it waits for, nor for a rank asking about a wait for any source.
+        let w = beat::spinning(0, Some(5));
+        assert!(!beat::stalled(w, 5));
+        // For rank 7 it is stalled: it must hear from rank 5 first.
+        assert!(beat::stalled(w, 7));
+        // A wait for any source can be answered by anyone.
+        let any = beat::spinning(w, None);
+        assert!(!beat::stalled(any, 7));
+        // Each spin moves the word (a waiter tells spinning from
+        // descheduled by that), keeping what it says.
+        let next = beat::spinning(w, Some(5));
+        assert_ne!(next, w);
+        assert!(!beat::stalled(next, 5));
+        // Yielding or sleeping: stalled for everyone.
+        assert!(beat::stalled(next | beat::IDLE, 5));
+        // Out of the wait: never stalled (the rank may be computing), and
+        // the counter keeps moving across waits.
+        let out = beat::out(next | beat::IDLE);
+        assert!(!beat::stalled(out, 5) && !beat::stalled(out, 7));
+        assert_eq!(out & (beat::WAITING | beat::IDLE), 0);
+        assert_ne!(beat::spinning(out, Some(5)), next);
+        // The largest rank fits.
+        let far = beat::spinning(0, Some(crate::segment::MAX_RANKS - 1));
+        assert!(!beat::stalled(far, crate::segment::MAX_RANKS - 1));
+        assert!(beat::stalled(far, 0));
     }
 }

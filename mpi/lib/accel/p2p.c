@@ -270,11 +270,16 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm
     void *dst = m.len == 0 ? (void *)&m : (void *)m.data;
     tc_status ts;
     int flag = 0;
-    for (;;) {
-        rc = tc_recv_x(dst, m.len, tsrc, ttag, c->ctx, ACC_SLICE, &flag, &ts);
-        if (rc != 0 || flag) break;
+    rc = tc_recv_x(dst, m.len, tsrc, ttag, c->ctx, ACC_SLICE, &flag, &ts);
+    if (rc == 0 && !flag) {
+        /* A long wait: one posted receive waited for in slices, so the
+         * transport's waiting policy sees one wait (and backs off) rather
+         * than a fresh short one every slice. */
         acc_mpi_progress();
         acc_progress();
+        tc_request r;
+        rc = tc_irecv_x(dst, m.len, tsrc, ttag, c->ctx, &r);
+        if (rc == 0) rc = wait_tc(&r, &ts);
     }
     acc.stats.tc_recvs++;
     int err = tc_to_mpi(rc);
