@@ -7,7 +7,7 @@ For each MPI (Open MPI, MPICH) and each job number it starts one job of every
 configuration, back to back, the order rotated job by job:
 
   plain  mpirun.<impl> -n 2 --bind-to core mpi/build/<impl>/std_p2p ...
-         (MPICH: -bind-to core)
+         (MPICH: -bind-to core; --bind-to none when --np exceeds the CPUs)
   accel  the same argv prefixed by the wrapper (--wrap, default
          'topocomm accel --mpi {impl} --'; {impl} becomes openmpi or mpich)
   split  accel with TOPOCOMM_ACCEL_NODES=2 in the environment: the two ranks
@@ -147,10 +147,14 @@ def commands(impl, a, exe):
     mpirun = f"mpirun.{impl}"
     if shutil.which(mpirun) is None:
         sys.exit(f"accel-bench: {mpirun} not found (scripts/setup.sh installs Open MPI and MPICH)")
+    # More ranks than CPUs: unbound, as a user's oversubscribed job runs
+    # (binding two ranks to one core is refused by Open MPI without
+    # overload-allowed, and is the colocated case of docs/transport.md).
+    bind = a.bind or ("core" if a.np <= (os.cpu_count() or 1) else "none")
     if impl == "openmpi":
-        plain = [mpirun, "-n", str(a.np), "--bind-to", "core"] + (["--oversubscribe"] if a.np > 2 else [])
+        plain = [mpirun, "-n", str(a.np), "--bind-to", bind] + (["--oversubscribe"] if a.np > 2 else [])
     else:
-        plain = [mpirun, "-n", str(a.np), "-bind-to", "core"]
+        plain = [mpirun, "-n", str(a.np), "-bind-to", bind]
     plain += bench
     cmds = {}
     for c in a.configs:
@@ -207,6 +211,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="std_p2p timed batches per point (default 3)")
     ap.add_argument("--bench-args", default="", help="more std_p2p arguments, one string")
     ap.add_argument("--np", type=int, default=2, help="ranks (default 2; ranks past 1 only wait)")
+    ap.add_argument("--bind", choices=["core", "none"], default=None,
+                    help="mpirun binding (default core, none when --np exceeds the CPUs)")
     ap.add_argument("--split-nodes", type=int, default=2, help=f"{SPLIT_ENV} for split (default 2)")
     ap.add_argument("--small-max", type=int, default=8, help="largest 'small message' in bytes (default 8)")
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")

@@ -192,6 +192,21 @@ pub fn load(dir: &Path, key: &Key, m: &Machine) -> Result<Option<Cached>, String
     }
     let mut rules = Rules::from_toml(&path, &entry.rules_toml, m)
         .map_err(|e| format!("{}: its rules do not load: {e}", path.display()))?;
+    // Only the measured sections come from the cache: the others are the
+    // built-in model of this build (a cache written by an older build must
+    // not keep its built-in rules once they have been improved).
+    let builtin = Rules::builtin(m);
+    let measured = |name: &str| entry.measured_classes.iter().any(|c| c == name);
+    if !measured("default") {
+        rules.default = builtin.default.clone();
+    }
+    for (name, p) in rules.classes.iter_mut() {
+        if !measured(name) {
+            if let Some(b) = builtin.classes.get(name) {
+                *p = b.clone();
+            }
+        }
+    }
     rules.source = format!(
         "measured on this machine {} UTC ({:.1} s; {})",
         entry.measured_at,
@@ -341,6 +356,26 @@ mod tests {
             err.contains(&key.file_name()) && err.contains("not a rules cache entry"),
             "{err}"
         );
+        // Sections not measured are this build's built-in rules, whatever
+        // the entry says (it may come from an older build).
+        let mut stale = Rules::builtin(&m);
+        stale.default.cma_threshold = 7 << 20;
+        let measured = stale.classes.keys().next().cloned();
+        if let Some(c) = &measured {
+            stale.classes.get_mut(c).unwrap().cma_threshold = 5 << 20;
+        }
+        let old = Entry::new(
+            key.clone(),
+            1.0,
+            measured.iter().cloned().collect(),
+            stale.to_toml(),
+        );
+        store(&dir, &old).unwrap();
+        let c = load(&dir, &key, &m).unwrap().expect("stored");
+        assert_eq!(c.rules.default, Rules::builtin(&m).default);
+        if let Some(name) = &measured {
+            assert_eq!(c.rules.classes[name].cma_threshold, 5 << 20);
+        }
         // Rules that do not load.
         let mut bad = e.clone();
         bad.rules_toml = "[l2]\ndepth = 0\n".into();

@@ -228,7 +228,15 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 fragment,
                 depth,
                 cma: true,
-                cma_threshold: if cross_numa { 256 << 10 } else { 1 << 20 },
+                // Unbound ranks (no class) may share a cache or not, and
+                // move between cores: single copy from 32 KiB, as the MPIs
+                // do by default (two-copy up to 1 MiB took 2x Open MPI's
+                // time at 64 KiB for two unbound ranks, docs/formats/rules-toml.md).
+                cma_threshold: match class {
+                    None => 32 << 10,
+                    Some(_) if cross_numa => 256 << 10,
+                    Some(_) => 1 << 20,
+                },
                 cma_chunk: 1 << 20,
                 copy: if cross_numa {
                     CopyKind::Nontemporal

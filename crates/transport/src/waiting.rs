@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 /// Spin turns between two moves of this rank's heartbeat.
 const BEAT_EVERY: u32 = 8;
-/// Spin turns between two reads of the awaited peer's heartbeat: a peer
-/// whose turns are up to 16 times slower than ours still bumps in between
-/// (a wrong verdict costs one `sched_yield`).
-const WATCH_EVERY: u32 = BEAT_EVERY * 16;
+/// Spin turns between two scheduled reads of the awaited peer's heartbeat
+/// (tens of microseconds): longer than the peer's longest stretch without
+/// a move while it runs (a 64 KiB single copy takes several microseconds
+/// inside one turn), far shorter than a scheduler time slice. A wrong
+/// verdict costs `sched_yield`s until the peer moves again.
+const WATCH_EVERY: u32 = 1024;
 
 /// Where a wait stands in the waiting policy. Kept across the slices of a
 /// sliced wait ([`Comm::wait_for`] called again on the same request), so
@@ -96,15 +98,23 @@ impl PeerWatch {
     }
 
     /// Whether the peer will not answer soon: it is in a wait, and either
-    /// its heartbeat has not moved since the previous look (descheduled, or
-    /// yielding itself) or it waits for a rank other than `me` (it must
-    /// hear from that one first). Looked at every `WATCH_EVERY` turns, and
-    /// every turn once stalled (so the waiter spins again the moment the
-    /// peer does).
+    /// idle (yielding or sleeping), or waiting for a rank other than `me`
+    /// (it must hear from that one first), or its heartbeat has not moved
+    /// since the previous scheduled look (descheduled). Looked at on the
+    /// first turn and every `WATCH_EVERY` turns; once stalled, every turn,
+    /// so the waiter spins again as soon as the peer's word moves and
+    /// says nothing against it.
     fn stalled(&mut self, seg: &Segment, me: usize, turn: u32) -> bool {
-        if self.stalled || turn == 1 || turn % WATCH_EVERY == 0 {
-            let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
+        let scheduled = turn == 1 || turn % WATCH_EVERY == 0;
+        if !scheduled && !self.stalled {
+            return false;
+        }
+        let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
+        if scheduled {
             self.stalled = beat::stalled(v, me) || (v & beat::WAITING != 0 && v == self.last);
+            self.last = v;
+        } else if v != self.last {
+            self.stalled = beat::stalled(v, me);
             self.last = v;
         }
         self.stalled
