@@ -35,7 +35,14 @@ Acceptance checks, printed as PASS/FAIL per MPI:
                          every test and size run (1 B .. 16 MiB by default)
   remote-path overhead   split/plain latency ratio at 8 B <= 1.03
 
+With --bench std_coll the program is mpi/bench/std_coll.c (barrier, bcast,
+reduce, allreduce latency in us on all --np ranks; docs/collectives.md) and
+the checks are issue 16's: 8 B allreduce and barrier <= 0.5x plain (also
+shown against the better MPI's plain median) and never slower from 8 B to
+16 MiB.
+
     scripts/accel-bench.py                                   # 10 jobs, all sizes
+    scripts/accel-bench.py --bench std_coll --np 4 --jobs 7  # collectives
     scripts/accel-bench.py --quick --wrap 'env --'           # plumbing smoke run
     scripts/accel-bench.py --jobs 20 --json accel.json
 
@@ -56,9 +63,14 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = ("latency", "bw", "bibw", "msgrate")
-UNITS = {"latency": "us", "bw": "GB/s", "bibw": "GB/s", "msgrate": "Mmsg/s"}
-LOWER_BETTER = {"latency": True, "bw": False, "bibw": False, "msgrate": False}
+TESTS = ("latency", "bw", "bibw", "msgrate", "barrier", "bcast", "reduce", "allreduce")
+UNITS = {"latency": "us", "bw": "GB/s", "bibw": "GB/s", "msgrate": "Mmsg/s",
+         "barrier": "us", "bcast": "us", "reduce": "us", "allreduce": "us"}
+LOWER_BETTER = {"latency": True, "bw": False, "bibw": False, "msgrate": False,
+                "barrier": True, "bcast": True, "reduce": True, "allreduce": True}
+# The benchmark programs (mpi/bench/<name>.c) and their default tests and sizes.
+BENCHES = {"std_p2p": ("latency,bw,bibw,msgrate", "1:16M"),
+           "std_coll": ("barrier,bcast,reduce,allreduce", "4:16M")}
 IMPLS = ("openmpi", "mpich")
 CONFIGS = ("plain", "accel", "split")
 SPLIT_ENV = "TOPOCOMM_ACCEL_NODES"
@@ -132,12 +144,12 @@ def resolve_wrap(template, impl):
     return [found] + argv[1:]
 
 
-def build(impl):
-    exe = os.path.join(ROOT, "mpi", "build", impl, "std_p2p")
-    r = subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "mpi"), f"build/{impl}/std_p2p"],
+def build(impl, bench):
+    exe = os.path.join(ROOT, "mpi", "build", impl, bench)
+    r = subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "mpi"), f"build/{impl}/{bench}"],
                        capture_output=True, text=True)
     if r.returncode != 0 or not os.path.exists(exe):
-        sys.exit(f"accel-bench: cannot build {exe} (make -C mpi build/{impl}/std_p2p):\n{r.stdout}{r.stderr}")
+        sys.exit(f"accel-bench: cannot build {exe} (make -C mpi build/{impl}/{bench}):\n{r.stdout}{r.stderr}")
     return exe
 
 
@@ -181,13 +193,13 @@ def run_job(impl, config, cmd, a):
     doc = None
     for line in r.stdout.splitlines():
         line = line.strip()
-        if line.startswith('{"benchmark":"std_p2p"'):
+        if line.startswith('{"benchmark":"%s"' % a.bench):
             doc = json.loads(line)
     if doc is None:
-        sys.exit(f"accel-bench: {impl}/{config} job printed no std_p2p JSON: {shlex.join(cmd)}\n"
+        sys.exit(f"accel-bench: {impl}/{config} job printed no {a.bench} JSON: {shlex.join(cmd)}\n"
                  f"stdout: {r.stdout.strip()[-2000:]}\nstderr: {r.stderr.strip()[-2000:]}")
     if doc["meta"].get("check") == "failed":
-        sys.exit(f"accel-bench: {impl}/{config}: std_p2p's data check failed: {shlex.join(cmd)}")
+        sys.exit(f"accel-bench: {impl}/{config}: {a.bench}'s data check failed: {shlex.join(cmd)}")
     vals = {(t, p["size"]): p["value"] for t, pts in doc["results"].items() for p in pts}
     return {"impl": impl, "config": config, "wall_s": wall, "meta": doc["meta"],
             "values": vals, "stderr_tail": r.stderr.strip()[-1000:]}
@@ -205,8 +217,11 @@ def main():
     ap.add_argument("--wrap", default="topocomm accel --mpi {impl} --",
                     help="command put before mpirun for accel and split; {impl} is replaced "
                          "(default 'topocomm accel --mpi {impl} --')")
-    ap.add_argument("--tests", default="latency,bw,bibw,msgrate", help="std_p2p tests (default all four)")
-    ap.add_argument("--sizes", default="1:16M", help="std_p2p sizes (default 1:16M, powers of 2)")
+    ap.add_argument("--bench", choices=sorted(BENCHES), default="std_p2p",
+                    help="benchmark program: std_p2p (point-to-point, default) or std_coll (collectives, all ranks)")
+    ap.add_argument("--tests", default=None,
+                    help="the benchmark's tests (default all: latency,bw,bibw,msgrate or barrier,bcast,reduce,allreduce)")
+    ap.add_argument("--sizes", default=None, help="sizes (default 1:16M for std_p2p, 4:16M for std_coll; powers of 2)")
     ap.add_argument("--time-ms", type=float, default=30.0, help="std_p2p timed batch length (default 30 ms)")
     ap.add_argument("--reps", type=int, default=3, help="std_p2p timed batches per point (default 3)")
     ap.add_argument("--bench-args", default="", help="more std_p2p arguments, one string")
@@ -223,6 +238,8 @@ def main():
     ap.add_argument("--fail-exit", action="store_true", help="exit 1 when an acceptance check fails")
     ap.add_argument("--json", help="write per-job values, the summary and the checks here")
     a = ap.parse_args()
+    a.tests = a.tests or BENCHES[a.bench][0]
+    a.sizes = a.sizes or BENCHES[a.bench][1]
     if a.quick:
         a.jobs, a.sizes, a.time_ms, a.reps = 2, "1,8,64K,16M", 5.0, 1
     a.impls = [x for x in a.impls.split(",") if x]
@@ -241,7 +258,7 @@ def main():
 
     cmds = {}
     for impl in a.impls:
-        cmds[impl] = commands(impl, a, build(impl))
+        cmds[impl] = commands(impl, a, build(impl, a.bench))
         for c in a.configs:
             print(f"# {impl:7s} {c:5s} {'env ' + SPLIT_ENV + '=' + str(a.split_nodes) + ' ' if c == 'split' else ''}"
                   f"{shlex.join(cmds[impl][c])}")
@@ -261,8 +278,8 @@ def main():
                 cpus = [r.get("cpu") for r in res["meta"].get("ranks", [])]
                 warn = "  WARNING: both ranks on one CPU" if len(cpus) == 2 and cpus[0] == cpus[1] else ""
                 v = res["values"]
-                show = " ".join(f"{t}:{s}={fmt(v[(t, s)])}" for t, s in [("latency", 8), ("bw", 1 << 20), ("msgrate", 8)]
-                                if (t, s) in v)
+                shown = [("latency", 8), ("bw", 1 << 20), ("msgrate", 8), ("barrier", 0), ("allreduce", 8)]
+                show = " ".join(f"{t}:{s}={fmt(v[(t, s)])}" for t, s in shown if (t, s) in v)
                 print(f"job {j + 1:3d} {impl:7s} {c:5s} {res['wall_s']:6.1f}s cpus {cpus} {show}{warn}", flush=True)
 
     rng = random.Random(a.seed)
@@ -323,7 +340,9 @@ def main():
         checks.append({"impl": impl, "check": name, "status": status, "detail": detail})
         print(f"{status} {impl:7s} {name}: {detail}")
 
-    for impl in a.impls:
+    if a.bench == "std_coll":
+        coll_checks(a, summary, verdict)
+    for impl in a.impls if a.bench == "std_p2p" else []:
         s = summary[impl]
         lat = s.get("latency", {})
         # 1. small-message latency
@@ -340,31 +359,7 @@ def main():
             verdict(impl, "small-message latency <= 0.7x plain", ok,
                     "accel/plain latency (ratio of medians) " + ", ".join(parts))
         # 2. never slower than plain
-        if "accel" not in a.configs:
-            verdict(impl, "accel never slower than plain (upper 95% CI <= 1.05)", None, "needs --configs accel")
-        else:
-            bad, worst, n = [], None, 0
-            sizes = set()
-            for test, pts in s.items():
-                for z, row in pts.items():
-                    q = row.get("accel_over_plain")
-                    if not q:
-                        continue
-                    n += 1
-                    if test != "msgrate":
-                        sizes.add(z)
-                    if worst is None or q["ci95"][1] > worst[2]:
-                        worst = (test, z, q["ci95"][1], q["ratio"])
-                    if q["ci95"][1] > 1.05:
-                        bad.append(f"{test} {z} B: {q['ratio']:.3f} [{q['ci95'][0]:.3f}, {q['ci95'][1]:.3f}]")
-            cover = f"{min(sizes)} B .. {max(sizes)} B, {len(sizes)} sizes" if sizes else "no sizes"
-            full = sizes and min(sizes) <= 1 and max(sizes) >= 16 << 20
-            note = "" if full else " (NOTE: the acceptance asks for 1 B .. 16 MiB)"
-            detail = f"{n} points over {cover}{note}; "
-            detail += (f"worst upper CI {worst[2]:.3f} at {worst[0]} {worst[1]} B (ratio {worst[3]:.3f})" if worst else "")
-            if bad:
-                detail += "; over 1.05: " + "; ".join(bad)
-            verdict(impl, "accel never slower than plain (upper 95% CI <= 1.05)", not bad, detail)
+        never_slower(a, impl, s, verdict, smallest=1)
         # 3. remote-path overhead
         if "split" not in a.configs or 8 not in lat:
             verdict(impl, "remote-path overhead at 8 B <= 3%", None, "needs --configs split and latency at 8 B")
@@ -400,6 +395,59 @@ def main():
         print(f"\nwrote {a.json}")
     if a.fail_exit and any(c["status"] == "FAIL" for c in checks):
         sys.exit(1)
+
+
+def never_slower(a, impl, s, verdict, smallest):
+    """accel's upper 95% CI of the cost ratio <= 1.05 at every point."""
+    if "accel" not in a.configs:
+        verdict(impl, "accel never slower than plain (upper 95% CI <= 1.05)", None, "needs --configs accel")
+        return
+    bad, worst, n = [], None, 0
+    sizes = set()
+    for test, pts in s.items():
+        for z, row in pts.items():
+            q = row.get("accel_over_plain")
+            if not q:
+                continue
+            n += 1
+            if test not in ("msgrate", "barrier"):
+                sizes.add(z)
+            if worst is None or q["ci95"][1] > worst[2]:
+                worst = (test, z, q["ci95"][1], q["ratio"])
+            if q["ci95"][1] > 1.05:
+                bad.append(f"{test} {z} B: {q['ratio']:.3f} [{q['ci95'][0]:.3f}, {q['ci95'][1]:.3f}]")
+    cover = f"{min(sizes)} B .. {max(sizes)} B, {len(sizes)} sizes" if sizes else "no sizes"
+    full = sizes and min(sizes) <= smallest and max(sizes) >= 16 << 20
+    note = "" if full else f" (NOTE: the acceptance asks for {smallest} B .. 16 MiB)"
+    detail = f"{n} points over {cover}{note}; "
+    detail += (f"worst upper CI {worst[2]:.3f} at {worst[0]} {worst[1]} B (ratio {worst[3]:.3f})" if worst else "")
+    if bad:
+        detail += "; over 1.05: " + "; ".join(bad)
+    verdict(impl, "accel never slower than plain (upper 95% CI <= 1.05)", not bad, detail)
+
+
+def coll_checks(a, summary, verdict):
+    """Issue 16's latency checks: 8 B allreduce and barrier <= 0.5x plain
+    (per MPI, paired CI; and against the better MPI's plain median), and
+    never slower than plain."""
+    for impl in a.impls:
+        s = summary[impl]
+        points = [("barrier", 0), ("allreduce", 8)]
+        have = [(t, z) for t, z in points if z in s.get(t, {}) and "accel_over_plain" in s[t][z]]
+        if not have:
+            verdict(impl, "8 B allreduce and barrier <= 0.5x plain", None,
+                    "needs --configs accel, barrier and allreduce at 8 B")
+        else:
+            ok, parts = True, []
+            for t, z in have:
+                q = s[t][z]["accel_over_plain"]
+                ok &= q["ratio"] <= 0.5
+                best = min(summary[i][t][z]["plain"]["median"] for i in a.impls if z in summary[i].get(t, {}))
+                vs_best = s[t][z]["accel"]["median"] / best if best > 0 else math.inf
+                parts.append(f"{t} {z} B {q['ratio']:.3f} [{q['ci95'][0]:.3f}, {q['ci95'][1]:.3f}]"
+                             f" (vs the better MPI's plain median: {vs_best:.3f})")
+            verdict(impl, "8 B allreduce and barrier <= 0.5x plain", ok, ", ".join(parts))
+        never_slower(a, impl, s, verdict, smallest=8)
 
 
 if __name__ == "__main__":

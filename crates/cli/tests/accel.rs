@@ -87,13 +87,18 @@ fn counts(t: &str) -> Vec<(usize, [u64; 4])> {
 /// of the calling test's own (`test`): tests run in parallel threads of one
 /// process, and one must never run a binary another is still writing.
 fn checks(imp: &str, test: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/accel/checks.c");
+    check_program(imp, test, "checks")
+}
+
+/// tests/accel/`name`.c built with plain mpicc.<imp> (as `checks`).
+fn check_program(imp: &str, test: &str, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/accel/{name}.c"));
     let dir = std::env::temp_dir().join(format!(
         "topocomm-accel-{}-{test}-{imp}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("checks");
+    let exe = dir.join(name);
     let out = Command::new(format!("mpicc.{imp}"))
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&exe)
@@ -102,7 +107,7 @@ fn checks(imp: &str, test: &str) -> PathBuf {
         .expect("mpicc runs");
     assert!(
         out.status.success(),
-        "mpicc.{imp} checks.c failed:\n{}",
+        "mpicc.{imp} {name}.c failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe
@@ -215,6 +220,66 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
                 assert_eq!(plain, 0, "{imp}: one node, no plain sends:\n{t}");
             } else {
                 assert!(plain > 0, "{imp} {nodes} nodes: remote path used:\n{t}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
+    }
+}
+
+/// (collectives through the transport, through plain MPI) per rank, from
+/// the `--verbose` lines.
+fn coll_counts(t: &str) -> Vec<(u64, u64)> {
+    t.lines()
+        .filter_map(|l| l.split_once("; collectives "))
+        .map(|(_, rest)| {
+            let n: Vec<u64> = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect();
+            (n[0], n[1])
+        })
+        .collect()
+}
+
+#[test]
+fn collectives_run_over_the_transport_in_rank_order() {
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so"]);
+        let exe = check_program(imp, "coll", "coll").display().to_string();
+        // 3 ranks (the reduce + broadcast path) and 4 (recursive doubling).
+        for np in [3, 4] {
+            let launch = mpirun(imp, np, &[&exe]);
+            let plain = Command::new("timeout")
+                .args(["-k", "5", TIMEOUT_S])
+                .args(&launch)
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .output()
+                .unwrap();
+            let t = assert_ok(&plain, &format!("{imp} coll, plain"));
+            assert!(t.contains("accel_coll: ok"), "{imp} plain:\n{t}");
+            for nodes in ["1", "2", "3"] {
+                let o = accel(&["-v", "--nodes", nodes], &launch, &[]);
+                let t = assert_ok(&o, &format!("{imp} coll, {np} ranks, {nodes} nodes"));
+                assert!(t.contains("accel_coll: ok"), "{imp} {np} {nodes}:\n{t}");
+                let c = coll_counts(&t);
+                assert_eq!(c.len(), np, "{imp}:\n{t}");
+                if nodes == "1" {
+                    // Every collective of the program on every rank.
+                    assert!(
+                        c.iter().all(|v| v.0 > 300 && v.1 == 0),
+                        "{imp} {np}: all through the transport:\n{t}"
+                    );
+                } else {
+                    // Spanning the pretend nodes: hierarchical (node phase
+                    // over the transport) except the non-commutative user
+                    // operation's reductions, which go to the MPI's own.
+                    assert!(
+                        c.iter().all(|v| v.0 > 300 && v.1 > 0),
+                        "{imp} {np} {nodes}: hierarchical and plain:\n{t}"
+                    );
+                }
             }
         }
         let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());

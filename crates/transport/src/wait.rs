@@ -101,6 +101,8 @@ pub fn spin() -> u32 {
 pub struct Backoff {
     iter: u32,
     sleep_us: u64,
+    /// Whether the last phase sleeps (else it keeps yielding).
+    sleeps: bool,
     /// Read lazily: a clock read costs tens of ns in a VM, as much as a
     /// whole small message, so the fast path never reads it.
     last_check: Option<Instant>,
@@ -117,7 +119,21 @@ impl Backoff {
         Backoff {
             iter: 0,
             sleep_us: 20,
+            sleeps: true,
             last_check: None,
+        }
+    }
+
+    /// A backoff that never sleeps: after its spin phase it yields on every
+    /// turn. For waits whose caller also polls another progress engine
+    /// between slices (the MPI accelerator): a message may arrive on either
+    /// at any moment, and a sleep of up to a millisecond would be added to
+    /// its latency (a 4-rank ring crossing two pretend nodes took 1 ms per
+    /// hop instead of microseconds). MPI libraries wait the same way.
+    pub fn yielding() -> Backoff {
+        Backoff {
+            sleeps: false,
+            ..Backoff::new()
         }
     }
 
@@ -138,7 +154,7 @@ impl Backoff {
         self.iter = self.iter.saturating_add(1);
         if self.iter < spin() {
             std::hint::spin_loop();
-        } else if self.iter < spin() + YIELD {
+        } else if self.iter < spin() + YIELD || !self.sleeps {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(self.sleep_us));

@@ -37,10 +37,14 @@ pub(crate) struct WaitState {
 }
 
 impl WaitState {
-    fn new(req: Request, peer: Option<usize>, activity: u64) -> WaitState {
+    fn new(req: Request, peer: Option<usize>, activity: u64, sliced: bool) -> WaitState {
         WaitState {
             req,
-            b: Backoff::new(),
+            b: if sliced {
+                Backoff::yielding()
+            } else {
+                Backoff::new()
+            },
             i: 0,
             seen: activity,
             start: None,
@@ -176,7 +180,7 @@ impl Comm {
         };
         let mut w = match self.resume.take() {
             Some(w) if w.req == r => w,
-            _ => WaitState::new(r, peer, self.activity),
+            _ => WaitState::new(r, peer, self.activity, budget.is_some()),
         };
         loop {
             if self.reqs[r.idx as usize].done {

@@ -26,6 +26,7 @@ struct acc_stats {
     uint64_t tc_msgs, tc_bytes;       /* sent through the transport */
     uint64_t plain_msgs, plain_bytes; /* sent through PMPI_ by the wrappers */
     uint64_t tc_recvs, plain_recvs;   /* receives completed per path */
+    uint64_t coll_tc, coll_plain;     /* collectives per path (coll.c) */
 };
 
 struct acc_global {
@@ -53,6 +54,9 @@ void acc_mpi_progress(void);
 #define ACC_SLICE 50e-6
 
 /* ---- Communicators (comm.c) ---------------------------------------------- */
+/* Point-to-point context ids are 1..ACC_NCTX-1 (0: the plain tc_* API); a
+ * communicator's collectives use its id + ACC_NCTX. */
+#define ACC_NCTX 16384
 typedef struct acc_comm {
     MPI_Comm comm;
     int ctx;           /* matching context in the transport */
@@ -60,6 +64,15 @@ typedef struct acc_comm {
     int *tc_rank;      /* comm rank -> transport rank on this node, -1 if remote */
     int *comm_rank;    /* transport rank -> comm rank, -1 if not a member */
     int mixed;         /* some member is on another node */
+    /* This node's members, for collectives (coll.c): their transport ranks
+     * in comm rank order; the first is the node's leader. */
+    int nlocal, my_local;
+    int *local_tc;
+    /* Mixed communicators only (else NULL / MPI_COMM_NULL): comm rank ->
+     * comm rank of its node's leader, comm rank -> rank in `leaders` (-1 if
+     * not a leader), and the communicator of the node leaders. */
+    int *leader_of, *leaders_rank;
+    MPI_Comm leaders;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
 } acc_comm;
 
@@ -83,6 +96,10 @@ struct acc_msg {
     size_t len;
     void *tmp;
 };
+/* Whether `count` elements of `type` are one contiguous run of bytes (1),
+ * not (0), or `type` is invalid (-1); *lb: offset of the first byte from
+ * the buffer address, *bytes: their number. */
+int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes);
 /* Bytes of `count` elements of `type` (0 for an invalid type). */
 size_t acc_bytes(int count, MPI_Datatype type);
 int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m);
@@ -194,6 +211,8 @@ void acc_block_end(void);
 extern int acc_blocked_rc;
 
 /* ---- Point-to-point helpers (p2p.c) ------------------------------------- */
+/* Waits on a transport request in slices, driving PMPI progress between. */
+int acc_wait_tc(tc_request *r, tc_status *ts);
 /* A buffered send to a local rank: the data is copied, the send completes
  * in the background. */
 int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c, int peer,
@@ -205,5 +224,16 @@ void acc_resolve_deferred(acc_comm *c);
 int acc_any_deferred(void);
 /* Removes r from its communicator's queue (MPI_Cancel): 1 if it was there. */
 int acc_undefer(acc_req *r);
+
+/* ---- Collectives (coll.c) ------------------------------------------------ */
+/* Each runs the collective over the transport and returns 1 (the MPI
+ * result in *rc) when `comm` is all on this node and the arguments suit,
+ * else returns 0 without doing anything (the caller uses PMPI_). */
+int acc_coll_barrier(MPI_Comm comm, int *rc);
+int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc);
+int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                    int root, MPI_Comm comm, int *rc);
+int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm, int *rc);
 
 #endif

@@ -91,20 +91,33 @@ void acc_block_end(void) {
         return rc_;                                                                            \
     } while (0)
 
-int MPI_Barrier(MPI_Comm comm) { BLOCK(PMPI_Barrier(comm)); }
+/* A collective that coll.c may run over the transport: its result when it
+ * did, else the PMPI call (counted as plain). */
+#define COLL(tc_call, call)                                                                      \
+    do {                                                                                       \
+        int crc_;                                                                              \
+        if (tc_call) return crc_;                                                              \
+        if (acc.on) acc.stats.coll_plain++;                                                    \
+        BLOCK(call);                                                                           \
+    } while (0)
+
+int MPI_Barrier(MPI_Comm comm) { COLL(acc_coll_barrier(comm, &crc_), PMPI_Barrier(comm)); }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    BLOCK(PMPI_Bcast(buf, count, type, root, comm));
+    COLL(acc_coll_bcast(buf, count, type, root, comm, &crc_),
+         PMPI_Bcast(buf, count, type, root, comm));
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                MPI_Comm comm) {
-    BLOCK(PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm));
+    COLL(acc_coll_reduce(sbuf, rbuf, count, type, op, root, comm, &crc_),
+         PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm));
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm) {
-    BLOCK(PMPI_Allreduce(sbuf, rbuf, count, type, op, comm));
+    COLL(acc_coll_allreduce(sbuf, rbuf, count, type, op, comm, &crc_),
+         PMPI_Allreduce(sbuf, rbuf, count, type, op, comm));
 }
 
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NCTX 16384 /* context ids 1..NCTX-1 (0: the plain tc_* API) */
+#define NCTX ACC_NCTX
 static uint64_t ctx_used[NCTX / 64] = {1}; /* id 0 reserved */
 
 /* Open-addressing table handle -> acc_comm, with a last-hit cache. */
@@ -78,9 +78,55 @@ static acc_comm *take(MPI_Comm comm) {
 
 static void free_comm(acc_comm *c) {
     if (!c) return;
+    if (c->leaders != MPI_COMM_NULL) PMPI_Comm_free(&c->leaders);
     free(c->tc_rank);
     free(c->comm_rank);
+    free(c->local_tc);
+    free(c->leader_of);
+    free(c->leaders_rank);
     free(c);
+}
+
+/* The node groups of c for collectives: this node's members (transport
+ * ranks in comm rank order) and, on a mixed communicator, every rank's node
+ * leader and the leaders' communicator (collective over c->comm, as every
+ * member of a mixed communicator is). `world` maps comm ranks to world
+ * ranks. Returns 0, or -1 when out of memory (then the caller aborts: the
+ * members have agreed already). */
+static int node_groups(acc_comm *c, const int *world) {
+    int n = c->size;
+    c->leaders = MPI_COMM_NULL;
+    c->local_tc = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!c->local_tc) return -1;
+    int me = c->comm_rank[acc.node_rank];
+    for (int r = 0; r < n; r++)
+        if (c->tc_rank[r] >= 0) {
+            if (r == me) c->my_local = c->nlocal;
+            c->local_tc[c->nlocal++] = c->tc_rank[r];
+        }
+    if (!c->mixed) return 0;
+    c->leader_of = malloc(sizeof(int) * (size_t)n);
+    c->leaders_rank = malloc(sizeof(int) * (size_t)n);
+    int *first = malloc(sizeof(int) * (size_t)acc.world_size);
+    if (!c->leader_of || !c->leaders_rank || !first) {
+        free(first);
+        return -1;
+    }
+    for (int i = 0; i < acc.world_size; i++) first[i] = -1;
+    int nleaders = 0;
+    for (int r = 0; r < n; r++) {
+        int node = acc.node_of[world[r]];
+        c->leaders_rank[r] = -1;
+        if (first[node] < 0) {
+            first[node] = r;
+            c->leaders_rank[r] = nleaders++;
+        }
+        c->leader_of[r] = first[node];
+    }
+    free(first);
+    int lead = c->leader_of[me] == me;
+    return PMPI_Comm_split(c->comm, lead ? 0 : MPI_UNDEFINED, me, &c->leaders) == MPI_SUCCESS ? 0
+                                                                                               : -1;
 }
 
 /* Collective over comm: the lowest context id free on every member. */
@@ -105,6 +151,7 @@ void acc_comm_register(MPI_Comm comm) {
     int size;
     PMPI_Comm_size(comm, &size);
     acc_comm *c = calloc(1, sizeof *c);
+    if (c) c->leaders = MPI_COMM_NULL;
     int *world = malloc(sizeof(int) * (size_t)size), *ranks = malloc(sizeof(int) * (size_t)size);
     int ok = c && world && ranks;
     if (ok) {
@@ -145,9 +192,10 @@ void acc_comm_register(MPI_Comm comm) {
             c->mixed = 1;
         }
     }
+    int groups = node_groups(c, world);
     free(world);
     free(ranks);
-    if (insert(c) != 0) {
+    if (groups != 0 || insert(c) != 0) {
         /* Out of memory after agreeing: the peers will route through the
          * transport, so this cannot fall back silently. */
         PMPI_Abort(comm, 1);

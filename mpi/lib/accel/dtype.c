@@ -23,10 +23,7 @@ int MPI_Type_free(MPI_Datatype *type) {
     return PMPI_Type_free(type);
 }
 
-/* Whether `count` elements of `type` are one contiguous run of bytes; if
- * so, *lb is the offset of the first byte from the buffer address and
- * *bytes the length. */
-static int contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
+int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
     if (!last.valid || last.type != type) {
         MPI_Aint elb;
         if (PMPI_Type_size(type, &last.size) != MPI_SUCCESS || last.size < 0) {
@@ -51,14 +48,14 @@ static int contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes)
 size_t acc_bytes(int count, MPI_Datatype type) {
     MPI_Aint lb;
     size_t bytes = 0;
-    return contiguous(count, type, &lb, &bytes) < 0 ? 0 : bytes;
+    return acc_contiguous(count, type, &lb, &bytes) < 0 ? 0 : bytes;
 }
 
 int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m) {
     MPI_Aint lb;
     size_t bytes;
     m->tmp = NULL;
-    int k = contiguous(count, type, &lb, &bytes);
+    int k = acc_contiguous(count, type, &lb, &bytes);
     if (k < 0) return MPI_ERR_TYPE;
     if (k == 1) {
         m->data = (const char *)buf + lb;
@@ -85,7 +82,7 @@ int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m) {
     MPI_Aint lb;
     size_t bytes;
     m->tmp = NULL;
-    int k = contiguous(count, type, &lb, &bytes);
+    int k = acc_contiguous(count, type, &lb, &bytes);
     if (k < 0) return MPI_ERR_TYPE;
     m->len = bytes;
     if (k == 1) {

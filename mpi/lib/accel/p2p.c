@@ -41,8 +41,7 @@ static acc_comm *recv_route(MPI_Comm comm, int src) {
     return c->deferred_head ? c : NULL;
 }
 
-/* Waits on a transport request in slices, driving PMPI progress between. */
-static int wait_tc(tc_request *r, tc_status *ts) {
+int acc_wait_tc(tc_request *r, tc_status *ts) {
     for (;;) {
         int flag = 0;
         int rc = tc_wait_for(r, ACC_SLICE, &flag, ts);
@@ -66,7 +65,7 @@ static int send_local(acc_comm *c, const void *buf, int count, MPI_Datatype type
     if (rc != MPI_SUCCESS) return acc_error(c->comm, rc);
     tc_request r;
     rc = tc_isend_x(m.data, m.len, acc_local(c, dst), tag, c->ctx, flags, &r);
-    if (rc == 0) rc = wait_tc(&r, NULL);
+    if (rc == 0) rc = acc_wait_tc(&r, NULL);
     free(m.tmp);
     acc.stats.tc_msgs++;
     acc.stats.tc_bytes += m.len;
@@ -279,7 +278,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm
         acc_progress();
         tc_request r;
         rc = tc_irecv_x(dst, m.len, tsrc, ttag, c->ctx, &r);
-        if (rc == 0) rc = wait_tc(&r, &ts);
+        if (rc == 0) rc = acc_wait_tc(&r, &ts);
     }
     acc.stats.tc_recvs++;
     int err = tc_to_mpi(rc);

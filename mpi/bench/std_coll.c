@@ -1,0 +1,379 @@
+/*
+ * std_coll: an osu-style collective latency benchmark that uses only
+ * standard MPI calls, so that it runs unchanged under plain MPI and under an
+ * interposed PMPI library such as `topocomm accel` (docs/collectives.md,
+ * driver scripts/accel-bench.py --bench std_coll).
+ *
+ *   std_coll [--tests barrier,bcast,reduce,allreduce] [--sizes 4:16M | 8,1K,...]
+ *            [--time-ms T] [--reps R] [--max-iters N] [--no-check] [--json]
+ *
+ * Every rank of MPI_COMM_WORLD takes part. For each (test, size) the value
+ * is the median over --reps timed batches (default 5) of the batch's mean
+ * latency per call, averaged over the ranks as osu_allreduce does, in us.
+ * A batch: MPI_Barrier, then N calls back to back timed by each rank with
+ * MPI_Wtime (bcast and reduce: each call timed alone between untimed
+ * barriers, as osu_bcast). N is chosen by rank 0 from a probe batch so that a batch lasts
+ * about --time-ms (default 20 ms), at least 2 and at most --max-iters
+ * (default 100000), and sent to all ranks before the timed batches.
+ *
+ * Data: bcast moves `size` bytes (MPI_CHAR) from root 0; reduce (root 0) and
+ * allreduce sum size/4 floats (at least one, as osu_reduce); barrier has no
+ * size (reported as size 0). The buffers are allocated once at the largest
+ * size and reused (warm, as OSU does).
+ *
+ * Data check (default on, --no-check to skip), untimed, before the tests:
+ * for every size, bcast of a byte pattern from every root, and reduce and
+ * allreduce of per-rank integers stored exactly in floats, every element
+ * checked. A mismatch is reported on stderr and the program exits with
+ * status 3 without measuring.
+ *
+ * Output: a table on stdout; with --json one JSON object on stdout:
+ *   {"benchmark":"std_coll","meta":{"library":"...","mpi_version":"3.1",
+ *    "np":4,"reps":5,"time_ms":20,"ranks":[{"rank":0,"host":"h","cpu":0},...],
+ *    "check":"ok"},"results":{"allreduce":[{"size":8,"value":0.9,"unit":"us",
+ *    "iters":N,"samples":[...]},...],...}}
+ * Bad arguments: one line on stderr from rank 0, exit status 2.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SIZES 64
+#define MAX_REPS 101
+
+enum { T_BARRIER, T_BCAST, T_REDUCE, T_ALLREDUCE, NTESTS };
+static const char *const TEST_NAMES[NTESTS] = {"barrier", "bcast", "reduce", "allreduce"};
+
+static struct {
+    int tests[NTESTS], ntests;
+    uint64_t sizes[MAX_SIZES];
+    int nsizes;
+    double time_s;
+    int reps;
+    long max_iters;
+    int check, json;
+} O;
+
+static int rank, np;
+static char *sbuf, *rbuf;
+
+static int parse_size(const char *s, uint64_t *out) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s) return -1;
+    if (*end == 'K' || *end == 'k') v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm') v <<= 20, end++;
+    if (*end || v < 1 || v > (1ull << 30)) return -1;
+    *out = v;
+    return 0;
+}
+
+static const char *parse_args(int argc, char **argv) {
+    static char err[256];
+    O.ntests = NTESTS;
+    for (int t = 0; t < NTESTS; t++) O.tests[t] = t;
+    O.nsizes = 0;
+    O.time_s = 0.020;
+    O.reps = 5;
+    O.max_iters = 100000;
+    O.check = 1;
+    const char *sizes = "4:1M";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--json")) { O.json = 1; continue; }
+        if (!strcmp(a, "--no-check")) { O.check = 0; continue; }
+        if (i + 1 >= argc) {
+            snprintf(err, sizeof err, "std_coll: %s: missing value or unknown option (see the header of mpi/bench/std_coll.c)", a);
+            return err;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--tests")) {
+            O.ntests = 0;
+            char tmp[256];
+            snprintf(tmp, sizeof tmp, "%s", v);
+            for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
+                int k = -1;
+                for (int j = 0; j < NTESTS; j++)
+                    if (!strcmp(t, TEST_NAMES[j])) k = j;
+                for (int j = 0; j < O.ntests; j++)
+                    if (O.tests[j] == k) k = -1;
+                if (k < 0) {
+                    snprintf(err, sizeof err, "std_coll: --tests: unknown or repeated test '%s' (expected barrier, bcast, reduce, allreduce)", t);
+                    return err;
+                }
+                O.tests[O.ntests++] = k;
+            }
+        } else if (!strcmp(a, "--sizes")) {
+            sizes = v;
+        } else if (!strcmp(a, "--time-ms")) {
+            O.time_s = atof(v) / 1000.0;
+            if (!(O.time_s > 0 && O.time_s < 60)) return "std_coll: --time-ms: expected a number of ms in (0, 60000)";
+        } else if (!strcmp(a, "--reps")) {
+            O.reps = atoi(v);
+            if (O.reps < 1 || O.reps > MAX_REPS) return "std_coll: --reps: expected 1 to 101";
+        } else if (!strcmp(a, "--max-iters")) {
+            O.max_iters = atol(v);
+            if (O.max_iters < 2) return "std_coll: --max-iters: expected at least 2";
+        } else {
+            snprintf(err, sizeof err, "std_coll: unknown option '%s'", a);
+            return err;
+        }
+    }
+    const char *colon = strchr(sizes, ':');
+    if (colon) {
+        char lo[64];
+        snprintf(lo, sizeof lo, "%.*s", (int)(colon - sizes), sizes);
+        uint64_t a, b;
+        if (parse_size(lo, &a) || parse_size(colon + 1, &b) || a > b) {
+            snprintf(err, sizeof err, "std_coll: --sizes: bad range '%s' (expected MIN:MAX, 1 <= MIN <= MAX <= 1G)", sizes);
+            return err;
+        }
+        for (uint64_t s = a; s <= b && O.nsizes < MAX_SIZES; s *= 2) O.sizes[O.nsizes++] = s;
+    } else {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", sizes);
+        for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
+            if (O.nsizes == MAX_SIZES || parse_size(t, &O.sizes[O.nsizes])) {
+                snprintf(err, sizeof err, "std_coll: --sizes: bad size '%s' (expected 1 to 1G bytes, e.g. 8,4K,1M; at most %d sizes)", t, MAX_SIZES);
+                return err;
+            }
+            O.nsizes++;
+        }
+    }
+    if (O.nsizes == 0) return "std_coll: --sizes: empty list";
+    return NULL;
+}
+
+static int elems(uint64_t size) { return size < 4 ? 1 : (int)(size / 4); }
+
+/* One call of `test` with `size` bytes. */
+static void call(int test, uint64_t size) {
+    switch (test) {
+    case T_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
+    case T_BCAST: MPI_Bcast(sbuf, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD); break;
+    case T_REDUCE:
+        MPI_Reduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        break;
+    default:
+        MPI_Allreduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    }
+}
+
+/* Mean seconds per call of one batch of n calls, averaged over the ranks.
+ * Rooted collectives (bcast, reduce) would pipeline back to back (the root
+ * of a bcast, the leaves of a reduce, run ahead), so as in osu_bcast each
+ * call is timed alone between untimed barriers; barrier and allreduce
+ * synchronize by themselves and run back to back. */
+static double batch(int test, uint64_t size, long n) {
+    double mine = 0, sum = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (test == T_BCAST || test == T_REDUCE) {
+        for (long i = 0; i < n; i++) {
+            double t0 = MPI_Wtime();
+            call(test, size);
+            mine += MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    } else {
+        double t0 = MPI_Wtime();
+        for (long i = 0; i < n; i++) call(test, size);
+        mine = MPI_Wtime() - t0;
+    }
+    mine /= (double)n;
+    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return sum / np;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct point {
+    int test;
+    uint64_t size;
+    long iters;
+    double value, samples[MAX_REPS];
+};
+
+static void measure(int test, uint64_t size, struct point *p) {
+    /* Warm-up (first-touch faults, connection set-up), then probes: 2
+     * calls, 10x more until a batch takes 1/8 of --time-ms. */
+    batch(test, size, 4);
+    long n = 2;
+    double per = batch(test, size, n);
+    while (per * (double)n < O.time_s / 8 && n < O.max_iters) {
+        n *= 10;
+        if (n > O.max_iters) n = O.max_iters;
+        per = batch(test, size, n);
+    }
+    long iters = per > 0 ? (long)(O.time_s / per) : O.max_iters;
+    if (iters < 2) iters = 2;
+    if (iters > O.max_iters) iters = O.max_iters;
+    MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    p->test = test;
+    p->size = size;
+    p->iters = iters;
+    double sorted[MAX_REPS];
+    for (int r = 0; r < O.reps; r++) sorted[r] = p->samples[r] = batch(test, size, iters) * 1e6;
+    qsort(sorted, (size_t)O.reps, sizeof(double), cmp_double);
+    p->value = O.reps % 2 ? sorted[O.reps / 2] : 0.5 * (sorted[O.reps / 2 - 1] + sorted[O.reps / 2]);
+}
+
+/* Untimed: every root's bcast of a pattern; reduce and allreduce of
+ * integers (exact in floats) checked element by element. */
+static int data_check(uint64_t maxsize) {
+    int bad = 0;
+    for (int s = 0; s < O.nsizes; s++) {
+        uint64_t size = O.sizes[s];
+        for (int root = 0; root < np; root++) {
+            for (uint64_t i = 0; i < size; i++) sbuf[i] = rank == root ? (char)(i * 13 + root) : 0;
+            MPI_Bcast(sbuf, (int)size, MPI_CHAR, root, MPI_COMM_WORLD);
+            for (uint64_t i = 0; i < size; i++)
+                if (sbuf[i] != (char)(i * 13 + root)) {
+                    bad++;
+                    break;
+                }
+        }
+        int n = elems(size);
+        float *in = (float *)sbuf, *out = (float *)rbuf;
+        for (int i = 0; i < n; i++) in[i] = (float)(rank + i % 1000);
+        float want0 = (float)np * (float)(np - 1) / 2;
+        for (int k = 0; k < 2; k++) {
+            memset(out, 0, (size_t)n * sizeof(float));
+            if (k == 0) MPI_Reduce(in, out, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+            else MPI_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            if (k == 0 && rank != 0) continue;
+            for (int i = 0; i < n; i++)
+                if (out[i] != want0 + (float)np * (float)(i % 1000)) {
+                    bad++;
+                    break;
+                }
+        }
+    }
+    (void)maxsize;
+    int all = 0;
+    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+}
+
+static void json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+struct rankinfo {
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int cpu;
+};
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    const char *err = parse_args(argc, argv);
+    if (err) {
+        if (rank == 0) fprintf(stderr, "%s\n", err);
+        MPI_Finalize();
+        return 2;
+    }
+    uint64_t maxsize = 4;
+    for (int s = 0; s < O.nsizes; s++)
+        if (O.sizes[s] > maxsize) maxsize = O.sizes[s];
+    long pg = sysconf(_SC_PAGESIZE);
+    if (posix_memalign((void **)&sbuf, pg > 0 ? (size_t)pg : 4096, maxsize) ||
+        posix_memalign((void **)&rbuf, pg > 0 ? (size_t)pg : 4096, maxsize)) {
+        fprintf(stderr, "std_coll: cannot allocate 2 x %llu bytes\n", (unsigned long long)maxsize);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    memset(sbuf, 1, maxsize);
+    memset(rbuf, 0, maxsize);
+
+    struct rankinfo me;
+    memset(&me, 0, sizeof me);
+    int len = 0;
+    MPI_Get_processor_name(me.host, &len);
+    me.cpu = sched_getcpu();
+    struct rankinfo *all = rank == 0 ? malloc(sizeof me * (size_t)np) : NULL;
+    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
+
+    int bad = O.check ? data_check(maxsize) : 0;
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int liblen = 0, ver = 0, sub = 0;
+    MPI_Get_library_version(lib, &liblen);
+    lib[liblen < MPI_MAX_LIBRARY_VERSION_STRING ? liblen : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
+    while (liblen > 0 && (lib[liblen - 1] == '\n' || lib[liblen - 1] == ' ' || lib[liblen - 1] == '\0'))
+        lib[--liblen] = '\0';
+    MPI_Get_version(&ver, &sub);
+    if (rank == 0 && !O.json) {
+        printf("# std_coll: %.*s\n# np %d, reps %d, batch %.0f ms\n# data check: %s\n",
+               (int)strcspn(lib, "\n"), lib, np, O.reps, O.time_s * 1000,
+               !O.check ? "skipped" : bad ? "FAILED" : "ok");
+        fflush(stdout);
+    }
+    struct point *pts = calloc((size_t)NTESTS * MAX_SIZES, sizeof *pts);
+    int npts = 0;
+    for (int t = 0; t < O.ntests && !bad; t++) {
+        int test = O.tests[t];
+        if (rank == 0 && !O.json) printf("\n# %-9s %12s %14s %-5s %10s\n", TEST_NAMES[test], "size (B)", "value", "unit", "iters");
+        int ns = test == T_BARRIER ? 1 : O.nsizes;
+        for (int s = 0; s < ns; s++) {
+            struct point *p = &pts[npts++];
+            measure(test, test == T_BARRIER ? 0 : O.sizes[s], p);
+            if (rank == 0 && !O.json) {
+                printf("  %-9s %12llu %14.4f %-5s %10ld\n", TEST_NAMES[test], (unsigned long long)p->size, p->value, "us",
+                       p->iters);
+                fflush(stdout);
+            }
+        }
+    }
+    if (rank == 0 && O.json) {
+        printf("{\"benchmark\":\"std_coll\",\"meta\":{\"library\":");
+        json_string(lib);
+        printf(",\"mpi_version\":\"%d.%d\",\"np\":%d,\"reps\":%d,\"time_ms\":%g,\"ranks\":[", ver, sub, np, O.reps,
+               O.time_s * 1000.0);
+        for (int r = 0; r < np; r++) {
+            printf("%s{\"rank\":%d,\"host\":", r ? "," : "", r);
+            json_string(all[r].host);
+            printf(",\"cpu\":%d}", all[r].cpu);
+        }
+        printf("],\"check\":\"%s\"},\"results\":{", !O.check ? "skipped" : bad ? "failed" : "ok");
+        int first_test = 1;
+        for (int t = 0; t < O.ntests; t++) {
+            int first = 1;
+            for (int i = 0; i < npts; i++) {
+                if (pts[i].test != O.tests[t]) continue;
+                if (first) printf("%s\"%s\":[", first_test ? "" : ",", TEST_NAMES[pts[i].test]);
+                first_test = 0;
+                printf("%s{\"size\":%llu,\"value\":%.6g,\"unit\":\"us\",\"iters\":%ld,\"samples\":[", first ? "" : ",",
+                       (unsigned long long)pts[i].size, pts[i].value, pts[i].iters);
+                for (int r = 0; r < O.reps; r++) printf("%s%.6g", r ? "," : "", pts[i].samples[r]);
+                printf("]}");
+                first = 0;
+            }
+            if (!first) printf("]");
+        }
+        printf("}}\n");
+        fflush(stdout);
+    }
+    if (bad && rank == 0) fprintf(stderr, "std_coll: data check failed (%d bad results); no measurement done\n", bad);
+    free(pts);
+    free(all);
+    free(sbuf);
+    free(rbuf);
+    MPI_Finalize();
+    return bad ? 3 : 0;
+}

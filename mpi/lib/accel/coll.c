@@ -1,0 +1,368 @@
+/* Collectives over the transport for communicators whose members are all on
+ * this node (issue 16's first step; docs/collectives.md): MPI_Barrier,
+ * MPI_Bcast, MPI_Reduce and MPI_Allreduce. Each communicator's collective
+ * messages travel in a context of their own (its point-to-point context +
+ * ACC_NCTX), so they never match the application's messages, and the
+ * transport's per-pair FIFO order pairs the k-th collective of two ranks.
+ *
+ * Reductions combine partial results in rank order only (lower ranks' block
+ * on the left), through PMPI_Reduce_local, so every predefined and user
+ * operation, commutative or not, gives the same bits on every run for a
+ * given communicator size, and the same bits on every rank.
+ *
+ * Everything else (communicators spanning nodes, non-contiguous reduction
+ * types, argument errors, the other collectives) goes to PMPI_, with the
+ * progress helper of block.c when operations of ours are outstanding. */
+#include "accel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { T_BARRIER = 1, T_BCAST, T_REDUCE, T_RESULT, T_ALLREDUCE, T_ROOT };
+
+/* The ranks a collective phase runs over through the transport: all of an
+ * all-local communicator, or this node's members of a mixed one. Members
+ * are indexed 0..n-1 (comm rank order); tc[i] is member i's transport rank. */
+struct grp {
+    int ctx, n, me;
+    const int *tc;
+};
+
+static struct grp whole(const acc_comm *c) {
+    struct grp g = {c->ctx + ACC_NCTX, c->size, c->comm_rank[acc.node_rank], c->tc_rank};
+    return g;
+}
+
+static struct grp node_part(const acc_comm *c) {
+    struct grp g = {c->ctx + ACC_NCTX, c->nlocal, c->my_local, c->local_tc};
+    return g;
+}
+
+/* Sends `slen` bytes to member dst and receives exactly `rlen` bytes from
+ * member src (either may be -1: none), both posted before either is waited
+ * for. */
+static int xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
+                size_t rlen, int src, int tag) {
+    static char none;
+    tc_request rr = TC_REQUEST_NULL, rs = TC_REQUEST_NULL;
+    int rc = 0;
+    if (src >= 0) rc = tc_irecv_x(rlen ? rbuf : &none, rlen, g->tc[src], tag, g->ctx, &rr);
+    if (rc == 0 && dst >= 0)
+        rc = tc_isend_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx, 0, &rs);
+    if (rc == 0 && dst >= 0) rc = acc_wait_tc(&rs, NULL);
+    if (rc == 0 && src >= 0) {
+        tc_status ts;
+        rc = acc_wait_tc(&rr, &ts);
+        if (rc == 0 && ts.count != rlen) rc = TC_ERR_TRUNCATED;
+    }
+    return rc;
+}
+
+/* An MPI error class from a transport code (0: success). */
+static int tc_err(int tc_rc) {
+    return tc_rc == 0 ? MPI_SUCCESS : tc_rc == TC_ERR_TRUNCATED ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+}
+
+/* ---- Barrier: dissemination, ceil(log2 n) rounds of 0-byte messages ---- */
+
+static int barrier(const struct grp *g) {
+    int n = g->n, r = g->me, rc = 0;
+    for (int k = 1; k < n && rc == 0; k <<= 1)
+        rc = xfer(g, NULL, 0, (r + k) % n, NULL, 0, (r - k + n) % n, T_BARRIER);
+    return rc;
+}
+
+/* Binomial fan-in of 0-byte messages to member 0: it returns there once
+ * every member has arrived. */
+static int fan_in(const struct grp *g) {
+    int n = g->n, r = g->me, rc = 0;
+    for (int mask = 1; mask < n && rc == 0; mask <<= 1) {
+        if (r & mask) return xfer(g, NULL, 0, r - mask, NULL, 0, -1, T_BARRIER);
+        if (r + mask < n) rc = xfer(g, NULL, 0, -1, NULL, 0, r + mask, T_BARRIER);
+    }
+    return rc;
+}
+
+/* ---- Broadcast: binomial tree of the message bytes --------------------- */
+
+static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
+    int n = g->n, vr = (g->me - root + n) % n, rc = 0;
+    int mask = 1;
+    while (mask < n) {
+        if (vr & mask) {
+            rc = xfer(g, NULL, 0, -1, data, len, (vr - mask + root) % n, T_BCAST);
+            break;
+        }
+        mask <<= 1;
+    }
+    /* Children in decreasing subtree size, sent concurrently. */
+    tc_request reqs[32];
+    int k = 0;
+    for (mask >>= 1; mask > 0 && rc == 0; mask >>= 1)
+        if (vr + mask < n) {
+            static char none;
+            rc = tc_isend_x(len ? data : &none, len, g->tc[(vr + mask + root) % n], T_BCAST, g->ctx,
+                            0, &reqs[k++]);
+        }
+    for (int i = 0; i < k && rc == 0; i++) rc = acc_wait_tc(&reqs[i], NULL);
+    return rc;
+}
+
+/* ---- Reductions ---------------------------------------------------------- */
+
+/* A reduction's working buffers: `bytes` of data at offset lb of an element
+ * buffer, as PMPI_Reduce_local expects (the address it is given is the
+ * buffer's, the data starts lb bytes further). */
+struct red {
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
+    MPI_Aint lb;
+    size_t bytes;
+    char *acc, *tmp; /* data starts */
+};
+
+/* Working buffers of small reductions: no malloc on the latency path.
+ * One collective runs at a time (the accelerator is single-threaded by
+ * contract: MPI_THREAD_MULTIPLE turns it off). */
+#define RED_SMALL 4096
+static _Alignas(64) char red_small[2][RED_SMALL];
+
+static int red_init(struct red *d, const void *src, int count, MPI_Datatype type, MPI_Op op) {
+    d->count = count;
+    d->type = type;
+    d->op = op;
+    if (d->bytes <= RED_SMALL) {
+        d->acc = red_small[0];
+        d->tmp = red_small[1];
+    } else {
+        d->acc = malloc(d->bytes);
+        d->tmp = malloc(d->bytes);
+        if (!d->acc || !d->tmp) {
+            free(d->acc);
+            free(d->tmp);
+            return MPI_ERR_NO_MEM;
+        }
+    }
+    memcpy(d->acc, (const char *)src + d->lb, d->bytes);
+    return MPI_SUCCESS;
+}
+
+static void red_free(struct red *d) {
+    if (d->bytes > RED_SMALL) {
+        free(d->acc);
+        free(d->tmp);
+    }
+}
+
+/* acc := lower (op) upper, where `upper_in_tmp` says which of acc/tmp
+ * holds the higher ranks' block. */
+static int red_combine(struct red *d, int upper_in_tmp) {
+    char *lower = upper_in_tmp ? d->acc : d->tmp, *upper = upper_in_tmp ? d->tmp : d->acc;
+    /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
+    int rc = PMPI_Reduce_local(lower - d->lb, upper - d->lb, d->count, d->type, d->op);
+    if (upper != d->acc) {
+        d->tmp = d->acc;
+        d->acc = upper;
+    }
+    return rc;
+}
+
+/* Whether a reduction of `count` x `type` can run here; fills d->lb/bytes. */
+static int red_ok(struct red *d, int count, MPI_Datatype type) {
+    if (count < 0) return 0;
+    return acc_contiguous(count, type, &d->lb, &d->bytes) == 1;
+}
+
+/* Binomial reduction in member order to member 0: at step `mask`, member r
+ * (a multiple of 2*mask) holds members [r, r+mask) and takes [r+mask,
+ * r+2*mask) from r+mask. Returns an MPI error class (transport failures
+ * included). */
+static int reduce_to_first(const struct grp *g, struct red *d) {
+    int n = g->n, r = g->me;
+    for (int mask = 1; mask < n; mask <<= 1) {
+        if (r & mask) return tc_err(xfer(g, d->acc, d->bytes, r - mask, NULL, 0, -1, T_REDUCE));
+        if (r + mask < n) {
+            int rc = tc_err(xfer(g, NULL, 0, -1, d->tmp, d->bytes, r + mask, T_REDUCE));
+            if (rc == MPI_SUCCESS) rc = red_combine(d, 1);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+/* Allreduce over g: recursive doubling for power-of-two sizes (at step
+ * `mask` each member holds the block of `mask` members it belongs to and
+ * exchanges it with the partner block; both combine lower (op) upper, so
+ * the order is the member order and every member gets the same bits),
+ * else the reduction to member 0 and a broadcast. */
+static int allreduce_grp(const struct grp *g, struct red *d) {
+    int n = g->n, r = g->me, rc = MPI_SUCCESS;
+    if (is_pow2(n)) {
+        for (int mask = 1; mask < n && rc == MPI_SUCCESS; mask <<= 1) {
+            int partner = r ^ mask;
+            rc = tc_err(xfer(g, d->acc, d->bytes, partner, d->tmp, d->bytes, partner, T_ALLREDUCE));
+            if (rc == MPI_SUCCESS) rc = red_combine(d, partner > r);
+        }
+        return rc;
+    }
+    rc = reduce_to_first(g, d);
+    return rc == MPI_SUCCESS ? tc_err(bcast_bytes(g, d->acc, d->bytes, 0)) : rc;
+}
+
+/* Where a communicator's collectives run: NULL (plain MPI), or its
+ * registration, all local (c->mixed == 0) or mixed with node groups. */
+static acc_comm *coll_comm(MPI_Comm comm) {
+    if (!acc.on) return NULL;
+    acc_comm *c = acc_comm_find(comm);
+    return c && (!c->mixed || c->leader_of) ? c : NULL;
+}
+
+static int my_comm_rank(const acc_comm *c) { return c->comm_rank[acc.node_rank]; }
+
+static int am_leader(const acc_comm *c) { return c->leader_of[my_comm_rank(c)] == my_comm_rank(c); }
+
+/* Hierarchical reductions need a commutative operation: a node's members
+ * need not be consecutive ranks. */
+static int commutative(MPI_Op op) {
+    int yes = 0;
+    return PMPI_Op_commutative(op, &yes) == MPI_SUCCESS && yes;
+}
+
+/* ---- Entry points (called by the MPI_ wrappers of block.c) -------------
+ * On a mixed communicator: the node's members over the transport, the node
+ * leaders over PMPI_ (as a blocking PMPI call, with the progress helper
+ * when operations of ours are outstanding). */
+
+int acc_coll_barrier(MPI_Comm comm, int *rc) {
+    acc_comm *c = coll_comm(comm);
+    if (!c) return 0;
+    int err;
+    if (!c->mixed) {
+        struct grp g = whole(c);
+        err = tc_err(barrier(&g));
+    } else {
+        struct grp g = node_part(c);
+        err = tc_err(fan_in(&g));
+        if (err == MPI_SUCCESS && am_leader(c)) err = ACC_BLOCKING(PMPI_Barrier(c->leaders));
+        if (err == MPI_SUCCESS) err = tc_err(bcast_bytes(&g, NULL, 0, 0));
+    }
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc) {
+    acc_comm *c = coll_comm(comm);
+    if (!c || count < 0 || root < 0 || root >= c->size) return 0;
+    struct acc_msg m;
+    int me = my_comm_rank(c), err;
+    err = me == root ? acc_pack(buf, count, type, comm, &m) : acc_recv_area(buf, count, type, &m);
+    if (err != MPI_SUCCESS) return 0; /* PMPI reports the argument error */
+    void *data = (void *)m.data;
+    if (!c->mixed) {
+        struct grp g = whole(c);
+        err = tc_err(bcast_bytes(&g, data, m.len, root));
+    } else {
+        /* Root -> its node's leader, leaders (PMPI), each leader -> its node. */
+        struct grp g = node_part(c);
+        int rl = c->leader_of[root];
+        err = MPI_SUCCESS;
+        if (root != rl && me == root) err = tc_err(xfer(&g, data, m.len, 0, NULL, 0, -1, T_ROOT));
+        if (root != rl && me == rl) {
+            int src = -1;
+            for (int i = 0; i < g.n; i++)
+                if (g.tc[i] == c->tc_rank[root]) src = i;
+            err = tc_err(xfer(&g, NULL, 0, -1, data, m.len, src, T_ROOT));
+        }
+        if (err == MPI_SUCCESS && am_leader(c) && m.len > 0)
+            err = ACC_BLOCKING(PMPI_Bcast(data, (int)m.len, MPI_BYTE, c->leaders_rank[rl],
+                                          c->leaders));
+        if (err == MPI_SUCCESS) err = tc_err(bcast_bytes(&g, data, m.len, 0));
+    }
+    if (me != root && err == MPI_SUCCESS)
+        err = acc_unpack(&m, m.len, buf, count, type, comm);
+    else
+        free(m.tmp);
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                    int root, MPI_Comm comm, int *rc) {
+    acc_comm *c = coll_comm(comm);
+    struct red d;
+    if (!c || root < 0 || root >= c->size || !red_ok(&d, count, type)) return 0;
+    if (c->mixed && !commutative(op)) return 0;
+    int me = my_comm_rank(c);
+    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    if (red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    int err, holder; /* comm rank that ends with the result in d.acc */
+    if (!c->mixed) {
+        struct grp g = whole(c);
+        err = reduce_to_first(&g, &d);
+        holder = 0;
+        if (err == MPI_SUCCESS && root != 0) {
+            if (me == 0) err = tc_err(xfer(&g, d.acc, d.bytes, root, NULL, 0, -1, T_RESULT));
+            if (me == root) err = tc_err(xfer(&g, NULL, 0, -1, d.acc, d.bytes, 0, T_RESULT));
+            holder = root;
+        }
+    } else {
+        /* Node reduction to the leader, leaders (PMPI) to the root's leader,
+         * then to the root. */
+        struct grp g = node_part(c);
+        int rl = c->leader_of[root];
+        err = reduce_to_first(&g, &d);
+        if (err == MPI_SUCCESS && am_leader(c)) {
+            err = ACC_BLOCKING(PMPI_Reduce(me == rl ? MPI_IN_PLACE : d.acc - d.lb, d.acc - d.lb,
+                                           count, type, op, c->leaders_rank[rl], c->leaders));
+        }
+        holder = rl;
+        if (err == MPI_SUCCESS && root != rl) {
+            int rsrc = -1;
+            for (int i = 0; i < g.n; i++)
+                if (g.tc[i] == c->tc_rank[root]) rsrc = i;
+            if (me == rl) err = tc_err(xfer(&g, d.acc, d.bytes, rsrc, NULL, 0, -1, T_RESULT));
+            if (me == root) err = tc_err(xfer(&g, NULL, 0, -1, d.acc, d.bytes, 0, T_RESULT));
+            holder = root;
+        }
+    }
+    if (err == MPI_SUCCESS && me == root && holder == root)
+        memcpy((char *)rbuf + d.lb, d.acc, d.bytes);
+    red_free(&d);
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm, int *rc) {
+    acc_comm *c = coll_comm(comm);
+    struct red d;
+    if (!c || !red_ok(&d, count, type)) return 0;
+    if (c->mixed && !commutative(op)) return 0;
+    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    if (red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    int err;
+    if (!c->mixed) {
+        struct grp g = whole(c);
+        err = allreduce_grp(&g, &d);
+    } else {
+        /* Node reduction to the leader, leaders' allreduce (PMPI), node
+         * broadcast. */
+        struct grp g = node_part(c);
+        err = reduce_to_first(&g, &d);
+        if (err == MPI_SUCCESS && am_leader(c))
+            err = ACC_BLOCKING(
+                PMPI_Allreduce(MPI_IN_PLACE, d.acc - d.lb, count, type, op, c->leaders));
+        if (err == MPI_SUCCESS) err = tc_err(bcast_bytes(&g, d.acc, d.bytes, 0));
+    }
+    if (err == MPI_SUCCESS) memcpy((char *)rbuf + d.lb, d.acc, d.bytes);
+    red_free(&d);
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
