@@ -139,6 +139,10 @@ int tc_recv_x(void *buf, size_t cap, int src, int tag, int ctx, double budget_s,
  * complete (*req = TC_REQUEST_NULL), else 0 and *req stays valid. */
 int tc_wait_for(tc_request *req, double budget_s, int *flag, tc_status *status);
 int tc_iprobe_x(int src, int tag, int ctx, int *flag, tc_status *status);
+/* blocked != 0: this rank is about to block in another library's call and
+ * will not answer through the transport until tc_note_blocked(0); peers
+ * waiting for it yield their CPU meanwhile instead of spinning. */
+int tc_note_blocked(int blocked);
 /* Cancels a receive no message has matched yet: *cancelled = 1 and
  * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
  * Sends are never cancelled. */

@@ -266,6 +266,17 @@ pub extern "C" fn tc_progress() -> i32 {
     with(|c| c.progress().map(|_| TC_OK))
 }
 
+/// Tells the peers that this rank is blocked in another library's call
+/// (`blocked` != 0) or back (0): their waits for it then yield their CPU
+/// instead of spinning (the MPI accelerator around blocking PMPI calls).
+#[no_mangle]
+pub extern "C" fn tc_note_blocked(blocked: c_int) -> i32 {
+    with(|c| {
+        c.note_blocked(blocked != 0);
+        Ok(TC_OK)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -254,6 +254,18 @@ impl Comm {
             )
     }
 
+    /// Tells the peers that this rank is blocked elsewhere (`true`: e.g.
+    /// inside a blocking call of another library, such as the MPI under the
+    /// accelerator) and will not answer through the transport until it
+    /// says `false`: their waits for it yield instead of spinning.
+    pub fn note_blocked(&mut self, blocked: bool) {
+        if blocked {
+            self.beat_idle(None);
+        } else {
+            self.beat_leave();
+        }
+    }
+
     /// Publishes that this rank's wait gave up spinning (yields or sleeps).
     fn beat_idle(&mut self, awaits: Option<usize>) {
         if self.beat & (beat::WAITING | beat::IDLE) != beat::WAITING | beat::IDLE {

@@ -197,18 +197,20 @@ void acc_drain(void);
 void acc_orphan(acc_req *r);
 
 /* ---- Blocking PMPI calls (block.c) -------------------------------------- */
-/* Whether a blocking PMPI call needs the progress helper on duty. */
-static inline int acc_must_poll(void) { return acc.on && acc.outstanding > 0; }
 /* Around a blocking PMPI call: the helper thread drives the transport. */
 void acc_block_begin(void);
 void acc_block_end(void);
-/* `call` (a blocking PMPI call returning int), with the helper on duty
- * when operations of ours are outstanding. */
+/* Around a blocking PMPI call: tells the transport peers this rank is
+ * blocked elsewhere (their waits for it yield), and puts the helper on
+ * duty when operations of ours are outstanding. Returns what
+ * acc_blocking_exit needs. */
+int acc_blocking_enter(void);
+void acc_blocking_exit(int how);
+/* `call` (a blocking PMPI call returning int) between the two. */
 #define ACC_BLOCKING(call)                                                                       \
-    (acc_must_poll() ? (acc_block_begin(), acc_blocked_rc = (call), acc_block_end(),           \
-                        acc_blocked_rc)                                                        \
-                     : (call))
-extern int acc_blocked_rc;
+    (acc_blocked_how = acc_blocking_enter(), acc_blocked_rc = (call),                           \
+     acc_blocking_exit(acc_blocked_how), acc_blocked_rc)
+extern int acc_blocked_rc, acc_blocked_how;
 
 /* ---- Point-to-point helpers (p2p.c) ------------------------------------- */
 /* Waits on a transport request in slices, driving PMPI progress between. */
@@ -229,6 +231,8 @@ int acc_undefer(acc_req *r);
 /* Each runs the collective over the transport and returns 1 (the MPI
  * result in *rc) when `comm` is all on this node and the arguments suit,
  * else returns 0 without doing anything (the caller uses PMPI_). */
+/* Reads TOPOCOMM_ACCEL_COLL_MAX (at start-up). */
+void acc_coll_init(void);
 int acc_coll_barrier(MPI_Comm comm, int *rc);
 int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc);
 int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,

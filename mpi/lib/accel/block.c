@@ -27,7 +27,7 @@ static _Atomic int state = RUNNING;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int started;
-int acc_blocked_rc;
+int acc_blocked_rc, acc_blocked_how;
 
 static void *helper(void *arg) {
     (void)arg;
@@ -80,16 +80,21 @@ void acc_block_end(void) {
     }
 }
 
-/* A blocking collective: with the progress helper on duty when
- * operations of ours are outstanding. */
-#define BLOCK(call)                                                                              \
-    do {                                                                                       \
-        if (!acc_must_poll()) return call;                                                     \
-        acc_block_begin();                                                                     \
-        int rc_ = call;                                                                        \
-        acc_block_end();                                                                       \
-        return rc_;                                                                            \
-    } while (0)
+int acc_blocking_enter(void) {
+    if (!acc.on) return 0;
+    tc_note_blocked(1);
+    if (acc.outstanding <= 0) return 1;
+    acc_block_begin();
+    return 2;
+}
+
+void acc_blocking_exit(int how) {
+    if (how == 2) acc_block_end();
+    if (how) tc_note_blocked(0);
+}
+
+/* A blocking collective through PMPI_ (ACC_BLOCKING). */
+#define BLOCK(call) return ACC_BLOCKING(call)
 
 /* A collective that coll.c may run over the transport: its result when it
  * did, else the PMPI call (counted as plain). */

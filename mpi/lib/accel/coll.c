@@ -15,10 +15,41 @@
  * progress helper of block.c when operations of ours are outstanding. */
 #include "accel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { T_BARRIER = 1, T_BCAST, T_REDUCE, T_RESULT, T_ALLREDUCE, T_ROOT };
+
+/* Sends this small complete when posted (in a cell or an eager slot)
+ * unless the channel is full; waiting for one cannot wait for the peer's
+ * receive. */
+#define XFER_EAGER 4096
+
+/* Largest reduction (bytes per rank) and broadcast run over the transport;
+ * larger ones go to the MPI's own algorithms (reduce-scatter, pipelines),
+ * which the whole-vector trees here do not beat (docs/collectives.md).
+ * TOPOCOMM_ACCEL_COLL_MAX (bytes) overrides both. */
+#define RED_MAX_DEFAULT (16u << 10)
+#define BCAST_MAX_DEFAULT (1u << 20)
+
+static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
+
+void acc_coll_init(void) {
+    const char *v = getenv("TOPOCOMM_ACCEL_COLL_MAX");
+    if (!v || !*v) return;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end) {
+        if (acc.world_rank == 0)
+            fprintf(stderr,
+                    "topocomm accel: TOPOCOMM_ACCEL_COLL_MAX='%s' is not a byte count; using "
+                    "%u and %u bytes\n",
+                    v, RED_MAX_DEFAULT, BCAST_MAX_DEFAULT);
+        return;
+    }
+    red_max = bcast_max = (size_t)x;
+}
 
 /* The ranks a collective phase runs over through the transport: all of an
  * all-local communicator, or this node's members of a mixed one. Members
@@ -38,14 +69,39 @@ static struct grp node_part(const acc_comm *c) {
     return g;
 }
 
+/* Receives exactly `len` bytes from member src: the transport's blocking
+ * receive (its latency path takes a message already there with no
+ * request), then, for a long wait, one posted receive waited for in
+ * slices. */
+static int recv_from(const struct grp *g, void *buf, size_t len, int src, int tag) {
+    static char none;
+    tc_status ts;
+    int flag = 0;
+    int rc = tc_recv_x(len ? buf : &none, len, g->tc[src], tag, g->ctx, ACC_SLICE, &flag, &ts);
+    if (rc == 0 && !flag) {
+        tc_request r;
+        rc = tc_irecv_x(len ? buf : &none, len, g->tc[src], tag, g->ctx, &r);
+        if (rc == 0) rc = acc_wait_tc(&r, &ts);
+    }
+    return rc == 0 && ts.count != len ? TC_ERR_TRUNCATED : rc;
+}
+
 /* Sends `slen` bytes to member dst and receives exactly `rlen` bytes from
- * member src (either may be -1: none), both posted before either is waited
- * for. */
+ * member src (either may be -1: none). A send that completed when posted
+ * (inline or eager) is followed by the blocking receive; otherwise both are
+ * posted before either is waited for (two rendezvous sends waiting for
+ * each other's receive would never complete). */
 static int xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
                 size_t rlen, int src, int tag) {
     static char none;
     tc_request rr = TC_REQUEST_NULL, rs = TC_REQUEST_NULL;
     int rc = 0;
+    if (dst >= 0 && slen <= XFER_EAGER) {
+        rc = tc_isend_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx, 0, &rs);
+        if (rc == 0 && rs != TC_REQUEST_DONE) rc = acc_wait_tc(&rs, NULL);
+        return rc == 0 && src >= 0 ? recv_from(g, rbuf, rlen, src, tag) : rc;
+    }
+    if (dst < 0) return src >= 0 ? recv_from(g, rbuf, rlen, src, tag) : 0;
     if (src >= 0) rc = tc_irecv_x(rlen ? rbuf : &none, rlen, g->tc[src], tag, g->ctx, &rr);
     if (rc == 0 && dst >= 0)
         rc = tc_isend_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx, 0, &rs);
@@ -122,38 +178,37 @@ struct red {
     char *acc, *tmp; /* data starts */
 };
 
-/* Working buffers of small reductions: no malloc on the latency path.
+/* Working buffers of reductions: no malloc on the latency path.
  * One collective runs at a time (the accelerator is single-threaded by
  * contract: MPI_THREAD_MULTIPLE turns it off). */
-#define RED_SMALL 4096
-static _Alignas(64) char red_small[2][RED_SMALL];
+static _Alignas(64) char red_small[2][RED_MAX_DEFAULT];
+
+static char *scratch; /* larger ones: grow-only, kept for the next call */
+static size_t scratch_cap;
 
 static int red_init(struct red *d, const void *src, int count, MPI_Datatype type, MPI_Op op) {
     d->count = count;
     d->type = type;
     d->op = op;
-    if (d->bytes <= RED_SMALL) {
+    if (d->bytes <= sizeof red_small[0]) {
         d->acc = red_small[0];
         d->tmp = red_small[1];
     } else {
-        d->acc = malloc(d->bytes);
-        d->tmp = malloc(d->bytes);
-        if (!d->acc || !d->tmp) {
-            free(d->acc);
-            free(d->tmp);
-            return MPI_ERR_NO_MEM;
+        size_t half = (d->bytes + 63) & ~(size_t)63;
+        if (2 * half > scratch_cap) {
+            free(scratch);
+            scratch = aligned_alloc(64, 2 * half);
+            scratch_cap = scratch ? 2 * half : 0;
+            if (!scratch) return MPI_ERR_NO_MEM;
         }
+        d->acc = scratch;
+        d->tmp = scratch + half;
     }
     memcpy(d->acc, (const char *)src + d->lb, d->bytes);
     return MPI_SUCCESS;
 }
 
-static void red_free(struct red *d) {
-    if (d->bytes > RED_SMALL) {
-        free(d->acc);
-        free(d->tmp);
-    }
-}
+static void red_free(struct red *d) { (void)d; }
 
 /* acc := lower (op) upper, where `upper_in_tmp` says which of acc/tmp
  * holds the higher ranks' block. */
@@ -171,7 +226,7 @@ static int red_combine(struct red *d, int upper_in_tmp) {
 /* Whether a reduction of `count` x `type` can run here; fills d->lb/bytes. */
 static int red_ok(struct red *d, int count, MPI_Datatype type) {
     if (count < 0) return 0;
-    return acc_contiguous(count, type, &d->lb, &d->bytes) == 1;
+    return acc_contiguous(count, type, &d->lb, &d->bytes) == 1 && d->bytes <= red_max;
 }
 
 /* Binomial reduction in member order to member 0: at step `mask`, member r
@@ -261,6 +316,10 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     int me = my_comm_rank(c), err;
     err = me == root ? acc_pack(buf, count, type, comm, &m) : acc_recv_area(buf, count, type, &m);
     if (err != MPI_SUCCESS) return 0; /* PMPI reports the argument error */
+    if (m.len > bcast_max) {
+        free(m.tmp);
+        return 0;
+    }
     void *data = (void *)m.data;
     if (!c->mixed) {
         struct grp g = whole(c);

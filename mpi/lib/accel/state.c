@@ -94,6 +94,7 @@ static void setup(int provided) {
      * detected by the transport. */
     tc_set_timeout(0);
     acc.on = 1;
+    acc_coll_init();
     acc_comm_register(MPI_COMM_WORLD);
     if (acc.verbose && acc.world_rank == 0)
         fprintf(stderr, "topocomm accel: on: %d ranks on %d node%s%s\n", acc.world_size, acc.nodes,
