@@ -43,6 +43,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "std_out.h"
+
 #define MAX_SIZES 64
 #define MAX_REPS 101
 
@@ -263,17 +265,6 @@ static int data_check(uint64_t maxsize) {
     return all;
 }
 
-static void json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c == '\n') fputs("\\n", stdout);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
 
 struct rankinfo {
     char host[MPI_MAX_PROCESSOR_NAME];
@@ -312,12 +303,8 @@ int main(int argc, char **argv) {
 
     int bad = O.check ? data_check(maxsize) : 0;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int liblen = 0, ver = 0, sub = 0;
-    MPI_Get_library_version(lib, &liblen);
-    lib[liblen < MPI_MAX_LIBRARY_VERSION_STRING ? liblen : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
-    while (liblen > 0 && (lib[liblen - 1] == '\n' || lib[liblen - 1] == ' ' || lib[liblen - 1] == '\0'))
-        lib[--liblen] = '\0';
-    MPI_Get_version(&ver, &sub);
+    int ver = 0, sub = 0;
+    std_library(lib, &ver, &sub);
     if (rank == 0 && !O.json) {
         printf("# std_coll: %.*s\n# np %d, reps %d, batch %.0f ms\n# data check: %s\n",
                (int)strcspn(lib, "\n"), lib, np, O.reps, O.time_s * 1000,

@@ -198,15 +198,7 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
         let exe = checks(imp, "semantics").display().to_string();
         // The program's own verdict under plain MPI first: it must be right.
         let launch = mpirun(imp, 4, &[&exe]);
-        let plain = Command::new("timeout")
-            .args(["-k", "5", TIMEOUT_S])
-            .args(&launch)
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .unwrap();
-        let t = assert_ok(&plain, &format!("{imp} checks, plain"));
-        assert!(t.contains("accel_checks: ok"), "{imp} plain:\n{t}");
+        plain_verdict(&launch, "accel_checks: ok", &format!("{imp} checks, plain"));
         for nodes in ["1", "2", "3"] {
             let o = accel(&["-v", "--nodes", nodes], &launch, &[]);
             let t = assert_ok(&o, &format!("{imp} checks, {nodes} pretend nodes"));
@@ -224,6 +216,21 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
         }
         let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
     }
+}
+
+/// Runs a check program's `launch` under plain MPI (bounded) and asserts
+/// its own verdict line: the program must be right before it can judge the
+/// accelerator.
+fn plain_verdict(launch: &[String], ok_line: &str, what: &str) {
+    let plain = Command::new("timeout")
+        .args(["-k", "5", TIMEOUT_S])
+        .args(launch)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    let t = assert_ok(&plain, what);
+    assert!(t.contains(ok_line), "{what}:\n{t}");
 }
 
 /// (collectives through the transport, through plain MPI) per rank, from
@@ -250,15 +257,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
         // 3 ranks (the reduce + broadcast path) and 4 (recursive doubling).
         for np in [3, 4] {
             let launch = mpirun(imp, np, &[&exe]);
-            let plain = Command::new("timeout")
-                .args(["-k", "5", TIMEOUT_S])
-                .args(&launch)
-                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-                .output()
-                .unwrap();
-            let t = assert_ok(&plain, &format!("{imp} coll, plain"));
-            assert!(t.contains("accel_coll: ok"), "{imp} plain:\n{t}");
+            plain_verdict(&launch, "accel_coll: ok", &format!("{imp} coll, plain"));
             for nodes in ["1", "2", "3"] {
                 let o = accel(&["-v", "--nodes", nodes], &launch, &[]);
                 let t = assert_ok(&o, &format!("{imp} coll, {np} ranks, {nodes} nodes"));

@@ -11,6 +11,7 @@ use std::process::{Command, ExitCode};
 /// Variables read by the accelerator (mpi/lib/accel/state.c).
 const NODES_ENV: &str = "TOPOCOMM_ACCEL_NODES";
 const VERBOSE_ENV: &str = "TOPOCOMM_ACCEL_VERBOSE";
+const PASSED_ENV: [&str; 2] = ["TOPOCOMM_ACCEL", "TOPOCOMM_ACCEL_COLL_MAX"];
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -56,6 +57,13 @@ pub fn run(a: &Args) -> Result<ExitCode> {
     }
     if a.verbose {
         vars.push((VERBOSE_ENV.to_string(), "1".to_string()));
+    }
+    // Settings of the library the user exported: passed on explicitly, as
+    // a launcher may not forward the whole environment to remote ranks.
+    for k in PASSED_ENV {
+        if let Ok(v) = std::env::var(k) {
+            vars.push((k.to_string(), v));
+        }
     }
     let argv = launcher::with_env(imp, &a.command, &vars);
     if a.verbose {
