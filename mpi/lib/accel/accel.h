@@ -231,8 +231,11 @@ int acc_undefer(acc_req *r);
 /* Each runs the collective over the transport and returns 1 (the MPI
  * result in *rc) when `comm` is all on this node and the arguments suit,
  * else returns 0 without doing anything (the caller uses PMPI_). */
-/* Reads TOPOCOMM_ACCEL_COLL_MAX (at start-up). */
+/* Reads TOPOCOMM_ACCEL_COLL_MAX and TOPOCOMM_ACCEL_COLL_HIER (at start-up). */
 void acc_coll_init(void);
+/* Hierarchical collectives on communicators spanning nodes (opt-in:
+ * TOPOCOMM_ACCEL_COLL_HIER=1, docs/collectives.md). */
+extern int acc_coll_hier;
 int acc_coll_barrier(MPI_Comm comm, int *rc);
 int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc);
 int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,

@@ -35,7 +35,11 @@ enum { T_BARRIER = 1, T_BCAST, T_REDUCE, T_RESULT, T_ALLREDUCE, T_ROOT };
 
 static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
 
+int acc_coll_hier;
+
 void acc_coll_init(void) {
+    const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
+    acc_coll_hier = h && !strcmp(h, "1");
     const char *v = getenv("TOPOCOMM_ACCEL_COLL_MAX");
     if (!v || !*v) return;
     char *end;
@@ -272,7 +276,7 @@ static int allreduce_grp(const struct grp *g, struct red *d) {
 static acc_comm *coll_comm(MPI_Comm comm) {
     if (!acc.on) return NULL;
     acc_comm *c = acc_comm_find(comm);
-    return c && (!c->mixed || c->leader_of) ? c : NULL;
+    return c && (!c->mixed || (acc_coll_hier && c->leader_of)) ? c : NULL;
 }
 
 static int my_comm_rank(const acc_comm *c) { return c->comm_rank[acc.node_rank]; }

@@ -104,7 +104,7 @@ static int node_groups(acc_comm *c, const int *world) {
             if (r == me) c->my_local = c->nlocal;
             c->local_tc[c->nlocal++] = c->tc_rank[r];
         }
-    if (!c->mixed) return 0;
+    if (!c->mixed || !acc_coll_hier) return 0;
     c->leader_of = malloc(sizeof(int) * (size_t)n);
     c->leaders_rank = malloc(sizeof(int) * (size_t)n);
     int *first = malloc(sizeof(int) * (size_t)acc.world_size);

@@ -11,7 +11,11 @@ use std::process::{Command, ExitCode};
 /// Variables read by the accelerator (mpi/lib/accel/state.c).
 const NODES_ENV: &str = "TOPOCOMM_ACCEL_NODES";
 const VERBOSE_ENV: &str = "TOPOCOMM_ACCEL_VERBOSE";
-const PASSED_ENV: [&str; 2] = ["TOPOCOMM_ACCEL", "TOPOCOMM_ACCEL_COLL_MAX"];
+const PASSED_ENV: [&str; 3] = [
+    "TOPOCOMM_ACCEL",
+    "TOPOCOMM_ACCEL_COLL_MAX",
+    "TOPOCOMM_ACCEL_COLL_HIER",
+];
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
