@@ -14,6 +14,11 @@
  *
  *   cc -O2 -pthread -Wall -Wextra -Werror scripts/line-probe.c -o line-probe
  *   ./line-probe 0 1
+ *   ./line-probe 0 1 --series 3000
+ *
+ * --series N: instead, N round-trip times back to back (2000 bounces each,
+ * both threads busy the whole time), one number in ns per batch on one line:
+ * shows whether the host moves the vCPUs while they never idle.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -78,9 +83,52 @@ static void *peer(void *arg) {
     return NULL;
 }
 
+/* --series: the peer answers until the main thread stores SERIES_END. */
+#define SERIES_END (~0UL)
+#define SERIES_BATCH 2000
+
+static void *series_peer(void *arg) {
+    (void)arg;
+    if (pin(pu_q) != 0) {
+        perror("line-probe: pinning to Q");
+        exit(2);
+    }
+    for (;;) {
+        unsigned long v = atomic_load_explicit(&line, memory_order_acquire);
+        if (v == SERIES_END)
+            return NULL;
+        if (v & 1)
+            atomic_store_explicit(&line, v + 1, memory_order_release);
+    }
+}
+
+static int series(long n) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, series_peer, NULL) != 0)
+        return 2;
+    unsigned long i = 0;
+    for (long r = 0; r < n; r++) {
+        double t0 = now();
+        for (int k = 0; k < SERIES_BATCH; k++) {
+            i += 2;
+            atomic_store_explicit(&line, i - 1, memory_order_release);
+            while (atomic_load_explicit(&line, memory_order_acquire) != i)
+                ;
+        }
+        printf("%s%.0f", r ? " " : "", (now() - t0) / SERIES_BATCH * 1e9);
+    }
+    printf("\n");
+    atomic_store_explicit(&line, SERIES_END, memory_order_release);
+    pthread_join(t, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: line-probe P Q (two OS PU indexes)\n");
+    long n_series = 0;
+    if (argc == 5 && strcmp(argv[3], "--series") == 0)
+        n_series = atol(argv[4]);
+    if ((argc != 3 && argc != 5) || (argc == 5 && n_series < 1)) {
+        fprintf(stderr, "usage: line-probe P Q [--series N] (two OS PU indexes; N >= 1)\n");
         return 2;
     }
     int p = atoi(argv[1]);
@@ -89,6 +137,8 @@ int main(int argc, char **argv) {
         perror("line-probe: pinning to P");
         return 2;
     }
+    if (n_series)
+        return series(n_series);
     src = malloc(COPY_BYTES);
     if (!src)
         return 2;

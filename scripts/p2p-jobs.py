@@ -10,16 +10,22 @@ median per (test, size), and prints per-job medians, the median job with a
 95% confidence interval (order statistics), the slowest/median ratio and the
 share of slow jobs (below --slow x the median job).
 
-Before every job it runs scripts/line-probe.c (compiled into target/ on first
-use) on the same pair: the cache-line round trip and the cross-core copy rate
-of the machine at that moment. On a VM these move with the host's placement
-of the vCPUs; a job that is slow while the probe is slow too is the machine,
-and the report splits the jobs by the probe's state.
+Before every job it also runs scripts/line-probe.c (compiled into target/ on
+first use) on the same pair: the cache-line round trip and the cross-core
+copy rate of the machine at that moment, printed on the job's line.
 
     scripts/p2p-jobs.py --jobs 50
     scripts/p2p-jobs.py --jobs 20 --vs openmpi,mpich
     scripts/p2p-jobs.py --jobs 20 --hog 1          # a CPU hog bound to PU 1
     scripts/p2p-jobs.py --jobs 20 --concurrent 2   # two jobs at once: 4 ranks on 2 PUs
+    scripts/p2p-jobs.py --jobs 20 --rules two-copy.toml   # other transport rules
+
+Every sample is followed by a probe (--probe N: N 8-byte ping-pongs through
+the implementation being measured, their one-way time printed next to the
+sample), and the tables are given for all samples, and for the samples that
+ran in the near and in the distant machine state: on a VM the host moves the
+vCPUs between near and distant physical cores every second or so, also in
+the middle of a job, so a probe taken before a job cannot tell.
 
 Only the Python standard library is used. Exit status 0 when every job ran;
 the verdict is printed, not turned into an exit code (timing is not a test).
@@ -68,23 +74,41 @@ def spread(vals, lower_better, slow_at):
 
 
 def parse_points(text):
+    """(test, size) -> (samples, probe_us or None) of one job."""
     pts = {}
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith('{"impl"'):
             continue
         d = json.loads(line)
-        pts[(d["test"], d["size"])] = median(d["samples"])
+        pts[(d["test"], d["size"])] = (d["samples"], d.get("probe_us"))
     return pts
+
+
+def percentile(xs, q):
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def job_medians(job, keep):
+    """Per (test, size): the median of the samples whose state passes `keep`
+    (probe value -> bool); points with no such sample are left out."""
+    out = {}
+    for key, (samples, probes) in job.items():
+        sel = [v for i, v in enumerate(samples) if keep(probes[i] if probes else None)]
+        if sel:
+            out[key] = median(sel)
+    return out
 
 
 def command(impl, a):
     worker = ["--tests", a.tests, "--sizes", a.sizes, "--samples", str(a.samples),
-              "--window", str(a.window), "--min-time-ms", str(a.min_time_ms)]
+              "--window", str(a.window), "--min-time-ms", str(a.min_time_ms), "--probe", str(a.probe)]
     pq = a.pair
     if impl == "topocomm":
         exe = a.exe or os.path.join(ROOT, "target", "release", "topocomm")
-        return [exe, "run", "-n", "2", "--bind", pq, "--", exe, "bench-worker", "p2p"] + worker
+        rules = ["--rules", a.rules] if a.rules else []
+        return [exe, "run", "-n", "2", "--bind", pq] + rules + ["--", exe, "bench-worker", "p2p"] + worker
     mpirun = {"openmpi": "mpirun.openmpi", "mpich": "mpirun.mpich"}[impl]
     exe = os.path.join(ROOT, "mpi", "build", impl, "tc_mpibench")
     # The same pinning as `topocomm bench p2p` (measure::backends::bind_args).
@@ -153,11 +177,15 @@ def main():
     ap.add_argument("--hog", type=int, default=None, metavar="PU", help="run a busy-loop process bound to this PU meanwhile")
     ap.add_argument("--concurrent", type=int, default=1, help="jobs run at the same time (2 = 4 ranks on the pair)")
     ap.add_argument("--slow", type=float, default=0.85, help="a job below this x the median job is slow (default 0.85)")
+    ap.add_argument("--probe", type=int, default=100,
+                    help="8-byte ping-pongs after every sample, whose time tags the sample's machine state (default 100; 0: none)")
     ap.add_argument("--far", type=float, default=2.0,
-                    help="a probe round trip above this x the median marks a slow machine state (default 2)")
+                    help="a sample whose probe exceeds this x the implementation's 10th-percentile probe ran in the "
+                         "distant state (default 2)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds before a job is killed (default 600)")
     ap.add_argument("--json", help="write every job's medians here")
     ap.add_argument("--exe", help="topocomm binary (default target/release/topocomm)")
+    ap.add_argument("--rules", help="transport rules file for the topocomm jobs (topocomm run --rules)")
     a = ap.parse_args()
     if a.jobs < 1 or a.concurrent < 1:
         sys.exit("p2p-jobs: --jobs and --concurrent must be >= 1")
@@ -179,7 +207,8 @@ def main():
                 for pts in run_job(impl, a):
                     jobs[impl].append(pts)
                     probes[impl].append(rtt)
-                line = " ".join(f"{t}:{s}={v:.4g}" for (t, s), v in sorted(jobs[impl][-1].items()))
+                line = " ".join(f"{t}:{s}={v:.4g}" for (t, s), v in sorted(job_medians(jobs[impl][-1],
+                                                                                      lambda p: True).items()))
                 print(f"job {j + 1:3d} {impl:9s} {time.time() - t0:5.1f}s  probe {rtt:5.0f} ns {cgbs:5.1f} GB/s  {line}",
                       flush=True)
     finally:
@@ -187,23 +216,30 @@ def main():
             hog.kill()
             hog.wait()
 
-    all_rtt = [r for i in impls for r in probes[i]]
-    rtt_med = median(all_rtt)
-    far = a.far * rtt_med
     print()
-    print(f"probe: median line round trip {rtt_med:.0f} ns; jobs whose probe exceeded {far:.0f} ns "
-          f"(--far {a.far} x median) ran while the machine was slow: "
-          + ", ".join(f"{i} {sum(1 for r in probes[i] if r > far)}/{len(probes[i])}" for i in impls))
-    groups = [("all", lambda r: True)]
-    if any(r > far for r in all_rtt):
-        groups += [("near", lambda r: r <= far), ("far", lambda r: r > far)]
+    print(f"pre-job line probe: median round trip {median([r for i in impls for r in probes[i]]):.0f} ns")
+    # The machine state of every sample, from the probe that followed it:
+    # near while the probe stays within --far x the implementation's own
+    # 10th percentile (its near-state probe), distant above.
+    cut = {}
+    for impl in impls:
+        pv = [p for job in jobs[impl] for (_, probes_) in job.values() for p in (probes_ or [])]
+        if pv:
+            cut[impl] = a.far * percentile(pv, 0.10)
+            nfar = sum(1 for p in pv if p > cut[impl])
+            print(f"{impl}: probe 10th percentile {percentile(pv, 0.10):.3f} us, median {median(pv):.3f} us; "
+                  f"{nfar}/{len(pv)} samples ran in the distant state (probe > {cut[impl]:.3f} us)")
+    groups = [("all", lambda impl: (lambda p: True))]
+    if cut:
+        groups += [("near", lambda impl: (lambda p: p is None or p <= cut.get(impl, float("inf")))),
+                   ("far", lambda impl: (lambda p: p is not None and p > cut.get(impl, float("inf"))))]
     print()
     hdr = f"{'impl':9s} {'test':8s} {'size':>8s} {'median job':>11s} {'95% CI':>19s} {'slowest':>9s} {'fastest':>9s} {'slow/med':>8s} {'slow jobs':>9s}"
-    print("jobs   " + hdr)
+    print("state  " + hdr)
     summary = {}
     for gname, keep in groups:
         for impl in impls:
-            sel = [p for p, r in zip(jobs[impl], probes[impl]) if keep(r)]
+            sel = [job_medians(job, keep(impl)) for job in jobs[impl]]
             for key in sorted({k for p in sel for k in p}):
                 vals = [p[key] for p in sel if key in p]
                 row = spread(vals, key[0] == "latency", a.slow)
@@ -215,7 +251,10 @@ def main():
                 summary.setdefault(gname, {}).setdefault(impl, {})[f"{key[0]}:{key[1]}"] = row
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"args": vars(a), "probe_rtt_ns": probes, "results": summary}, f, indent=1)
+            raw = {impl: [{f"{t}:{z}": {"samples": v[0], "probe_us": v[1]} for (t, z), v in job.items()} for job in jobs[impl]]
+                   for impl in impls}
+            json.dump({"args": vars(a), "probe_rtt_ns": probes, "probe_cut_us": cut, "results": summary,
+                       "raw": raw}, f, indent=1)
 
 
 if __name__ == "__main__":

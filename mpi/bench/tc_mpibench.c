@@ -6,7 +6,7 @@
  *
  *   tc_mpibench [--tests latency,bw,bibw,msgrate] [--sizes 1,8,4K,1M]
  *               [--cache hot|cold] [--llc BYTES] [--samples N]
- *               [--min-time-ms T] [--window W] [--impl NAME]
+ *               [--min-time-ms T] [--window W] [--impl NAME] [--probe N]
  *
  * Rank 0 prints one JSON line per (test, size, cache) on stdout
  * (docs/formats/bench-json.md):
@@ -24,6 +24,10 @@
  *   bibw     both ranks post W MPI_Irecv and W MPI_Isend at once; GB/s of
  *            both directions summed.
  *   msgrate  the bw exchange counted in messages: Mmsg/s.
+ * --probe N: after every batch, N 8-byte ping-pongs (untimed by the sample);
+ * their one-way time in us is printed per sample as "probe_us":[...], so a
+ * caller can tell in which machine state each sample ran (a VM's host moves
+ * the vCPUs between near and distant cores, also within a job).
  * Cache modes: hot reuses one buffer per side (OSU); cold rotates through a
  * pool larger than 2 x LLC so that every message uses memory last touched
  * long ago (IMB -off_cache).
@@ -60,6 +64,7 @@ struct opts {
     int samples;
     double min_time;
     int window;
+    int probe;
     char impl[64];
 };
 
@@ -121,6 +126,7 @@ static const char *parse_args(int argc, char **argv, struct opts *o) {
     o->samples = 20;
     o->min_time = 0.010;
     o->window = 64;
+    o->probe = 0;
     snprintf(o->impl, sizeof o->impl, "mpi");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -206,6 +212,11 @@ static const char *parse_args(int argc, char **argv, struct opts *o) {
                 snprintf(err, sizeof err, "tc_mpibench: --window: '%s' (expected an integer 1..4096)", v);
                 return err;
             }
+        } else if (strcmp(a, "--probe") == 0) {
+            if (parse_int(v, 0, 1000000, &o->probe)) {
+                snprintf(err, sizeof err, "tc_mpibench: --probe: '%s' (expected an integer 0..1000000)", v);
+                return err;
+            }
         } else if (strcmp(a, "--impl") == 0) {
             if (strlen(v) == 0 || strlen(v) >= sizeof o->impl || strpbrk(v, "\"\\")) {
                 snprintf(err, sizeof err, "tc_mpibench: --impl: '%s' (expected a plain name)", v);
@@ -215,7 +226,7 @@ static const char *parse_args(int argc, char **argv, struct opts *o) {
         } else {
             snprintf(err, sizeof err,
                      "tc_mpibench: unknown argument '%s' (expected --tests, --sizes, --cache, --llc, --samples, "
-                     "--min-time-ms, --window, --impl)",
+                     "--min-time-ms, --window, --impl, --probe)",
                      a);
             return err;
         }
@@ -323,7 +334,10 @@ static void run_one(const struct opts *o, int test, size_t size) {
      * zero-sized region under -Werror. */
     MPI_Status *stats = malloc(sizeof(MPI_Status) * 2 * (size_t)o->window);
     double *samples = malloc(sizeof(double) * (size_t)o->samples);
-    if (!reqs || !stats || !samples)
+    double *probes = malloc(sizeof(double) * (size_t)o->samples);
+    struct pool pp;
+    pool_init(&pp, 8, 0, 0);
+    if (!reqs || !stats || !samples || !probes)
         die("out of memory");
 
     /* Calibration, which is also the warm-up: grow the batch until it lasts
@@ -346,18 +360,28 @@ static void run_one(const struct opts *o, int test, size_t size) {
         n = next;
     }
     batch(test, size, n, o->window, &sp, &rp, reqs, stats); /* one more warm-up batch at the final size */
-    for (int s = 0; s < o->samples; s++)
+    for (int s = 0; s < o->samples; s++) {
         samples[s] = to_unit(test, size, n, o->window, batch(test, size, n, o->window, &sp, &rp, reqs, stats));
+        if (o->probe > 0)
+            probes[s] = to_unit(T_LATENCY, 8, o->probe, 1, batch(T_LATENCY, 8, o->probe, 1, &pp, &pp, reqs, stats));
+    }
 
     if (rank == 0) {
         printf("{\"impl\":\"%s\",\"test\":\"%s\",\"size\":%llu,\"cache\":\"%s\",\"unit\":\"%s\",\"samples\":[",
                o->impl, TEST_NAMES[test], (unsigned long long)size, o->cold ? "cold" : "hot", TEST_UNITS[test]);
         for (int s = 0; s < o->samples; s++)
             printf("%s%.9g", s ? "," : "", samples[s]);
+        if (o->probe > 0) {
+            printf("],\"probe_us\":[");
+            for (int s = 0; s < o->samples; s++)
+                printf("%s%.9g", s ? "," : "", probes[s]);
+        }
         printf("]}\n");
         fflush(stdout);
     }
     free(samples);
+    free(probes);
+    pool_free(&pp);
     free(stats);
     free(reqs);
     pool_free(&sp);

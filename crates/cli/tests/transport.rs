@@ -520,6 +520,41 @@ fn bench_worker_prints_the_agreed_json_lines() {
         let s = v["samples"].as_array().unwrap();
         assert_eq!(s.len(), 2);
         assert!(s.iter().all(|x| x.as_f64().unwrap() > 0.0), "{l}");
+        assert!(v.get("probe_us").is_none(), "no probe asked for: {l}");
+    }
+}
+
+#[test]
+fn bench_worker_probe_tags_every_sample_with_its_machine_state() {
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "2",
+        "--",
+        bin(),
+        "bench-worker",
+        "p2p",
+        "--tests",
+        "latency,msgrate",
+        "--sizes",
+        "8,4096",
+        "--samples",
+        "3",
+        "--min-time-ms",
+        "1",
+        "--probe",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines = topocomm_measure::SampleLine::parse_all(&out, "worker").unwrap();
+    assert_eq!(lines.len(), 4, "{out}");
+    for l in &lines {
+        let p = l.probe_us.as_ref().expect("probe_us on every line");
+        assert_eq!(p.len(), l.samples.len(), "one probe per sample: {out}");
+        // One-way 8-byte times: positive, and below a millisecond even on
+        // an oversubscribed 2-core machine.
+        assert!(p.iter().all(|x| *x > 0.0 && *x < 1000.0), "{p:?}");
     }
 }
 

@@ -384,6 +384,7 @@ mod tests {
             cache: "hot".into(),
             unit: unit.into(),
             samples: vec![1.0, 2.0, 3.0],
+            probe_us: None,
         };
         check_complete(&[l(8, "mpich", "us"), l(64, "mpich", "us")], "mpich", &p).unwrap();
         let err =

@@ -647,6 +647,7 @@ mod tests {
             cache: "hot".into(),
             unit: "GB/s".into(),
             samples,
+            probe_us: None,
         };
         let mut p = Vec::new();
         pool(&mut p, vec![l(8, vec![1.0, 2.0]), l(64, vec![5.0])]);

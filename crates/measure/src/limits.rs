@@ -418,6 +418,7 @@ fn line_of(test: &str, size: u64, cache: &str, unit: &str, samples: Vec<f64>) ->
         cache: cache.into(),
         unit: unit.into(),
         samples,
+        probe_us: None,
     }
 }
 

@@ -18,6 +18,11 @@ pub struct SampleLine {
     pub cache: String,
     pub unit: String,
     pub samples: Vec<f64>,
+    /// With the workers' `--probe N`: the one-way time (us) of the 8-byte
+    /// ping-pongs run right after each sample, one per sample: which machine
+    /// state each sample ran in (docs/formats/bench-json.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_us: Option<Vec<f64>>,
 }
 
 impl SampleLine {

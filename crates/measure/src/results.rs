@@ -242,6 +242,7 @@ mod tests {
             cache: "hot".into(),
             unit: if test == "latency" { "us" } else { "GB/s" }.into(),
             samples,
+            probe_us: None,
         }
     }
 

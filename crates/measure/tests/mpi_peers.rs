@@ -102,3 +102,55 @@ fn tc_mpibench_under_both_mpis() {
         assert!(e.contains("--llc"), "{e}");
     }
 }
+
+/// `--probe N` follows every sample with N 8-byte ping-pongs and prints their
+/// one-way time per sample (`probe_us`), under both MPIs.
+#[test]
+fn tc_mpibench_probe_tags_every_sample() {
+    let pus = allowed_pus().unwrap();
+    if pus.len() < 2 {
+        eprintln!("notice: fewer than 2 usable PUs; skipping");
+        return;
+    }
+    let Some(build) = build() else { return };
+    for which in MpiImpl::ALL {
+        if !have(which.mpirun()) {
+            eprintln!("notice: {} absent; skipping it", which.mpirun());
+            continue;
+        }
+        let o = Command::new(which.mpirun())
+            .args(["-np", "2"])
+            .args(which.bind_args((pus[0], pus[1])))
+            .arg(build.join(which.name()).join("tc_mpibench"))
+            .args(["--tests", "latency,bw", "--sizes", "8", "--samples", "3"])
+            .args(["--min-time-ms", "0.5", "--window", "4", "--probe", "10"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let lines = topocomm_measure::SampleLine::parse_all(&out, which.name()).unwrap();
+        assert_eq!(lines.len(), 2, "{out}");
+        for l in &lines {
+            let p = l.probe_us.as_ref().expect("probe_us on every line");
+            assert_eq!(p.len(), 3, "{out}");
+            assert!(p.iter().all(|x| *x > 0.0 && *x < 1000.0), "{p:?}");
+        }
+        // A bad count is one line naming the argument.
+        let o = Command::new(which.mpirun())
+            .args(["-np", "2"])
+            .arg(build.join(which.name()).join("tc_mpibench"))
+            .args(["--probe", "-1"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("--probe"), "{err}");
+    }
+}

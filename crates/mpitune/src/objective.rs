@@ -456,6 +456,7 @@ mod tests {
             cache: "hot".into(),
             unit: if test == "latency" { "us" } else { "GB/s" }.into(),
             samples,
+            probe_us: None,
         }
     }
 

@@ -542,6 +542,7 @@ mod tests {
             cache: "hot".into(),
             unit: "x".into(),
             samples: (0..9).map(|i| x * (1.0 + 0.001 * i as f64)).collect(),
+            probe_us: None,
         };
         vec![ClassMeasure {
             class: "l3".into(),

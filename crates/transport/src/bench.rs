@@ -6,6 +6,13 @@
 //! `min_time`); rank 0 tells rank 1 each batch's iteration count with a
 //! small control message outside the timed region. One untimed batch warms
 //! up each (test, size, cache) point.
+//!
+//! With `Spec::probe > 0`, every batch is followed by an untimed probe: that
+//! many 8-byte ping-pongs, whose one-way time is recorded next to each
+//! sample (`probe_us`). On a virtual machine the host moves the vCPUs
+//! between near and distant physical cores every second or so, also in the
+//! middle of a job (docs/transport.md, "Job-level slow mode"); the probe says
+//! which state each sample ran in, so samples are compared state for state.
 
 use crate::{Comm, Error, Request, Result};
 use serde::Serialize;
@@ -31,6 +38,8 @@ pub struct Spec {
     pub samples: usize,
     pub min_time: Duration,
     pub window: usize,
+    /// 8-byte ping-pongs after every batch (0: no probe).
+    pub probe: u64,
 }
 
 /// One measured point; serialized in exactly the worker's JSON line format.
@@ -43,6 +52,9 @@ pub struct Point {
     pub cache: &'static str,
     pub unit: &'static str,
     pub samples: Vec<f64>,
+    /// One-way 8-byte time (us) of the probe that followed each sample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_us: Option<Vec<f64>>,
 }
 
 /// Message buffers: one (hot) or a rotating pool beyond 2x the LLC (cold).
@@ -190,13 +202,25 @@ pub fn measure(
     // bibw needs separate send and receive buffers.
     let min_count = if test == Test::Bibw { 2 } else { 1 };
     let mut pool = Pool::new(size, cold, spec.llc, min_count);
+    let mut probe_pool = Pool::new(8, false, spec.llc, 1);
+    // Both ranks follow every batch with the probe, so rank 1 needs no
+    // word on which batches are samples.
+    let mut probe = |c: &mut Comm| -> Result<f64> {
+        if spec.probe == 0 {
+            return Ok(0.0);
+        }
+        let t = batch(c, Test::Latency, 8, spec.probe, 1, &mut probe_pool)?;
+        Ok(value(Test::Latency, 8, spec.probe, 1, t))
+    };
     // Calibrate on rank 0 (the calibration batches double as warm-up).
     let mut k = 1u64;
     let mut samples = Vec::with_capacity(spec.samples);
+    let mut probes = Vec::with_capacity(spec.samples);
     if c.rank() == 0 {
         loop {
             agree(c, k)?;
             let t = batch(c, test, size, k, w, &mut pool)?;
+            probe(c)?;
             if t >= spec.min_time.as_secs_f64() || k >= 1 << 30 {
                 break;
             }
@@ -207,6 +231,7 @@ pub fn measure(
             agree(c, k)?;
             let t = batch(c, test, size, k, w, &mut pool)?;
             samples.push(value(test, size, k, w, t));
+            probes.push(probe(c)?);
         }
         agree(c, 0)?;
         Ok(Some(Point {
@@ -216,6 +241,7 @@ pub fn measure(
             cache: if cold { "cold" } else { "hot" },
             unit: test.unit(),
             samples,
+            probe_us: (spec.probe > 0).then_some(probes),
         }))
     } else {
         loop {
@@ -224,6 +250,7 @@ pub fn measure(
                 return Ok(None);
             }
             batch(c, test, size, k, w, &mut pool)?;
+            probe(c)?;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `topocomm bench-worker p2p` (hidden): the topocomm side of
 //! `topocomm bench p2p`, run as two ranks under
 //! `topocomm run -n 2 --bind P,Q`. Rank 0 prints one JSON line per
-//! (test, size, cache): `{"impl":"topocomm","test":..,"size":..,"cache":..,"unit":..,"samples":[..]}`,
+//! (test, size, cache): `{"impl":"topocomm","test":..,"size":..,"cache":..,"unit":..,"samples":[..]}`
+//! (with `--probe N`, also `"probe_us":[..]`, one per sample),
 //! and one pinning line on stderr: `{"bench_meta":{"ranks":[{"rank":0,"cpu":0,"affinity":"0"},..]}}`.
 
 use crate::common::GlobalOpts;
@@ -46,6 +47,10 @@ pub struct P2pArgs {
     /// Outstanding messages per window (bw, bibw, msgrate)
     #[arg(long, default_value_t = 64)]
     pub window: usize,
+    /// 8-byte ping-pongs after every sample, their one-way time printed as
+    /// `probe_us` next to the samples (0: none)
+    #[arg(long, default_value_t = 0)]
+    pub probe: u64,
 }
 
 fn list<T, E: std::fmt::Display>(
@@ -82,6 +87,7 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         samples: p.samples.max(1),
         min_time: Duration::from_secs_f64((p.min_time_ms.max(0.0)) / 1e3),
         window: p.window.max(1),
+        probe: p.probe,
     };
     let mut comm = topocomm_transport::Comm::init()?;
     // Where the ranks run, on stderr, for the orchestrator's pinning check.
