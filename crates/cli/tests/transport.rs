@@ -466,16 +466,16 @@ fn plan_json_lists_classes_and_mechanism() {
     run_ok(&["plan", "--rules", f.to_str().unwrap()]);
 }
 
+/// `topocomm bench-worker p2p ARGS` as two ranks under `topocomm run`.
+fn bench_worker(args: &[&str]) -> Output {
+    let mut all = vec!["run", "-n", "2", "--", bin(), "bench-worker", "p2p"];
+    all.extend_from_slice(args);
+    topocomm(&all)
+}
+
 #[test]
 fn bench_worker_prints_the_agreed_json_lines() {
-    let o = topocomm(&[
-        "run",
-        "-n",
-        "2",
-        "--",
-        bin(),
-        "bench-worker",
-        "p2p",
+    let o = bench_worker(&[
         "--tests",
         "latency,bw,bibw,msgrate",
         "--sizes",
@@ -526,14 +526,7 @@ fn bench_worker_prints_the_agreed_json_lines() {
 
 #[test]
 fn bench_worker_probe_tags_every_sample_with_its_machine_state() {
-    let o = topocomm(&[
-        "run",
-        "-n",
-        "2",
-        "--",
-        bin(),
-        "bench-worker",
-        "p2p",
+    let o = bench_worker(&[
         "--tests",
         "latency,msgrate",
         "--sizes",
