@@ -215,10 +215,13 @@ fn a_64_byte_payload_is_not_faster_than_8_bytes() {
     let Some(pair) = pair() else { return };
     // 64 B span the flag's line and the next one, 8 B ride in the flag's
     // line: 64 B cost at least as much. Best of interleaved runs, and a
-    // factor 2 of slack for the noise of a shared machine.
+    // factor 2 of slack for the noise of a shared machine. 9 rounds: on a
+    // VM whose host moves the vCPUs between near and distant cores every
+    // second or so (docs/transport.md, finding 5) the line round trip
+    // changes 4-5x between runs, and both sizes must see the near state.
     let p = params(pair, false, 7, Duration::from_millis(1));
     let (mut best8, mut best64) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..3 {
+    for _ in 0..9 {
         best8 = best8.min(median(&latency(&p, 8).unwrap()));
         best64 = best64.min(median(&latency(&p, 64).unwrap()));
     }
@@ -292,16 +295,23 @@ fn a_cold_copy_is_not_faster_than_a_hot_one() {
 fn local_copy_rate(size: usize) -> f64 {
     let len = size.max(256 * 1024);
     let src = vec![1u8; len];
-    let mut dst = vec![2u8; len];
+    // Several destination offsets: glibc's `rep movsb` path can be many
+    // times slower for one relative placement of source and destination
+    // (measured here on a Zen 4 VM: 2 GB/s at 4 KiB with both buffers at
+    // the same page offset), and the reference is the best the core can do.
+    let mut dst_mem = vec![2u8; len + 4096];
     let mut best = 0f64;
-    for _ in 0..40 {
-        let t0 = Instant::now();
-        for (d, s) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
-            d.copy_from_slice(std::hint::black_box(s));
+    for off in [0usize, 64, 2048] {
+        let dst = &mut dst_mem[off..off + len];
+        for _ in 0..40 {
+            let t0 = Instant::now();
+            for (d, s) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
+                d.copy_from_slice(std::hint::black_box(s));
+            }
+            let t = t0.elapsed().as_secs_f64();
+            std::hint::black_box(&dst);
+            best = best.max(len as f64 / t.max(1e-9) / 1e9);
         }
-        let t = t0.elapsed().as_secs_f64();
-        std::hint::black_box(&dst);
-        best = best.max(len as f64 / t.max(1e-9) / 1e9);
     }
     best
 }
@@ -313,19 +323,29 @@ fn a_cross_core_copy_is_not_faster_than_a_local_one() {
     // Same kernel (copy_from_slice of `size`-byte chunks), same clock: the
     // limit reads lines another core just wrote, the reference reads its own
     // cache. A rate in the wrong unit (bits, MB) or counting bytes never
-    // copied shows up here; factor 2 for the noise of a shared machine.
+    // copied shows up here; factor 2 for the noise of a shared machine. A
+    // unit error fails every attempt; a reference slowed by a busy machine
+    // (CI's 2 cores, a VM whose host moves the vCPUs) passes a later one,
+    // so each size gets up to 3 attempts, both sides measured afresh.
     for size in [4096usize, 65536, 1 << 20] {
-        let reference = local_copy_rate(size);
-        let l = copy_rate(
-            &params(pair, false, 5, Duration::from_millis(1)),
-            size as u64,
-        )
-        .unwrap();
-        let m = median(&l);
-        eprintln!("copy {size} B: cross-core median {m:.2} GB/s, local best {reference:.2} GB/s");
+        let mut seen = Vec::new();
+        let ok = (0..3).any(|_| {
+            let reference = local_copy_rate(size);
+            let l = copy_rate(
+                &params(pair, false, 5, Duration::from_millis(1)),
+                size as u64,
+            )
+            .unwrap();
+            let m = median(&l);
+            eprintln!(
+                "copy {size} B: cross-core median {m:.2} GB/s, local best {reference:.2} GB/s"
+            );
+            seen.push((m, reference));
+            m <= 2.0 * reference
+        });
         assert!(
-            m <= 2.0 * reference,
-            "cross-core copy {m} GB/s vs same-core copy {reference} GB/s at {size} B"
+            ok,
+            "cross-core copy vs same-core copy (GB/s) at {size} B, 3 attempts: {seen:?}"
         );
     }
 }
