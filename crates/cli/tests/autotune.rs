@@ -308,7 +308,15 @@ fn concurrent_first_jobs_measure_once_and_agree() {
         .iter()
         .filter(|o| String::from_utf8_lossy(&o.stderr).contains(MEASURING))
         .count();
-    assert_eq!(measured, 1, "exactly one job measures");
+    assert_eq!(
+        measured,
+        1,
+        "exactly one job measures; their stderr:\n{}",
+        outs.iter()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n--\n")
+    );
     let first_lines: Vec<String> = outs
         .iter()
         .map(|o| {

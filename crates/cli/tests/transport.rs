@@ -129,6 +129,74 @@ fn stress_with_single_copy_and_small_fragments() {
     }
 }
 
+/// With the built-in rules the receiver chooses the rendezvous protocol per
+/// message (docs/transport.md, "Choosing the rendezvous protocol per
+/// message"): in a job with many messages per size class both protocols
+/// carry messages (the chooser tries the one the plan did not pick on the
+/// third message of a class), every byte arrives intact, and a rules file
+/// with `adaptive = false` keeps the static threshold (no tries).
+#[test]
+fn the_receiver_mixes_both_rendezvous_protocols_and_every_byte_arrives() {
+    let cma = run_ok(&["plan"]).contains("single copy (process_vm_readv) available");
+    let counts = |extra: &[&str], n: &str| -> Vec<[u64; 3]> {
+        let mut args = vec!["run", "-n", n];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[
+            "--",
+            bin(),
+            "selftest",
+            "stress",
+            "--messages",
+            "200",
+            "--max-size",
+            "300000",
+            "--seed",
+            "7",
+        ]);
+        let o = Command::new(bin())
+            .args(&args)
+            .env("TOPOCOMM_VERBOSE", "1")
+            .output()
+            .expect("topocomm runs");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("stress ok"));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let lines: Vec<[u64; 3]> = err
+            .lines()
+            .filter_map(|l| l.split_once(" rendezvous messages: "))
+            .map(|(_, rest)| {
+                let nums: Vec<u64> = rest
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                [nums[0], nums[1], nums[2]]
+            })
+            .collect();
+        assert!(!lines.is_empty(), "no rendezvous line:\n{err}");
+        lines
+    };
+    for (n, extra) in [("2", &[][..]), ("4", &["--bind", "none"][..])] {
+        let all = counts(extra, n);
+        let sum = |i: usize| all.iter().map(|c| c[i]).sum::<u64>();
+        assert!(sum(0) > 0, "{n} ranks: no two-copy message: {all:?}");
+        if cma {
+            assert!(sum(1) > 0, "{n} ranks: no single-copy message: {all:?}");
+            assert!(
+                sum(2) > 0,
+                "{n} ranks: no try of the other protocol: {all:?}"
+            );
+        } else {
+            assert_eq!(sum(1), 0, "{all:?}");
+        }
+    }
+    let fixed = tmp("fixed.toml", "[default]\nadaptive = false\n");
+    let all = counts(&["--rules", fixed.to_str().unwrap()], "2");
+    assert!(
+        all.iter().all(|c| c[2] == 0),
+        "tries under adaptive = false: {all:?}"
+    );
+}
+
 #[test]
 fn ranks_sharing_a_pu_yield_instead_of_spinning() {
     // Ranks 0 and 1 share PU 0, rank 2 has PU 1 to itself (PU 0 only when

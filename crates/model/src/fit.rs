@@ -147,6 +147,7 @@ mod tests {
         let one = Params {
             eager_max: 40,
             cma_threshold: 0,
+            adaptive: false,
             cma_chunk: 256 << 10,
             ..params()
         };

@@ -41,6 +41,7 @@ pub(crate) fn test_params() -> topocomm_transport::Params {
         depth: 8,
         cma: true,
         cma_threshold: 1 << 20,
+        adaptive: true,
         cma_chunk: 1 << 20,
         copy: CopyKind::Plain,
         nt_threshold: u64::MAX,

@@ -57,27 +57,51 @@ pub struct Point {
     pub probe_us: Option<Vec<f64>>,
 }
 
-/// Message buffers: one (hot) or a rotating pool beyond 2x the LLC (cold).
+/// Message buffers: one (hot) or a rotating pool beyond 2x the LLC (cold),
+/// each starting on a page boundary as `tc_mpibench`'s and OSU's do: the
+/// kernel's and glibc's copies run up to 3x slower on some CPUs when source
+/// and destination sit at nearby offsets within their pages (an AMD VM:
+/// single copy at 64 KiB 2 GB/s against 7 GB/s page-aligned), so buffers
+/// placed by malloc would compare the implementations at different
+/// alignments.
 struct Pool {
     mem: Vec<u8>,
+    /// Offset of the first page boundary in `mem`.
+    base: usize,
     stride: usize,
     count: usize,
     next: usize,
 }
 
+/// Send and receive buffers, apart as in OSU and `tc_mpibench`.
+struct Pools {
+    send: Pool,
+    recv: Pool,
+}
+
+impl Pools {
+    fn new(size: usize, cold: bool, llc: usize) -> Pools {
+        Pools {
+            send: Pool::new(size, cold, llc),
+            recv: Pool::new(size, cold, llc),
+        }
+    }
+}
+
 impl Pool {
-    fn new(size: usize, cold: bool, llc: usize, min_count: usize) -> Pool {
+    fn new(size: usize, cold: bool, llc: usize) -> Pool {
         let stride = size.max(64).div_ceil(4096) * 4096;
         let count = if cold {
             (2 * llc).div_ceil(stride).max(1) + 1
         } else {
             1
-        }
-        .max(min_count);
+        };
         // Written once so the pages exist before timing.
-        let mem = vec![0xa5u8; stride * count];
+        let mem = vec![0xa5u8; stride * count + 4096];
+        let base = mem.as_ptr().align_offset(4096);
         Pool {
             mem,
+            base,
             stride,
             count,
             next: 0,
@@ -86,8 +110,8 @@ impl Pool {
     fn next(&mut self) -> *mut u8 {
         let i = self.next;
         self.next = (self.next + 1) % self.count;
-        // SAFETY: i < count, inside `mem`.
-        unsafe { self.mem.as_mut_ptr().add(i * self.stride) }
+        // SAFETY: base < 4096 and i < count: inside `mem`.
+        unsafe { self.mem.as_mut_ptr().add(self.base + i * self.stride) }
     }
 }
 
@@ -102,7 +126,14 @@ fn peer_of(c: &Comm) -> Result<usize> {
 }
 
 /// One batch of `k` iterations of `test`; returns its duration.
-fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Pool) -> Result<f64> {
+fn batch(
+    c: &mut Comm,
+    test: Test,
+    size: usize,
+    k: u64,
+    w: usize,
+    pools: &mut Pools,
+) -> Result<f64> {
     let peer = peer_of(c)?;
     let me = c.rank();
     let mut ack = [0u8; 4];
@@ -111,16 +142,24 @@ fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Poo
     for _ in 0..k {
         match test {
             Test::Latency => {
-                // Blocking send/recv, as osu_latency does.
-                // SAFETY: the pool block holds at least `size` bytes and no
-                // other reference to it exists during this iteration.
-                let b = unsafe { std::slice::from_raw_parts_mut(pool.next(), size) };
+                // Blocking send/recv, as osu_latency does, from and into
+                // buffers of their own: a buffer just received into is dirty
+                // in this core's cache, and sending it back would measure
+                // moving dirty lines, which neither OSU nor tc_mpibench does.
+                // SAFETY: the pool blocks hold at least `size` bytes and no
+                // other reference to them exists during this iteration.
+                let (s, r) = unsafe {
+                    (
+                        std::slice::from_raw_parts(pools.send.next(), size),
+                        std::slice::from_raw_parts_mut(pools.recv.next(), size),
+                    )
+                };
                 if me == 0 {
-                    c.send(b, peer, TAG_DATA)?;
-                    c.recv(b, peer as i32, TAG_DATA)?;
+                    c.send(s, peer, TAG_DATA)?;
+                    c.recv(r, peer as i32, TAG_DATA)?;
                 } else {
-                    c.recv(b, peer as i32, TAG_DATA)?;
-                    c.send(b, peer, TAG_DATA)?;
+                    c.recv(r, peer as i32, TAG_DATA)?;
+                    c.send(s, peer, TAG_DATA)?;
                 }
             }
             Test::Bw | Test::Msgrate => {
@@ -131,13 +170,18 @@ fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Poo
                 unsafe {
                     if me == 0 {
                         for _ in 0..w {
-                            reqs.push(c.isend_raw(pool.next(), size, peer, TAG_DATA)?);
+                            reqs.push(c.isend_raw(pools.send.next(), size, peer, TAG_DATA)?);
                         }
                         c.wait_all(&reqs)?;
                         c.recv(&mut ack, peer as i32, TAG_ACK)?;
                     } else {
                         for _ in 0..w {
-                            reqs.push(c.irecv_raw(pool.next(), size, peer as i32, TAG_DATA)?);
+                            reqs.push(c.irecv_raw(
+                                pools.recv.next(),
+                                size,
+                                peer as i32,
+                                TAG_DATA,
+                            )?);
                         }
                         c.wait_all(&reqs)?;
                         c.send(&ack, peer, TAG_ACK)?;
@@ -149,10 +193,10 @@ fn batch(c: &mut Comm, test: Test, size: usize, k: u64, w: usize, pool: &mut Poo
                 // SAFETY: as above; receive and send buffers differ.
                 unsafe {
                     for _ in 0..w {
-                        reqs.push(c.irecv_raw(pool.next(), size, peer as i32, TAG_DATA)?);
+                        reqs.push(c.irecv_raw(pools.recv.next(), size, peer as i32, TAG_DATA)?);
                     }
                     for _ in 0..w {
-                        reqs.push(c.isend_raw(pool.next(), size, peer, TAG_DATA)?);
+                        reqs.push(c.isend_raw(pools.send.next(), size, peer, TAG_DATA)?);
                     }
                 }
                 c.wait_all(&reqs)?;
@@ -199,10 +243,8 @@ pub fn measure(
     } else {
         spec.window.max(1)
     };
-    // bibw needs separate send and receive buffers.
-    let min_count = if test == Test::Bibw { 2 } else { 1 };
-    let mut pool = Pool::new(size, cold, spec.llc, min_count);
-    let mut probe_pool = Pool::new(8, false, spec.llc, 1);
+    let mut pool = Pools::new(size, cold, spec.llc);
+    let mut probe_pool = Pools::new(8, false, spec.llc);
     // Both ranks follow every batch with the probe, so rank 1 needs no
     // word on which batches are samples.
     let mut probe = |c: &mut Comm| -> Result<f64> {

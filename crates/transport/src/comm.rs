@@ -73,6 +73,9 @@ pub struct Comm {
     /// is stalled: not when every rank has a CPU of its own (yielding then
     /// helps no peer and only adds a system call to the latency).
     pub(crate) watch_peers: bool,
+    /// Rendezvous messages received by two-copy, by single copy, and how
+    /// many of them were tries of the protocol then estimated slower.
+    pub(crate) rdv_counts: [u64; 3],
     _probe: Box<AtomicU64>,
 }
 
@@ -186,6 +189,9 @@ impl Comm {
                 frags_done: 0,
                 streams: Vec::new(),
                 idle: 0,
+                chooser: Default::default(),
+                busy_until: std::time::Instant::now(),
+                cma_failed: false,
             });
         }
         let probe = Box::new(AtomicU64::new(
@@ -219,6 +225,7 @@ impl Comm {
             pids: vec![0; size],
             cma_ok: false,
             cma_note: String::new(),
+            rdv_counts: [0; 3],
             timeout,
             broken: None,
             finalized: false,
@@ -324,15 +331,8 @@ impl Comm {
 
     /// Mechanism used for large messages to `peer`, in words.
     pub fn mechanism_to(&self, peer: usize) -> String {
-        let p = self.outs[peer].plan;
-        if p.cma != 0 && self.cma_ok {
-            format!(
-                "two-copy below {} B, single copy (CMA) from there",
-                p.cma_threshold
-            )
-        } else {
-            "two-copy".into()
-        }
+        let p = self.outs[peer].plan.params();
+        p.mechanism(self.cma_ok, &|b| format!("{b} B"))
     }
 
     pub(crate) fn check_peer(&self, peer: usize, what: &str) -> Result<()> {
@@ -395,6 +395,9 @@ impl Comm {
                 }
             }
             b.snooze();
+        }
+        if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {
+            self.say_rendezvous();
         }
         // Release: everything we published precedes the state change.
         self.seg

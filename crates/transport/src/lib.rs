@@ -20,6 +20,7 @@
 pub mod autotune;
 pub mod bench;
 pub mod bootstrap;
+mod choose;
 pub mod cma;
 mod comm;
 mod copy;

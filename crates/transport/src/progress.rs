@@ -7,11 +7,12 @@
 use crate::comm::Comm;
 use crate::copy::copy_plain;
 use crate::error::{Error, Result};
-use crate::recv::{Key, Payload, Unexp};
+use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
 use crate::segment::{K_CTS, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP};
 use crate::send::Stream;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// Empty drains after which a channel leaves the poll set.
 const IDLE_CLEAR: u32 = 4096;
@@ -95,7 +96,8 @@ impl Comm {
                     let s = &mut self.ins[src].streams[k];
                     s.got += len;
                     if s.got == s.len {
-                        self.ins[src].streams.swap_remove(k);
+                        let s = self.ins[src].streams.swap_remove(k);
+                        self.stream_done(src, &s);
                         let st = self.reqs[req as usize].status;
                         self.complete(req, st, None);
                     }
@@ -146,6 +148,21 @@ impl Comm {
             unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
         }
         Ok(n)
+    }
+
+    /// Reports a finished two-copy stream's cost to the channel's chooser,
+    /// counted from its CTS or from the end of the stream ahead of it on
+    /// the channel, whichever is later (streams of one channel run one
+    /// after the other: a window of them must not look slower each).
+    fn stream_done(&mut self, src: usize, s: &InStream) {
+        let now = Instant::now();
+        let i = &mut self.ins[src];
+        if let Some(p) = s.pick {
+            let start = s.t0.max(i.busy_until);
+            i.chooser
+                .record(s.len, p, now.duration_since(start).as_nanos() as u64);
+        }
+        i.busy_until = now;
     }
 
     /// One pass of the progress engine: pending sends, then the channels in

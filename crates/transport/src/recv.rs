@@ -4,6 +4,7 @@
 //! of a blocking receive. Orderings referred to by number are listed in the
 //! module documentation of `comm.rs`.
 
+use crate::choose::{Chooser, Pick};
 use crate::comm::{Comm, ANY_SOURCE, ANY_TAG};
 use crate::copy::copy_plain;
 use crate::error::{Error, Result};
@@ -12,6 +13,7 @@ use crate::segment::{
     Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_EAGER, K_FIN, K_INLINE, RING,
 };
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// A receive's or a message's matching key: tag and context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,9 @@ pub(crate) struct InStream {
     pub(crate) req: u32,
     pub(crate) got: usize,
     pub(crate) len: usize,
+    /// When the CTS went out, and the choice to report the cost to.
+    pub(crate) t0: Instant,
+    pub(crate) pick: Option<Pick>,
 }
 
 /// Receiver side of the channel peer -> me.
@@ -49,6 +54,13 @@ pub(crate) struct In {
     pub(crate) frags_done: u64,
     pub(crate) streams: Vec<InStream>,
     pub(crate) idle: u32,
+    /// Protocol costs measured on this channel (choose.rs).
+    pub(crate) chooser: Chooser,
+    /// When the last stream of this channel completed: a stream queued
+    /// behind another starts costing only then.
+    pub(crate) busy_until: Instant,
+    /// Set after a single copy from this peer failed: two-copy from then on.
+    pub(crate) cma_failed: bool,
 }
 
 /// What an unexpected message holds until a receive matches it.
@@ -58,6 +70,7 @@ pub(crate) enum Payload {
     Data(Vec<u8>),
     Rts {
         msg_id: u64,
+        /// The sender allows single copy from `addr`.
         cma: bool,
         addr: u64,
     },
@@ -227,40 +240,77 @@ impl Comm {
             // the sender now that the receive has matched.
             self.complete(idx, st, None);
             self.queue_ctrl(src, K_FIN, msg_id);
-        } else if cma {
-            let chunk = self.ins[src].plan.cma_chunk as usize;
-            // SAFETY: buf holds cap >= len writable bytes (irecv contract).
-            let r = unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) };
-            match r {
-                Ok(()) => self.complete(idx, st, None),
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                    let e = Error::DeadPeer {
-                        rank: src as i32,
-                        detail: "process vanished during single copy".into(),
-                    };
-                    self.broken = Some(e.clone());
-                    return Err(e);
-                }
-                Err(e) => {
-                    let e = Error::Cma {
-                        rank: src as i32,
-                        detail: e.to_string(),
-                    };
-                    self.complete(idx, st, Some(e));
-                }
-            }
-            self.queue_ctrl(src, K_FIN, msg_id);
         } else {
+            let ch = &mut self.ins[src];
+            let cma = cma && !ch.cma_failed;
+            let planned = len as u64 >= ch.plan.cma_threshold;
+            let pick = (cma && ch.plan.adaptive != 0 && len as u64 > ch.plan.eager_max)
+                .then(|| ch.chooser.pick(len, planned));
+            self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
+            if cma
+                && pick.map_or(planned, |p| p.cma)
+                && self.read_single_copy(src, buf, addr, len, pick)?
+            {
+                self.rdv_counts[1] += 1;
+                self.complete(idx, st, None);
+                self.queue_ctrl(src, K_FIN, msg_id);
+                return Ok(());
+            }
+            self.rdv_counts[0] += 1;
             self.reqs[idx as usize].status = st;
             self.ins[src].streams.push(InStream {
                 msg_id,
                 req: idx,
                 got: 0,
                 len,
+                t0: Instant::now(),
+                pick: pick.map(|p| Pick { cma: false, ..p }),
             });
             self.queue_ctrl(src, K_CTS, msg_id);
         }
         Ok(())
+    }
+
+    /// Reads `len` bytes of `src`'s buffer at `addr` into `buf` with single
+    /// copy, reporting the time to the channel's chooser. `Ok(false)`: the
+    /// read failed (other than by the peer's death), which is said once;
+    /// the channel falls back to two-copy, which rewrites the whole buffer.
+    fn read_single_copy(
+        &mut self,
+        src: usize,
+        buf: *mut u8,
+        addr: u64,
+        len: usize,
+        pick: Option<Pick>,
+    ) -> Result<bool> {
+        let chunk = self.ins[src].plan.cma_chunk as usize;
+        let t0 = Instant::now();
+        // SAFETY: buf holds cap >= len writable bytes (irecv contract).
+        match unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) } {
+            Ok(()) => {
+                if let Some(p) = pick {
+                    let ns = t0.elapsed().as_nanos() as u64;
+                    self.ins[src].chooser.record(len, p, ns);
+                }
+                Ok(true)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                let e = Error::DeadPeer {
+                    rank: src as i32,
+                    detail: "process vanished during single copy".into(),
+                };
+                self.broken = Some(e.clone());
+                Err(e)
+            }
+            Err(e) => {
+                crate::say!(
+                    "topocomm: rank {}: single copy from rank {src} failed ({e}); two-copy from this rank from now on",
+                    self.rank
+                );
+                self.ins[src].cma_failed = true;
+                Ok(false)
+            }
+        }
     }
 
     pub(crate) fn match_posted(&mut self, src: usize, got: Key) -> Option<u32> {

@@ -41,8 +41,14 @@ pub struct Params {
     pub depth: u64,
     /// Whether single copy through `process_vm_readv` may be used.
     pub cma: bool,
-    /// Messages of at least this size use single copy (when `cma`).
+    /// Messages of at least this size use single copy (when `cma`); with
+    /// `adaptive`, only until the channel has measured both protocols.
     pub cma_threshold: u64,
+    /// Whether the receiver chooses between two-copy and single copy per
+    /// message from the costs it measured on the channel (choose.rs).
+    /// Only with `cma`. Missing in files written before it existed: on.
+    #[serde(default = "adaptive_default")]
+    pub adaptive: bool,
     /// Bytes per `process_vm_readv` call.
     pub cma_chunk: u64,
     /// Copy routine for fragments of messages >= `nt_threshold`.
@@ -62,10 +68,15 @@ struct ParamsFile {
     depth: Option<u64>,
     cma: Option<bool>,
     cma_threshold: Option<u64>,
+    adaptive: Option<bool>,
     cma_chunk: Option<u64>,
     copy: Option<CopyKind>,
     nt_threshold: Option<u64>,
     buffer_owner: Option<Owner>,
+}
+
+fn adaptive_default() -> bool {
+    true
 }
 
 impl Params {
@@ -80,6 +91,7 @@ impl Params {
             depth,
             cma,
             cma_threshold,
+            adaptive,
             cma_chunk,
             copy,
             nt_threshold,
@@ -88,6 +100,25 @@ impl Params {
         // A smaller fragment set alone carries the eager limit down with it.
         if f.fragment.is_some() && f.eager_max.is_none() {
             self.eager_max = self.eager_max.min(self.fragment);
+        }
+    }
+
+    /// The protocols for messages above the eager limit, in words; `size`
+    /// renders a byte count, `cma_ok` says whether single copy works here.
+    pub fn mechanism(&self, cma_ok: bool, size: &dyn Fn(u64) -> String) -> String {
+        match (self.cma, cma_ok, self.adaptive) {
+            (true, true, true) => format!(
+                "two-copy or CMA by measured cost (start: CMA from {})",
+                size(self.cma_threshold)
+            ),
+            (true, true, false) => {
+                format!(
+                    "two-copy, single copy (CMA) from {}",
+                    size(self.cma_threshold)
+                )
+            }
+            (true, false, _) => "two-copy (CMA wanted but unavailable)".into(),
+            (false, _, _) => "two-copy".into(),
         }
     }
 
@@ -212,6 +243,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 depth,
                 cma: true,
                 cma_threshold: 32 << 10,
+                adaptive: true,
                 cma_chunk: 1 << 20,
                 copy: CopyKind::Plain,
                 nt_threshold: 4 * llc,
@@ -237,6 +269,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                     Some(_) if cross_numa => 256 << 10,
                     Some(_) => 1 << 20,
                 },
+                adaptive: true,
                 cma_chunk: 1 << 20,
                 copy: if cross_numa {
                     CopyKind::Nontemporal

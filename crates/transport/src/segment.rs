@@ -13,7 +13,7 @@
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3276_6f63_6f70_6f74; // "topocov2" (v2: cells carry a context)
+pub const MAGIC: u64 = 0x3376_6f63_6f70_6f74; // "topocov3" (v2: cells carry a context; v3: plans carry `adaptive`)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -133,14 +133,15 @@ pub struct PlanRaw {
     pub nontemporal: u64,
     pub nt_threshold: u64,
     pub receiver_owned: u64,
-    pub class: [u8; 40],
+    pub adaptive: u64,
+    pub class: [u8; 32],
 }
 
 impl PlanRaw {
     pub fn from_params(class: &str, p: &Params, offset: u64) -> PlanRaw {
-        let mut name = [0u8; 40];
+        let mut name = [0u8; 32];
         let b = class.as_bytes();
-        name[..b.len().min(39)].copy_from_slice(&b[..b.len().min(39)]);
+        name[..b.len().min(31)].copy_from_slice(&b[..b.len().min(31)]);
         PlanRaw {
             offset,
             inline_max: p.inline_max,
@@ -153,12 +154,13 @@ impl PlanRaw {
             nontemporal: u64::from(p.copy == CopyKind::Nontemporal),
             nt_threshold: p.nt_threshold,
             receiver_owned: u64::from(p.buffer_owner == Owner::Receiver),
+            adaptive: u64::from(p.adaptive),
             class: name,
         }
     }
 
     pub fn class_name(&self) -> String {
-        let end = self.class.iter().position(|&c| c == 0).unwrap_or(40);
+        let end = self.class.iter().position(|&c| c == 0).unwrap_or(32);
         String::from_utf8_lossy(&self.class[..end]).into_owned()
     }
 
@@ -170,6 +172,7 @@ impl PlanRaw {
             depth: self.depth,
             cma: self.cma != 0,
             cma_threshold: self.cma_threshold,
+            adaptive: self.adaptive != 0,
             cma_chunk: self.cma_chunk,
             copy: if self.nontemporal != 0 {
                 CopyKind::Nontemporal

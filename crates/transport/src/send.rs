@@ -1,6 +1,7 @@
 //! The sending side of a channel: the protocol choice for a message
-//! (inline in the cell, eager through one fragment slot, or rendezvous with
-//! a pipelined two-copy stream or a single copy by the receiver), the
+//! (inline in the cell, eager through one fragment slot, or rendezvous,
+//! where the receiver picks a pipelined two-copy stream or its own single
+//! copy), the
 //! sender's queues, and the pushing of cells and fragments into the ring.
 //! Orderings referred to by number are listed in the module documentation
 //! of `comm.rs`.
@@ -21,7 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 enum Proto {
     Inline,
     Eager,
-    Rts { cma: bool },
+    /// Rendezvous; `cma`: the receiver may read the buffer itself.
+    Rts {
+        cma: bool,
+    },
 }
 
 /// A send waiting for room in the ring (and in the slots, if eager).
@@ -124,18 +128,17 @@ impl Comm {
         }
         // Field reads, not a copy of the whole 128-byte plan.
         let plan = &self.outs[dst].plan;
+        // A rendezvous only says whether the receiver may read this buffer
+        // with single copy; the receiver chooses the protocol (choose.rs).
+        let readable = len > 0 && plan.cma != 0 && self.cma_ok;
         let proto = if sync {
-            Proto::Rts {
-                cma: len > 0 && plan.cma != 0 && self.cma_ok && len as u64 >= plan.cma_threshold,
-            }
+            Proto::Rts { cma: readable }
         } else if (len as u64) <= plan.inline_max {
             Proto::Inline
         } else if (len as u64) <= plan.eager_max {
             Proto::Eager
         } else {
-            Proto::Rts {
-                cma: plan.cma != 0 && self.cma_ok && len as u64 >= plan.cma_threshold,
-            }
+            Proto::Rts { cma: readable }
         };
         let mut job = Job {
             req: None,

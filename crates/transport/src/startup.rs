@@ -45,6 +45,7 @@ pub(crate) fn singleton_params() -> Params {
         depth: 4,
         cma: false,
         cma_threshold: u64::MAX,
+        adaptive: true,
         cma_chunk: 1 << 20,
         copy: CopyKind::Plain,
         nt_threshold: u64::MAX,
@@ -111,11 +112,7 @@ impl Comm {
             for r in 0..self.size {
                 if s != r || self.size == 1 {
                     let p = self.seg.plan(s, r);
-                    let mech = if p.cma != 0 && self.cma_ok {
-                        format!("two-copy, single copy (CMA) from {} B", p.cma_threshold)
-                    } else {
-                        "two-copy".to_string()
-                    };
+                    let mech = p.params().mechanism(self.cma_ok, &|b| format!("{b} B"));
                     seen.insert(p.class_name(), (mech, p.fragment, p.depth));
                 }
             }

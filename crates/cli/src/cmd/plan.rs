@@ -26,14 +26,7 @@ pub struct Args {
 }
 
 fn mechanism(p: &Params, cma: bool) -> String {
-    match (p.cma, cma) {
-        (true, true) => format!(
-            "two-copy, single copy (CMA) from {}",
-            human_bytes(p.cma_threshold)
-        ),
-        (true, false) => "two-copy (CMA wanted but unavailable)".into(),
-        (false, _) => "two-copy".into(),
-    }
+    p.mechanism(cma, &human_bytes)
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {

@@ -213,6 +213,7 @@ pub fn assemble(base: &Params, entries: &[Entry], sizes: &[u64]) -> Option<Assem
                                 depth,
                                 cma: cma.is_some(),
                                 cma_threshold: cma.unwrap_or(base.cma_threshold),
+                                adaptive: true,
                                 cma_chunk: chunk.unwrap_or(base.cma_chunk),
                                 copy: if nt.is_some() {
                                     CopyKind::Nontemporal

@@ -69,6 +69,7 @@ pub fn two_copy(
         depth,
         cma: false,
         cma_threshold: base.cma_threshold,
+        adaptive: false,
         cma_chunk: base.cma_chunk,
         copy,
         nt_threshold: if copy == CopyKind::Nontemporal {
@@ -86,6 +87,8 @@ pub fn single_copy(base: &Params, chunk: u64) -> Params {
         eager_max: base.inline_max,
         cma: true,
         cma_threshold: 0,
+        // A candidate is measured as it is, not as the receiver would mix it.
+        adaptive: false,
         cma_chunk: chunk,
         ..base.clone()
     }
