@@ -15,13 +15,15 @@
 //!
 //! The rule: per size class (power of two), keep an estimate of the cost
 //! per byte of each protocol, use the cheaper one, and now and then try the
-//! other (exploration). An exploration that confirms the loser doubles the
-//! interval to the next one (up to [`MAX_INTERVAL`] messages, so a stable
-//! machine pays at most one message in 64 on the slower protocol); one
-//! that finds the loser now faster resets it. Samples are clamped to twice
-//! the current estimate so that one preempted transfer cannot flip the
-//! choice on its own, while a real change of state (a few times slower
-//! every message) still moves the estimate within a handful of messages.
+//! other (exploration), whose measurement then replaces that protocol's
+//! estimate. An exploration that confirms the loser doubles the interval to
+//! the next one (up to [`MAX_INTERVAL`] messages, so a stable machine pays
+//! at most one message in 64 on the slower protocol); one that finds the
+//! loser now faster resets it. Samples of the protocol in use are averaged
+//! (weight 1/4) and clamped to twice the current estimate so that one
+//! preempted transfer cannot flip the choice on its own, while a real
+//! change of state (a few times slower every message) still moves the
+//! estimate within a handful of messages.
 
 /// Size classes: `floor(log2(len))`, lengths of 2^31 bytes and above share
 /// the last class.
@@ -109,12 +111,14 @@ impl Chooser {
         let i = usize::from(pick.cma);
         let sample = ns.max(1) as f32 / len.max(1) as f32;
         let old = c.cost[i];
-        c.cost[i] = if old.is_nan() {
+        c.cost[i] = if old.is_nan() || pick.explore {
+            // A try looks at a protocol whose estimate may be many messages
+            // old (a machine state ago): it replaces it. A preempted try only
+            // delays the next one; a clamped or averaged one would keep a
+            // stale low estimate that wins again and again.
             sample
         } else {
-            // Explorations are rare, so they carry more weight.
-            let weight = if pick.explore { 0.5 } else { 0.25 };
-            old + (sample.min(2.0 * old) - old) * weight
+            old + (sample.min(2.0 * old) - old) * 0.25
         };
         if pick.explore {
             let other = c.cost[1 - i];
