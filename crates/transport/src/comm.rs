@@ -69,10 +69,15 @@ pub struct Comm {
     pub(crate) beat: u64,
     /// The waiting state of a sliced wait that ran out of budget.
     pub(crate) resume: Option<crate::waiting::WaitState>,
-    /// Whether waits watch the awaited peer's heartbeat and yield while it
-    /// is stalled: not when every rank has a CPU of its own (yielding then
-    /// helps no peer and only adds a system call to the latency).
+    /// Whether this job's own bindings may put two ranks on one CPU: the
+    /// latency path then spins only briefly and looks at the sender's
+    /// heartbeat first. (The general wait watches the awaited peer in any
+    /// case: another job may be bound to our CPUs, which no binding shows.)
     pub(crate) watch_peers: bool,
+    /// Involuntary context switches of this thread at the last look, and
+    /// whether that look found new ones (waiting.rs, `note_preemption`).
+    pub(crate) preemptions: u64,
+    pub(crate) preempted: bool,
     /// Rendezvous messages received by two-copy, by single copy, and how
     /// many of them were tries of the protocol then estimated slower.
     pub(crate) rdv_counts: [u64; 3],
@@ -226,6 +231,8 @@ impl Comm {
             cma_ok: false,
             cma_note: String::new(),
             rdv_counts: [0; 3],
+            preemptions: 0,
+            preempted: false,
             timeout,
             broken: None,
             finalized: false,
