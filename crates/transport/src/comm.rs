@@ -26,7 +26,6 @@
 use crate::error::{Error, Result};
 use crate::recv::{In, Key, Unexp};
 use crate::request::Req;
-use crate::rules::Params;
 use crate::segment::{Cell, RecvCtrl, Segment, CELL, RING, ST_FINALIZED, ST_UP};
 use crate::send::Out;
 use crate::startup::{attach_and_close, env_usize, single_pu, singleton_params, timeout_from_env};
@@ -57,7 +56,7 @@ pub struct Comm {
     pub(crate) active: Vec<u64>,
     pub(crate) pids: Vec<i32>,
     pub(crate) cma_ok: bool,
-    cma_note: String,
+    pub(crate) cma_note: String,
     pub(crate) timeout: Duration,
     pub(crate) broken: Option<Error>,
     finalized: bool,
@@ -74,8 +73,8 @@ pub struct Comm {
     /// heartbeat first. (The general wait watches the awaited peer in any
     /// case: another job may be bound to our CPUs, which no binding shows.)
     pub(crate) watch_peers: bool,
-    /// Involuntary context switches of this thread at the last look, and
-    /// whether that look found new ones (waiting.rs, `note_preemption`).
+    /// This thread's involuntary context switches at the last look, and
+    /// whether they had moved (waiting.rs, `note_preemption`).
     pub(crate) preemptions: u64,
     pub(crate) preempted: bool,
     /// Rendezvous messages received by two-copy, by single copy, and how
@@ -318,28 +317,6 @@ impl Comm {
 
     pub fn size(&self) -> usize {
         self.size
-    }
-
-    /// Whether single copy passed the start-up probe on every rank.
-    pub fn cma_available(&self) -> bool {
-        self.cma_ok
-    }
-
-    /// One line on the single-copy probe result.
-    pub fn cma_note(&self) -> &str {
-        &self.cma_note
-    }
-
-    /// Class and parameters of the channel me -> peer.
-    pub fn plan_to(&self, peer: usize) -> (String, Params) {
-        let p = self.outs[peer].plan;
-        (p.class_name(), p.params())
-    }
-
-    /// Mechanism used for large messages to `peer`, in words.
-    pub fn mechanism_to(&self, peer: usize) -> String {
-        let p = self.outs[peer].plan.params();
-        p.mechanism(self.cma_ok, &|b| format!("{b} B"))
     }
 
     pub(crate) fn check_peer(&self, peer: usize, what: &str) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Start-up helpers of [`Comm::init`] and [`Comm::join`]: the
 //! environment, the parameters of a job without the launcher, the segment
-//! attach, the single-copy probe, the start-up barrier and the verbose
-//! report of the mechanisms in use.
+//! attach, the single-copy probe, the start-up barrier, and what a
+//! communicator says of its mechanisms (per peer, and the verbose report).
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -103,6 +103,28 @@ impl Comm {
                 }
             }
         }
+    }
+
+    /// Whether single copy passed the start-up probe on every rank.
+    pub fn cma_available(&self) -> bool {
+        self.cma_ok
+    }
+
+    /// One line on the single-copy probe result.
+    pub fn cma_note(&self) -> &str {
+        &self.cma_note
+    }
+
+    /// Class and parameters of the channel me -> peer.
+    pub fn plan_to(&self, peer: usize) -> (String, Params) {
+        let p = self.outs[peer].plan;
+        (p.class_name(), p.params())
+    }
+
+    /// Mechanism used for large messages to `peer`, in words.
+    pub fn mechanism_to(&self, peer: usize) -> String {
+        let p = self.outs[peer].plan.params();
+        p.mechanism(self.cma_ok, &|b| format!("{b} B"))
     }
 
     /// One line per class used by the job: its mechanism for large messages.
