@@ -21,6 +21,28 @@ fn build() -> Option<PathBuf> {
     Some(root.join("mpi/build"))
 }
 
+/// Two usable PUs of this machine and the built mpi/ programs; `None`
+/// (with a notice) when the machine has fewer than 2 PUs.
+fn pair_and_build() -> Option<((u32, u32), PathBuf)> {
+    let pus = allowed_pus().unwrap();
+    if pus.len() < 2 {
+        eprintln!("notice: fewer than 2 usable PUs; skipping");
+        return None;
+    }
+    Some(((pus[0], pus[1]), build()?))
+}
+
+/// The MPIs whose launcher is installed (a notice for each absent one).
+fn present_mpis() -> impl Iterator<Item = MpiImpl> {
+    MpiImpl::ALL.into_iter().filter(|w| {
+        let ok = have(w.mpirun());
+        if !ok {
+            eprintln!("notice: {} absent; skipping it", w.mpirun());
+        }
+        ok
+    })
+}
+
 fn have(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
@@ -31,12 +53,9 @@ fn have(cmd: &str) -> bool {
 
 #[test]
 fn tc_mpibench_under_both_mpis() {
-    let pus = allowed_pus().unwrap();
-    if pus.len() < 2 {
-        eprintln!("notice: fewer than 2 usable PUs; skipping");
+    let Some((pus, build)) = pair_and_build() else {
         return;
-    }
-    let Some(build) = build() else { return };
+    };
     let params = P2pParams {
         tests: vec![Test::Latency, Test::Bw, Test::Bibw, Test::Msgrate],
         sizes: vec![8, 4096],
@@ -46,23 +65,14 @@ fn tc_mpibench_under_both_mpis() {
         min_time_ms: 0.5,
         window: 4,
     };
-    for which in MpiImpl::ALL {
-        if !have(which.mpirun()) {
-            eprintln!("notice: {} absent; skipping it", which.mpirun());
-            continue;
-        }
+    for which in present_mpis() {
         let b = Backend::Mpi {
             which,
             build: build.clone(),
             env: Vec::new(),
         };
         let run = b
-            .run(
-                (pus[0], pus[1]),
-                &params,
-                Duration::from_secs(120),
-                &mut |_| {},
-            )
+            .run(pus, &params, Duration::from_secs(120), &mut |_| {})
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(run.lines.len(), 8, "{:?}", run.lines);
         for l in &run.lines {
@@ -71,19 +81,14 @@ fn tc_mpibench_under_both_mpis() {
             assert!(l.samples.iter().all(|x| *x > 0.0 && x.is_finite()));
         }
         let meta = run.meta.expect("tc_mpibench reports its pinning");
-        assert_eq!(meta.ranks[1].cpu, i64::from(pus[1]));
+        assert_eq!(meta.ranks[1].cpu, i64::from(pus.1));
 
         // Cold mode: rotating pools, the lines say so.
         let mut cold = params.clone();
         cold.cold = true;
         cold.tests = vec![Test::Latency];
         let run = b
-            .run(
-                (pus[0], pus[1]),
-                &cold,
-                Duration::from_secs(120),
-                &mut |_| {},
-            )
+            .run(pus, &cold, Duration::from_secs(120), &mut |_| {})
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(
             run.lines.iter().all(|l| l.cache == "cold"),
@@ -96,7 +101,7 @@ fn tc_mpibench_under_both_mpis() {
         bad.cold = true;
         bad.llc = 0;
         let e = b
-            .run((pus[0], pus[1]), &bad, Duration::from_secs(60), &mut |_| {})
+            .run(pus, &bad, Duration::from_secs(60), &mut |_| {})
             .unwrap_err()
             .to_string();
         assert!(e.contains("--llc"), "{e}");
@@ -107,20 +112,13 @@ fn tc_mpibench_under_both_mpis() {
 /// one-way time per sample (`probe_us`), under both MPIs.
 #[test]
 fn tc_mpibench_probe_tags_every_sample() {
-    let pus = allowed_pus().unwrap();
-    if pus.len() < 2 {
-        eprintln!("notice: fewer than 2 usable PUs; skipping");
+    let Some((pus, build)) = pair_and_build() else {
         return;
-    }
-    let Some(build) = build() else { return };
-    for which in MpiImpl::ALL {
-        if !have(which.mpirun()) {
-            eprintln!("notice: {} absent; skipping it", which.mpirun());
-            continue;
-        }
+    };
+    for which in present_mpis() {
         let o = Command::new(which.mpirun())
             .args(["-np", "2"])
-            .args(which.bind_args((pus[0], pus[1])))
+            .args(which.bind_args(pus))
             .arg(build.join(which.name()).join("tc_mpibench"))
             .args(["--tests", "latency,bw", "--sizes", "8", "--samples", "3"])
             .args(["--min-time-ms", "0.5", "--window", "4", "--probe", "10"])
