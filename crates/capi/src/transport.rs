@@ -31,7 +31,7 @@ pub(crate) fn code_of(e: &Error) -> i32 {
         Error::DeadPeer { .. } => TC_ERR_DEAD_PEER,
         Error::Timeout(_) => TC_ERR_TIMEOUT,
         Error::Invalid(_) => TC_ERR_INVALID_ARGUMENT,
-        Error::Setup(_) | Error::Cma { .. } => TC_ERR_TRANSPORT,
+        Error::Setup(_) => TC_ERR_TRANSPORT,
     };
     fail(code, e.to_string())
 }

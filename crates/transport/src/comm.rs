@@ -138,6 +138,7 @@ impl Comm {
         let size = seg.nranks();
         let mut outs = Vec::with_capacity(size);
         let mut ins = Vec::with_capacity(size);
+        let started = std::time::Instant::now();
         let chan = |s: usize, r: usize| {
             let plan = seg.plan(s, r);
             // SAFETY: offsets come from the creator's layout and lie inside
@@ -194,7 +195,7 @@ impl Comm {
                 streams: Vec::new(),
                 idle: 0,
                 chooser: Default::default(),
-                busy_until: std::time::Instant::now(),
+                busy_until: started,
                 cma_failed: false,
             });
         }

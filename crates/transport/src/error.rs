@@ -20,8 +20,6 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     Setup(String),
-    #[error("single copy from rank {rank} failed: {detail}")]
-    Cma { rank: i32, detail: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

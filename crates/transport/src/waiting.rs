@@ -215,7 +215,7 @@ impl Comm {
             // may be the very process that needs this CPU. Also with a CPU
             // per rank by the bindings: a second job bound to the same CPUs
             // shares them all the same (two concurrent 2-rank jobs on two
-            // PUs: 8-byte bandwidth 3-7x, 64 KiB 2.5-5x with this).
+            // PUs: 8-byte and 4 MiB bandwidth about 2x with this).
             let mut stalled = false;
             if w.b.spinning() {
                 if let Some(p) = w.watch.as_mut() {
