@@ -150,6 +150,36 @@ int tc_cancel(tc_request *req, int *cancelled);
 /* One pass of the progress engine. */
 int tc_progress(void);
 
+/* Collective lanes (docs/collectives.md, "Lanes"): per rank and lane a
+ * sequence word and two data blocks of TC_LANE_DATA bytes in the segment;
+ * lane l serves the collectives of the communicator of context l (0: the
+ * plain API's tc_barrier). Every member calls the same lane collectives in
+ * the same order. */
+#define TC_LANES 64
+#define TC_LANE_DATA 1024
+/* Most members of a lane collective (each member reads every other's word). */
+#define TC_LANE_FLAT_MAX 16
+/* The epoch of the last collective on the lane at this rank. */
+int tc_lane_epoch(int lane, uint64_t *epoch);
+/* Gives the lane to a communicator of n transport ranks (this one
+ * included), counting on from epoch (the members' largest tc_lane_epoch). */
+int tc_lane_start(int lane, uint64_t epoch, const int *members, int n);
+/* Starts the next collective, publishing len bytes of data (len 0: none);
+ * reads != 0: this rank will read others' blocks, then tc_lane_done. Waits
+ * at most budget_s seconds (<= 0: no limit) for its block of two
+ * collectives ago to be read: *flag = 1 when published, else 0. */
+int tc_lane_arrive(int lane, const void *data, size_t len, int reads, double budget_s,
+                   int *flag);
+/* Waits at most budget_s seconds (<= 0: no limit) for every member's
+ * arrival (only < 0) or transport rank only's: *flag = 1, else 0. */
+int tc_lane_wait(int lane, int only, double budget_s, int *flag);
+/* A member's data block of the current collective, readable after the
+ * wait covered it, until tc_lane_done or the next arrival. */
+int tc_lane_block(int lane, int member, const void **block);
+int tc_lane_done(int lane);
+/* Waits until every member has read this rank's blocks; frees the lane. */
+int tc_lane_quiesce(int lane);
+
 #ifdef __cplusplus
 }
 #endif

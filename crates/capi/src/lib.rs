@@ -16,6 +16,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod error;
+mod lanes;
 mod map;
 mod shared;
 mod topo;
@@ -23,6 +24,7 @@ mod transport;
 mod transport_x;
 
 pub use error::*;
+pub use lanes::*;
 pub use map::*;
 pub use topo::*;
 pub use transport::*;

@@ -20,7 +20,7 @@ fn ctx_arg(ctx: c_int) -> Result<u16, Error> {
 }
 
 /// A budget in seconds; `<= 0` or not finite: none.
-fn budget_arg(secs: f64) -> Option<Duration> {
+pub(crate) fn budget_arg(secs: f64) -> Option<Duration> {
     (secs > 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs))
 }
 

@@ -233,9 +233,9 @@ fn plain_verdict(launch: &[String], ok_line: &str, what: &str) {
     assert!(t.contains(ok_line), "{what}:\n{t}");
 }
 
-/// (collectives through the transport, through plain MPI) per rank, from
-/// the `--verbose` lines.
-fn coll_counts(t: &str) -> Vec<(u64, u64)> {
+/// (collectives through the transport, of them through the lanes, through
+/// plain MPI) per rank, from the `--verbose` lines.
+fn coll_counts(t: &str) -> Vec<(u64, u64, u64)> {
     t.lines()
         .filter_map(|l| l.split_once("; collectives "))
         .map(|(_, rest)| {
@@ -244,7 +244,7 @@ fn coll_counts(t: &str) -> Vec<(u64, u64)> {
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse().unwrap())
                 .collect();
-            (n[0], n[1])
+            (n[0], n[1], n[2])
         })
         .collect()
 }
@@ -258,26 +258,49 @@ fn collectives_run_over_the_transport_in_rank_order() {
         for np in [3, 4] {
             let launch = mpirun(imp, np, &[&exe]);
             plain_verdict(&launch, "accel_coll: ok", &format!("{imp} coll, plain"));
-            for (nodes, hier) in [("1", "0"), ("2", "0"), ("2", "1"), ("3", "1")] {
-                let env = [("TOPOCOMM_ACCEL_COLL_HIER", hier)];
+            let runs = [
+                ("1", "0", "1"),
+                ("1", "0", "0"),
+                ("2", "0", "1"),
+                ("2", "1", "1"),
+                ("3", "1", "1"),
+            ];
+            for (nodes, hier, lanes) in runs {
+                let env = [
+                    ("TOPOCOMM_ACCEL_COLL_HIER", hier),
+                    ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
+                ];
                 let o = accel(&["-v", "--nodes", nodes], &launch, &env);
-                let what = format!("{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}");
+                let what = format!(
+                    "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes {lanes}"
+                );
                 let t = assert_ok(&o, &what);
                 assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");
                 let c = coll_counts(&t);
                 assert_eq!(c.len(), np, "{what}:\n{t}");
                 if nodes == "1" {
-                    // Every collective of the program on every rank.
+                    // Every collective of the program on every rank; the
+                    // small ones through the lanes unless turned off (the
+                    // 1000-double ones and the 70 communicators beyond the
+                    // 63 lanes through messages).
                     assert!(
-                        c.iter().all(|v| v.0 > 300 && v.1 == 0),
+                        c.iter().all(|v| v.0 > 300 && v.2 == 0),
                         "{what}: all through the transport:\n{t}"
                     );
+                    let small = |v: &(u64, u64, u64)| {
+                        if lanes == "1" {
+                            v.1 > 200 && v.1 + 100 < v.0
+                        } else {
+                            v.1 == 0
+                        }
+                    };
+                    assert!(c.iter().all(small), "{what}: lanes {lanes}:\n{t}");
                 } else if hier == "1" {
                     // Spanning the pretend nodes: hierarchical (node phase
                     // over the transport) except the non-commutative user
                     // operation's reductions, which go to the MPI's own.
                     assert!(
-                        c.iter().all(|v| v.0 > 300 && v.1 > 0),
+                        c.iter().all(|v| v.0 > 300 && v.2 > 0),
                         "{what}: hierarchical and plain:\n{t}"
                     );
                 } else {
@@ -285,7 +308,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     // own collectives (world and its duplicate: over 200
                     // calls per rank); a split half all on one node does not.
                     assert!(
-                        c.iter().all(|v| v.1 > 200),
+                        c.iter().all(|v| v.2 > 200),
                         "{what}: plain MPI for mixed communicators:\n{t}"
                     );
                 }

@@ -77,6 +77,10 @@ pub struct Comm {
     /// whether they had moved (waiting.rs, `note_preemption`).
     pub(crate) preemptions: u64,
     pub(crate) preempted: bool,
+    /// Collective lanes (lanes.rs), one state per lane.
+    pub(crate) lanes: Vec<crate::lanes::LaneState>,
+    /// The waiting state of a sliced lane wait that ran out of budget.
+    pub(crate) lane_resume: Option<crate::lanes::LaneWait>,
     /// Rendezvous messages received by two-copy, by single copy, and how
     /// many of them were tries of the protocol then estimated slower.
     pub(crate) rdv_counts: [u64; 3],
@@ -239,6 +243,8 @@ impl Comm {
             activity: 0,
             beat: 0,
             resume: None,
+            lanes: crate::lanes::LaneState::initial(size),
+            lane_resume: None,
             watch_peers: false,
             _probe: probe,
             seg,
@@ -330,8 +336,13 @@ impl Comm {
         Ok(())
     }
 
-    /// Blocks until every rank has entered the barrier.
+    /// Blocks until every rank has entered the barrier: flags in lane 0
+    /// (lanes.rs) up to [`crate::lanes::FLAT_MAX`] ranks, else messages
+    /// through rank 0.
     pub fn barrier(&mut self) -> Result<()> {
+        if self.size <= crate::lanes::FLAT_MAX {
+            return self.lane_barrier(0);
+        }
         let mut z = [0u8; 0];
         if self.rank == 0 {
             for _ in 1..self.size {

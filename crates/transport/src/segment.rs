@@ -6,14 +6,16 @@
 //! Layout (all offsets 64-byte aligned, channels 4096-byte aligned):
 //! ```text
 //! Header | RankSlot[n] | doorbell[n] (one padded bitmap per receiver)
-//!        | PlanRaw[n*n] | channel(0->0) | channel(0->1) | ... | channel(n-1->n-1)
+//!        | PlanRaw[n*n] | lane(0, 0) ... lane(0, LANES-1) | lane(1, 0) ...
+//!        | channel(0->0) | channel(0->1) | ... | channel(n-1->n-1)
 //! channel = RecvCtrl (64 B) | Cell[RING] | slots[depth * fragment]
+//! lane    = sequence word (its own 64 B line) | data block[2] (LANE_DATA each)
 //! ```
 
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3376_6f63_6f70_6f74; // "topocov3" (v2: cells carry a context; v3: plans carry `adaptive`)
+pub const MAGIC: u64 = 0x3476_6f63_6f70_6f74; // "topocov4" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -24,6 +26,16 @@ const CELL_HEADER: usize = 8 + 2 + 2 + 4 + 8;
 /// Bytes of payload carried inside one cell (`Cell::body`): the cell minus
 /// its header. Inline messages and the words of control cells live here.
 pub const INLINE_BYTES: usize = CELL - CELL_HEADER;
+
+/// Collective lanes per rank (lanes.rs): lane `l` serves the collectives of
+/// the communicator whose matching context is `l` (0: the plain `tc_*` API).
+pub const LANES: usize = 64;
+/// Bytes of one data block of a lane: the largest collective payload per
+/// rank that travels through the lanes (two blocks, used alternately).
+pub const LANE_DATA: usize = 1024;
+/// Bytes of one lane: its sequence line and two data blocks.
+pub const LANE_BYTES: usize = 64 + 2 * LANE_DATA;
+const _: () = assert!(LANE_BYTES % 64 == 0);
 
 /// Segment header, written once by the creator before any rank starts.
 #[repr(C, align(64))]
@@ -200,6 +212,7 @@ pub struct Layout {
     pub doorbells: u64,
     pub doorbell_stride: u64,
     pub plans: u64,
+    pub lanes: u64,
     pub channels: u64,
 }
 
@@ -209,15 +222,17 @@ impl Layout {
         let doorbells = ranks + 64 * n as u64;
         let doorbell_stride = align(8 * n.div_ceil(64) as u64, 64);
         let plans = doorbells + doorbell_stride * n as u64;
-        let channels = align(
+        let lanes = align(
             plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64,
-            4096,
+            64,
         );
+        let channels = align(lanes + (n * LANES * LANE_BYTES) as u64, 4096);
         Layout {
             ranks,
             doorbells,
             doorbell_stride,
             plans,
+            lanes,
             channels,
         }
     }
@@ -415,6 +430,20 @@ impl Segment {
             (self.base.add(self.layout().plans as usize) as *const PlanRaw)
                 .add(s * n + r)
                 .read()
+        }
+    }
+
+    /// Lane `l` of rank `r`: its sequence word (the first 8 bytes of the
+    /// lane's own cache line) and the start of its two data blocks.
+    pub fn lane(&self, r: usize, l: usize) -> (&AtomicU64, *mut u8) {
+        assert!(r < self.nranks() && l < LANES);
+        let off = self.layout().lanes as usize + (r * LANES + l) * LANE_BYTES;
+        // SAFETY: in bounds of the lane table (r < n, l < LANES), 64-byte
+        // aligned; the sequence word is only accessed atomically, the data
+        // blocks as the lane protocol (lanes.rs) hands them out.
+        unsafe {
+            let base = self.base.add(off);
+            (&*(base as *const AtomicU64), base.add(64))
         }
     }
 

@@ -12,13 +12,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Spin turns between two moves of this rank's heartbeat.
-const BEAT_EVERY: u32 = 8;
+pub(crate) const BEAT_EVERY: u32 = 8;
 /// Spin turns between two scheduled reads of the awaited peer's heartbeat
 /// (tens of microseconds): longer than the peer's longest stretch without
 /// a move while it runs (a 64 KiB single copy takes several microseconds
 /// inside one turn), far shorter than a scheduler time slice. A wrong
 /// verdict costs `sched_yield`s until the peer moves again.
-const WATCH_EVERY: u32 = 1024;
+pub(crate) const WATCH_EVERY: u32 = 1024;
 
 /// Where a wait stands in the waiting policy. Kept across the slices of a
 /// sliced wait ([`Comm::wait_for`] called again on the same request), so
@@ -54,7 +54,7 @@ impl WaitState {
 }
 
 /// What a waiter knows of the peer it waits for: its last heartbeat.
-struct PeerWatch {
+pub(crate) struct PeerWatch {
     peer: usize,
     last: u64,
     stalled: bool,
@@ -98,7 +98,7 @@ mod beat {
 }
 
 impl PeerWatch {
-    fn new(peer: usize) -> PeerWatch {
+    pub(crate) fn new(peer: usize) -> PeerWatch {
         PeerWatch {
             peer,
             last: 0,
@@ -113,7 +113,7 @@ impl PeerWatch {
     /// first turn and every `WATCH_EVERY` turns; once stalled, every turn,
     /// so the waiter spins again as soon as the peer's word moves and
     /// says nothing against it.
-    fn stalled(&mut self, seg: &Segment, me: usize, turn: u32) -> bool {
+    pub(crate) fn stalled(&mut self, seg: &Segment, me: usize, turn: u32) -> bool {
         let scheduled = turn == 1 || turn % WATCH_EVERY == 0;
         if !scheduled && !self.stalled {
             return false;
@@ -127,6 +127,11 @@ impl PeerWatch {
             self.last = v;
         }
         self.stalled
+    }
+
+    /// The rank watched.
+    pub(crate) fn peer(&self) -> usize {
+        self.peer
     }
 }
 
@@ -264,7 +269,7 @@ impl Comm {
     /// Updates `preempted`: whether the scheduler took this thread off its
     /// CPU for another task since the previous look (involuntary context
     /// switches, one `getrusage` every `WATCH_EVERY` turns of a long wait).
-    fn note_preemption(&mut self) {
+    pub(crate) fn note_preemption(&mut self) {
         // SAFETY: getrusage fills the struct we own; zeroed is a valid rusage.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: as above; RUSAGE_THREAD is a valid `who`.
@@ -298,7 +303,7 @@ impl Comm {
     }
 
     /// Publishes that this rank's wait gave up spinning (yields or sleeps).
-    fn beat_idle(&mut self, awaits: Option<usize>) {
+    pub(crate) fn beat_idle(&mut self, awaits: Option<usize>) {
         // The counter moves on every call: a peer tells a rank that yields
         // on a CPU of its own (and so answers at once) from one that is
         // descheduled by that alone. One store per yield or sleep, next to
@@ -313,7 +318,7 @@ impl Comm {
     /// Publishes that this rank spins in a wait for `awaits`. Short waits
     /// never get here and never touch the line (a peer's read of it makes
     /// the next store a cache miss).
-    fn beat_bump(&mut self, awaits: Option<usize>) {
+    pub(crate) fn beat_bump(&mut self, awaits: Option<usize>) {
         self.beat = beat::spinning(self.beat, awaits);
         self.seg
             .rank_slot(self.rank)
@@ -323,7 +328,7 @@ impl Comm {
 
     /// Publishes that this rank left its wait (even), if it had said it
     /// was in one.
-    fn beat_leave(&mut self) {
+    pub(crate) fn beat_leave(&mut self) {
         if self.beat & beat::WAITING != 0 {
             self.beat = beat::out(self.beat);
             self.seg

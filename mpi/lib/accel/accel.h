@@ -27,6 +27,7 @@ struct acc_stats {
     uint64_t plain_msgs, plain_bytes; /* sent through PMPI_ by the wrappers */
     uint64_t tc_recvs, plain_recvs;   /* receives completed per path */
     uint64_t coll_tc, coll_plain;     /* collectives per path (coll.c) */
+    uint64_t coll_lane;               /* of coll_tc: through the lanes */
 };
 
 struct acc_global {
@@ -73,6 +74,9 @@ typedef struct acc_comm {
      * not a leader), and the communicator of the node leaders. */
     int *leader_of, *leaders_rank;
     MPI_Comm leaders;
+    /* The transport's collective lane of this communicator (its context),
+     * or -1: small collectives through flags in the segment (coll.c). */
+    int lane;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
 } acc_comm;
 
@@ -236,6 +240,11 @@ void acc_coll_init(void);
 /* Hierarchical collectives on communicators spanning nodes (opt-in:
  * TOPOCOMM_ACCEL_COLL_HIER=1, docs/collectives.md). */
 extern int acc_coll_hier;
+/* Small collectives through the transport's lanes (TOPOCOMM_ACCEL_COLL_LANES,
+ * default on). */
+extern int acc_coll_lanes;
+/* Gives c its lane when it qualifies (collective over c's members). */
+void acc_coll_lane_setup(acc_comm *c);
 int acc_coll_barrier(MPI_Comm comm, int *rc);
 int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc);
 int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,

@@ -10,6 +10,11 @@
  * operation, commutative or not, gives the same bits on every run for a
  * given communicator size, and the same bits on every rank.
  *
+ * Small ones (up to TC_LANE_DATA bytes per rank, communicators of up to
+ * TC_LANE_FLAT_MAX members on this node) skip the messages: each member
+ * publishes its contribution in its block of the communicator's lane in the
+ * segment and reads the others' (the transport's lanes.rs).
+ *
  * Everything else (communicators spanning nodes, non-contiguous reduction
  * types, argument errors, the other collectives) goes to PMPI_, with the
  * progress helper of block.c when operations of ours are outstanding. */
@@ -35,11 +40,13 @@ enum { T_BARRIER = 1, T_BCAST, T_REDUCE, T_RESULT, T_ALLREDUCE, T_ROOT };
 
 static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
 
-int acc_coll_hier;
+int acc_coll_hier, acc_coll_lanes = 1;
 
 void acc_coll_init(void) {
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
+    const char *l = getenv("TOPOCOMM_ACCEL_COLL_LANES");
+    acc_coll_lanes = !(l && !strcmp(l, "0"));
     const char *v = getenv("TOPOCOMM_ACCEL_COLL_MAX");
     if (!v || !*v) return;
     char *end;
@@ -271,6 +278,105 @@ static int allreduce_grp(const struct grp *g, struct red *d) {
     return rc == MPI_SUCCESS ? tc_err(bcast_bytes(g, d->acc, d->bytes, 0)) : rc;
 }
 
+/* ---- Lanes: small collectives through flags and blocks in the segment --- */
+
+static int my_comm_rank(const acc_comm *c) { return c->comm_rank[acc.node_rank]; }
+
+void acc_coll_lane_setup(acc_comm *c) {
+    c->lane = -1;
+    /* The same on every member: mixed, ctx and size are agreed. */
+    if (c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
+    /* Counting on from the members' largest epoch on this lane (sequence
+     * words only grow); any member without lanes turns them off for all. */
+    uint64_t mine[2] = {0, acc_coll_lanes ? 0 : 1}, all[2];
+    if (tc_lane_epoch(c->ctx, &mine[0]) != 0) mine[1] = 1;
+    if (PMPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, c->comm) != MPI_SUCCESS || all[1])
+        return;
+    if (tc_lane_start(c->ctx, all[0], c->tc_rank, c->size) != 0) {
+        /* The peers use the lane now: no silent fallback. */
+        fprintf(stderr, "topocomm accel: lane %d: %s\n", c->ctx, tc_last_error());
+        PMPI_Abort(c->comm, 1);
+    }
+    c->lane = c->ctx;
+}
+
+/* Lane waits in slices, driving PMPI progress between (as acc_wait_tc). */
+static int lane_arrive(int lane, const void *data, size_t len, int reads) {
+    for (;;) {
+        int flag = 0, rc = tc_lane_arrive(lane, data, len, reads, ACC_SLICE, &flag);
+        if (rc != 0 || flag) return rc;
+        acc_mpi_progress();
+        acc_progress();
+    }
+}
+
+static int lane_wait(int lane, int only) {
+    for (;;) {
+        int flag = 0, rc = tc_lane_wait(lane, only, ACC_SLICE, &flag);
+        if (rc != 0 || flag) return rc;
+        acc_mpi_progress();
+        acc_progress();
+    }
+}
+
+static int lane_barrier(const acc_comm *c) {
+    int rc = lane_arrive(c->lane, NULL, 0, 0);
+    return rc ? rc : lane_wait(c->lane, -1);
+}
+
+/* Member m's block of the lane's current collective. */
+static const char *lane_block(const acc_comm *c, int m) {
+    const void *b = NULL;
+    return tc_lane_block(c->lane, c->tc_rank[m], &b) == 0 ? b : NULL;
+}
+
+/* out := x0 (op) (x1 (op) (... (op) x_{n-1})), x_i member i's block: the
+ * same operations in the same order on every rank, so every rank gets the
+ * same bits, run after run. `out` is a buffer as PMPI_Reduce_local takes
+ * it (the data lb bytes further). */
+static int lane_reduce(const acc_comm *c, struct red *d, char *out) {
+    if (d->bytes == 0) return MPI_SUCCESS;
+    const char *b = lane_block(c, c->size - 1);
+    if (!b) return MPI_ERR_OTHER;
+    memcpy(out + d->lb, b, d->bytes);
+    for (int i = c->size - 2; i >= 0; i--) {
+        if (!(b = lane_block(c, i))) return MPI_ERR_OTHER;
+        int rc = PMPI_Reduce_local(b - d->lb, out, d->count, d->type, d->op);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Whether a reduction of d->bytes can go through c's lane. */
+static int lane_fits(const acc_comm *c, size_t bytes) {
+    return c->lane >= 0 && bytes <= TC_LANE_DATA;
+}
+
+/* Every member publishes its contribution; `root` < 0: all reduce (an
+ * allreduce), else only the root. */
+static int lane_reduction(const acc_comm *c, struct red *d, const void *src, void *rbuf,
+                          int root) {
+    int me = my_comm_rank(c), reads = root < 0 || me == root;
+    int rc = tc_err(lane_arrive(c->lane, (const char *)src + d->lb, d->bytes, reads));
+    if (rc != MPI_SUCCESS || !reads) return rc;
+    rc = tc_err(lane_wait(c->lane, -1));
+    if (rc == MPI_SUCCESS) rc = lane_reduce(c, d, rbuf);
+    tc_lane_done(c->lane);
+    return rc;
+}
+
+/* The root publishes the bytes; the others wait for the root's word only. */
+static int lane_bcast(const acc_comm *c, void *data, size_t len, int root) {
+    if (my_comm_rank(c) == root) return tc_err(lane_arrive(c->lane, data, len, 0));
+    int rc = lane_arrive(c->lane, NULL, 0, 1);
+    if (rc == 0) rc = lane_wait(c->lane, c->tc_rank[root]);
+    if (rc != 0) return tc_err(rc);
+    const char *b = lane_block(c, root);
+    if (b) memcpy(data, b, len);
+    tc_lane_done(c->lane);
+    return b ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
 /* Where a communicator's collectives run: NULL (plain MPI), or its
  * registration, all local (c->mixed == 0) or mixed with node groups. */
 static acc_comm *coll_comm(MPI_Comm comm) {
@@ -278,8 +384,6 @@ static acc_comm *coll_comm(MPI_Comm comm) {
     acc_comm *c = acc_comm_find(comm);
     return c && (!c->mixed || (acc_coll_hier && c->leader_of)) ? c : NULL;
 }
-
-static int my_comm_rank(const acc_comm *c) { return c->comm_rank[acc.node_rank]; }
 
 static int am_leader(const acc_comm *c) { return c->leader_of[my_comm_rank(c)] == my_comm_rank(c); }
 
@@ -299,7 +403,10 @@ int acc_coll_barrier(MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
     if (!c) return 0;
     int err;
-    if (!c->mixed) {
+    if (c->lane >= 0) {
+        err = tc_err(lane_barrier(c));
+        acc.stats.coll_lane++;
+    } else if (!c->mixed) {
         struct grp g = whole(c);
         err = tc_err(barrier(&g));
     } else {
@@ -325,7 +432,10 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
         return 0;
     }
     void *data = (void *)m.data;
-    if (!c->mixed) {
+    if (lane_fits(c, m.len)) {
+        err = lane_bcast(c, data, m.len, root);
+        acc.stats.coll_lane++;
+    } else if (!c->mixed) {
         struct grp g = whole(c);
         err = tc_err(bcast_bytes(&g, data, m.len, root));
     } else {
@@ -363,6 +473,12 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     int me = my_comm_rank(c);
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     if (red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    if (lane_fits(c, d.bytes)) {
+        *rc = acc_error(comm, lane_reduction(c, &d, src, rbuf, root));
+        acc.stats.coll_tc++;
+        acc.stats.coll_lane++;
+        return 1;
+    }
     int err, holder; /* comm rank that ends with the result in d.acc */
     if (!c->mixed) {
         struct grp g = whole(c);
@@ -409,6 +525,12 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (c->mixed && !commutative(op)) return 0;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     if (red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    if (lane_fits(c, d.bytes)) {
+        *rc = acc_error(comm, lane_reduction(c, &d, src, rbuf, -1));
+        acc.stats.coll_tc++;
+        acc.stats.coll_lane++;
+        return 1;
+    }
     int err;
     if (!c->mixed) {
         struct grp g = whole(c);

@@ -151,7 +151,10 @@ void acc_comm_register(MPI_Comm comm) {
     int size;
     PMPI_Comm_size(comm, &size);
     acc_comm *c = calloc(1, sizeof *c);
-    if (c) c->leaders = MPI_COMM_NULL;
+    if (c) {
+        c->leaders = MPI_COMM_NULL;
+        c->lane = -1;
+    }
     int *world = malloc(sizeof(int) * (size_t)size), *ranks = malloc(sizeof(int) * (size_t)size);
     int ok = c && world && ranks;
     if (ok) {
@@ -200,11 +203,15 @@ void acc_comm_register(MPI_Comm comm) {
          * transport, so this cannot fall back silently. */
         PMPI_Abort(comm, 1);
     }
+    acc_coll_lane_setup(c);
 }
 
 void acc_comm_unregister(MPI_Comm comm) {
     acc_comm *c = take(comm);
     if (!c) return;
+    /* The lane goes with the context: its next communicator may not
+     * include the members still reading this rank's last block. */
+    if (c->lane >= 0) tc_lane_quiesce(c->lane);
     ctx_used[c->ctx / 64] &= ~(1ull << (c->ctx % 64));
     free_comm(c);
 }

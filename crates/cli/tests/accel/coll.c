@@ -162,6 +162,28 @@ static void check_comm(MPI_Comm comm, const char *name) {
         free(out);
         free(r0);
     }
+    /* The same for a few doubles (small enough for the collective lanes:
+     * every rank reduces all blocks itself, in rank order). */
+    {
+        enum { N = 16 };
+        double in[N], first[N], out[N], red[N];
+        unsigned seed = 777u + (unsigned)r * 31u;
+        for (int i = 0; i < N; i++) in[i] = rnd(&seed);
+        MPI_Allreduce(in, first, N, MPI_DOUBLE, MPI_SUM, comm);
+        for (int k = 0; k < 100; k++) {
+            MPI_Allreduce(in, out, N, MPI_DOUBLE, MPI_SUM, comm);
+            CHECK(memcmp(out, first, sizeof out) == 0, "%s small allreduce %d differs", name, k);
+            /* Every rank is a root in turn: the root's bits stay the same. */
+            MPI_Reduce(in, out, N, MPI_DOUBLE, MPI_SUM, k % n, comm);
+            if (r == k % n && k < n) memcpy(red, out, sizeof red);
+            if (r == k % n)
+                CHECK(memcmp(out, red, sizeof out) == 0, "%s small reduce %d differs", name, k);
+        }
+        double r0[N];
+        memcpy(r0, first, sizeof r0);
+        MPI_Bcast(r0, N, MPI_DOUBLE, n - 1, comm);
+        CHECK(memcmp(r0, first, sizeof r0) == 0, "%s ranks got different small bits", name);
+    }
     /* Zero-count operations. */
     MPI_Bcast(NULL, 0, MPI_INT, 0, comm);
     MPI_Allreduce(MPI_IN_PLACE, NULL, 0, MPI_INT, MPI_SUM, comm);
@@ -180,6 +202,41 @@ int main(int argc, char **argv) {
     check_comm(half, "split");
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
+    /* Communicators come and go with other members (a lane goes from one
+     * communicator to the next with its context), back-to-back broadcasts
+     * from one root (its block reused while others may still read). */
+    for (int k = 0; k < 20; k++) {
+        MPI_Comm c2;
+        int color = (rank + k / 2) % 2;
+        MPI_Comm_split(MPI_COMM_WORLD, color, rank, &c2);
+        int v = rank + k, s = 0, want = 0;
+        MPI_Allreduce(&v, &s, 1, MPI_INT, MPI_SUM, c2);
+        for (int q = 0; q < size; q++)
+            if ((q + k / 2) % 2 == color) want += q + k;
+        CHECK(s == want, "split %d allreduce %d, want %d", k, s, want);
+        int cr, cn;
+        MPI_Comm_rank(c2, &cr);
+        MPI_Comm_size(c2, &cn);
+        for (int b = 0; b < 5; b++) {
+            int x = cr == cn - 1 ? 1000 * k + b : -1;
+            MPI_Bcast(&x, 1, MPI_INT, cn - 1, c2);
+            CHECK(x == 1000 * k + b, "split %d bcast %d got %d", k, b, x);
+        }
+        MPI_Comm_free(&c2);
+    }
+    /* More communicators at once than lanes (the rest use messages). */
+    {
+        enum { M = 70 };
+        MPI_Comm many[M];
+        for (int i = 0; i < M; i++) MPI_Comm_dup(MPI_COMM_WORLD, &many[i]);
+        for (int i = M - 1; i >= 0; i--) {
+            int v = i, s = 0;
+            MPI_Allreduce(&v, &s, 1, MPI_INT, MPI_SUM, many[i]);
+            CHECK(s == i * size, "communicator %d of %d: allreduce %d", i, M, s);
+            MPI_Barrier(many[i]);
+        }
+        for (int i = 0; i < M; i++) MPI_Comm_free(&many[i]);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("accel_coll: ok (%d ranks)\n", size);
     MPI_Finalize();
