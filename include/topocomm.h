@@ -151,7 +151,8 @@ int tc_cancel(tc_request *req, int *cancelled);
 int tc_progress(void);
 
 /* Collective lanes (docs/collectives.md, "Lanes"): per rank and lane a
- * sequence word and two data blocks of TC_LANE_DATA bytes in the segment;
+ * sequence word with two inline slots (payloads up to 24 bytes) and two
+ * data blocks of TC_LANE_DATA bytes in the segment;
  * lane l serves the collectives of the communicator of context l (0: the
  * plain API's tc_barrier). Every member calls the same lane collectives in
  * the same order. */
@@ -173,9 +174,10 @@ int tc_lane_arrive(int lane, const void *data, size_t len, int reads, double bud
 /* Waits at most budget_s seconds (<= 0: no limit) for every member's
  * arrival (only < 0) or transport rank only's: *flag = 1, else 0. */
 int tc_lane_wait(int lane, int only, double budget_s, int *flag);
-/* A member's data block of the current collective, readable after the
- * wait covered it, until tc_lane_done or the next arrival. */
-int tc_lane_block(int lane, int member, const void **block);
+/* Where a member's len bytes of the current collective lie (the same len
+ * on every member), readable after the wait covered it, until tc_lane_done
+ * or the next arrival. */
+int tc_lane_block(int lane, int member, size_t len, const void **block);
 int tc_lane_done(int lane);
 /* Waits until every member has read this rank's blocks; frees the lane. */
 int tc_lane_quiesce(int lane);

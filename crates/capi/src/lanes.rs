@@ -98,16 +98,21 @@ pub extern "C" fn tc_lane_wait(lane: c_int, only: c_int, budget_s: f64, flag: *m
     })
 }
 
-/// `*block`: transport rank `member`'s data block of the current collective
-/// of `lane`, readable once `tc_lane_wait` covered that member and until
-/// `tc_lane_done` or the next `tc_lane_arrive` on the lane.
+/// `*block`: where transport rank `member`'s `len` bytes of the current
+/// collective of `lane` lie, readable once `tc_lane_wait` covered that
+/// member and until `tc_lane_done` or the next `tc_lane_arrive` on the lane.
 #[no_mangle]
-pub extern "C" fn tc_lane_block(lane: c_int, member: c_int, block: *mut *const c_void) -> i32 {
+pub extern "C" fn tc_lane_block(
+    lane: c_int,
+    member: c_int,
+    len: usize,
+    block: *mut *const c_void,
+) -> i32 {
     with(|c| {
         if block.is_null() {
             return Err(Error::Invalid("block is NULL".into()));
         }
-        let p = c.lane_block(lane_arg(lane)?, rank_arg(member, "member")?)?;
+        let p = c.lane_block(lane_arg(lane)?, rank_arg(member, "member")?, len)?;
         // SAFETY: non-NULL (checked).
         unsafe { *block = p.cast() };
         Ok(TC_OK)

@@ -1,34 +1,39 @@
 //! Collective lanes: small collectives through flags in the segment instead
 //! of messages (docs/collectives.md, "Lanes").
 //!
-//! Every rank owns, per lane, one sequence word on a cache line of its own
-//! and two data blocks. Lane `l` belongs to the communicator whose matching
-//! context is `l`, so a rank's lane serves one communicator at a time and
-//! the members of that communicator call its collectives in the same order
-//! (MPI's rule): the k-th collective of the lane is epoch `e` on every
-//! member, counted on from the members' largest epoch when the lane is
-//! given to a communicator ([`Comm::lane_start`]).
+//! Every rank owns, per lane, an arrival word with two inline slots on one
+//! cache line, a done word on another, and two data blocks. Lane `l`
+//! belongs to the communicator whose matching context is `l`, so a rank's
+//! lane serves one communicator at a time and the members of that
+//! communicator call its collectives in the same order (MPI's rule): the
+//! k-th collective of the lane is epoch `e` on every member, counted on
+//! from the members' largest epoch when the lane is given to a
+//! communicator ([`Comm::lane_start`]).
 //!
-//! A member publishes epoch `e` by storing `2e` in its sequence word once
-//! its contribution is in data block `e % 2`, and `2e + 1` once it has
-//! finished reading the others' blocks of `e` (or at once, when it reads
-//! nothing). A reader waits for `seq >= 2e` of the members it needs. The
-//! word only grows, so a member already further on still satisfies it.
+//! A member publishes epoch `e` by storing `e` in its arrival word once its
+//! contribution is in slot `e % 2` (payloads up to [`LANE_INLINE`] bytes:
+//! a reader gets word and data in one line transfer) or data block `e % 2`
+//! (up to [`LANE_DATA`]), and stores `e` in its done word once it has
+//! finished reading the others' (at once when it reads nothing). Readers
+//! wait for arrival words `>= e`; words only grow, so a member already
+//! further on still satisfies them. The done word has a line of its own:
+//! nobody polls it on the fast path, so storing it stays in the owner's
+//! cache (in the arrival line it would cost an invalidation per call).
 //!
 //! Memory orderings:
-//! 1. Publication: the owner writes its block, then `seq.store(2e,
-//!    Release)`; a reader's `seq.load(Acquire) >= 2e` makes the block
+//! 1. Publication: the owner writes its slot, then `arrival.store(e,
+//!    Release)`; a reader's `arrival.load(Acquire) >= e` makes the slot
 //!    visible.
-//! 2. Block reuse: block `e % 2` is written again at epoch `e + 2`. Before
-//!    that the owner has seen (Acquire) every member's `seq >= 2e + 1`,
-//!    stored (Release) after its last read of the block, so the reads
-//!    happen-before the overwrite. Most collectives see it on the way
-//!    (an allreduce waits for every member's `2(e+1)`, published after
-//!    its reads of `e`); the others wait for it ([`Comm::lane_arrive`]).
+//! 2. Slot reuse: slot `e % 2` is written again at epoch `e + 2`. Before
+//!    that the owner knows (Acquire) that every member finished epoch `e`:
+//!    from its done word (stored with Release after its reads), or from
+//!    its arrival word at `e + 1` (a member arrives only after finishing
+//!    the previous collective). An allreduce sees the latter on the way;
+//!    the others wait for it ([`Comm::lane_arrive`]).
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::segment::{LANES, LANE_DATA};
+use crate::segment::{LANES, LANE_DATA, LANE_INLINE};
 use crate::wait::Backoff;
 use crate::waiting::PeerWatch;
 use std::sync::atomic::Ordering;
@@ -44,9 +49,9 @@ pub const FLAT_MAX: usize = 16;
 pub(crate) struct LaneState {
     /// The epoch of the lane's current (or last) collective.
     epoch: u64,
-    /// A value every member's sequence word was seen to reach: the blocks
-    /// of epochs whose `2e + 1` it covers are free to reuse.
-    seen: u64,
+    /// An epoch every member is known to have finished: the slots of it
+    /// and earlier ones are free to reuse.
+    finished: u64,
     /// The epoch the lane's communicator started from: the blocks of
     /// earlier collectives were freed by the previous owner's quiesce.
     start: u64,
@@ -65,16 +70,39 @@ impl LaneState {
     }
 }
 
+/// The two words of a member's lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Word {
+    Arrival,
+    Done,
+}
+
 /// Where a sliced wait on a lane stands (kept across slices, as
 /// `WaitState` is for requests).
 pub(crate) struct LaneWait {
     lane: usize,
+    word: Word,
     target: u64,
     next: usize,
     b: Backoff,
     i: u32,
     start: Option<Instant>,
     watch: PeerWatch,
+}
+
+/// Where epoch `e`'s payload of `len` bytes lies in the lane at `base`:
+/// inline in the word's line when it fits, else in a data block.
+fn slot(base: *mut u8, e: u64, len: usize) -> *mut u8 {
+    let i = (e % 2) as usize;
+    // SAFETY: both offsets stay inside the lane (segment.rs, LANE_BYTES:
+    // the arrival line with the slots, the done line, the blocks).
+    unsafe {
+        if len <= LANE_INLINE {
+            base.add(8 + i * LANE_INLINE)
+        } else {
+            base.add(128 + i * LANE_DATA)
+        }
+    }
 }
 
 /// Checks a lane number from a caller.
@@ -97,7 +125,7 @@ impl Comm {
     /// Hands `lane` to a communicator of `members` (transport ranks, this
     /// one included) whose members agreed (e.g. by a max-reduction of
     /// [`Comm::lane_epoch`]) that its collectives count on from `epoch`.
-    /// Never goes back: sequence words only grow.
+    /// Never goes back: the lane words only grow.
     pub fn lane_start(&mut self, lane: usize, epoch: u64, members: &[usize]) -> Result<()> {
         let lane = lane_arg(lane)?;
         members
@@ -118,8 +146,8 @@ impl Comm {
         }
         s.epoch = epoch;
         s.start = epoch;
-        // Both blocks are free (ordering 2 held for the previous owner).
-        s.seen = 2 * epoch + 1;
+        // Both slots are free (ordering 2 held for the previous owner).
+        s.finished = epoch;
         s.members = members.to_vec();
         Ok(())
     }
@@ -166,32 +194,34 @@ impl Comm {
         }
         let members = self.lane_members(lane)?;
         let e = self.lanes[lane].epoch + 1;
-        if !data.is_empty() && e >= 2 && self.lanes[lane].seen < 2 * e - 3 {
-            // Block e % 2 last held epoch e - 2: wait for its readers.
-            let r = self.lane_wait_until(lane, &members, 2 * e - 3, budget);
+        if !data.is_empty() && self.lanes[lane].finished + 2 < e {
+            // Slot e % 2 last held epoch e - 2: wait for its readers.
+            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget);
             if !self.lane_put(lane, members, r)? {
                 return Ok(None);
             }
-            self.lanes[lane].seen = 2 * e - 3;
+            self.lanes[lane].finished = e - 2;
         } else {
             self.lanes[lane].members = members;
         }
         self.lanes[lane].epoch = e;
-        let (seq, blocks) = self.seg.lane(self.rank, lane);
+        let (arrival, done, base) = self.seg.lane(self.rank, lane);
         if !data.is_empty() {
-            // SAFETY: this rank's own block e % 2 (LANE_DATA bytes, checked
-            // length); no member reads it until seq says 2e (ordering 2).
+            // SAFETY: this rank's own slot or block e % 2, large enough
+            // (checked length); no member reads it until the arrival word
+            // says e, and
+            // every reader of epoch e - 2 is done with it (ordering 2).
             unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data.as_ptr(),
-                    blocks.add((e % 2) as usize * LANE_DATA),
-                    data.len(),
-                );
-            }
+                std::ptr::copy_nonoverlapping(data.as_ptr(), slot(base, e, data.len()), data.len())
+            };
         }
-        // Release: the block before the word (ordering 1). Arriving also
-        // says this rank is done with every earlier collective.
-        seq.store(2 * e + u64::from(!reads), Ordering::Release);
+        if !reads {
+            // Nothing to read: done at once (a store to a line only the
+            // rare reuse and quiesce waits read).
+            done.store(e, Ordering::Release);
+        }
+        // Release: the slot before the word (ordering 1).
+        arrival.store(e, Ordering::Release);
         Ok(Some(e))
     }
 
@@ -208,33 +238,33 @@ impl Comm {
         let lane = lane_arg(lane)?;
         let all = self.lane_members(lane)?;
         let one = [only.unwrap_or(0)];
-        let target = 2 * self.lanes[lane].epoch;
+        let e = self.lanes[lane].epoch;
         let r = match only {
             Some(m) if !all.contains(&m) => Err(Error::Invalid(format!(
                 "lane {lane}: rank {m} is not a member"
             ))),
-            Some(_) => self.lane_wait_until(lane, &one, target, budget),
-            None => self.lane_wait_until(lane, &all, target, budget),
+            Some(_) => self.lane_wait_until(lane, &one, Word::Arrival, e, budget),
+            None => self.lane_wait_until(lane, &all, Word::Arrival, e, budget),
         };
-        let done = self.lane_put(lane, all, r)?;
-        if done && only.is_none() {
+        let arrived = self.lane_put(lane, all, r)?;
+        if arrived && only.is_none() {
+            // Every member arrived at e, so finished e - 1 (ordering 2).
             let s = &mut self.lanes[lane];
-            s.seen = s.seen.max(target);
+            s.finished = s.finished.max(e.saturating_sub(1));
         }
-        Ok(done)
+        Ok(arrived)
     }
 
-    /// Member `member`'s data block of the current collective of `lane`.
+    /// Where member `member`'s `len` bytes of the current collective of
+    /// `lane` lie (every member publishes the same length in a collective).
     /// Valid to read once [`Comm::lane_wait`] covered that member, until
     /// this rank calls [`Comm::lane_done`] or arrives at its next
     /// collective on the lane.
-    pub fn lane_block(&self, lane: usize, member: usize) -> Result<*const u8> {
+    pub fn lane_block(&self, lane: usize, member: usize, len: usize) -> Result<*const u8> {
         let lane = lane_arg(lane)?;
         self.check_peer(member, "lane member")?;
-        let e = self.lanes[lane].epoch;
-        let (_, blocks) = self.seg.lane(member, lane);
-        // SAFETY: offset within the member's lane (two blocks).
-        Ok(unsafe { blocks.add((e % 2) as usize * LANE_DATA) } as *const u8)
+        let (_, _, base) = self.seg.lane(member, lane);
+        Ok(slot(base, self.lanes[lane].epoch, len.min(LANE_DATA)) as *const u8)
     }
 
     /// Says that this rank has finished reading the blocks of the current
@@ -242,10 +272,10 @@ impl Comm {
     pub fn lane_done(&mut self, lane: usize) -> Result<()> {
         let lane = lane_arg(lane)?;
         let e = self.lanes[lane].epoch;
-        let (seq, _) = self.seg.lane(self.rank, lane);
-        // Release: this rank's reads of the blocks before the word
+        let (_, done, _) = self.seg.lane(self.rank, lane);
+        // Release: this rank's reads of the slots before the word
         // (ordering 2).
-        seq.store(2 * e + 1, Ordering::Release);
+        done.store(e, Ordering::Release);
         Ok(())
     }
 
@@ -260,16 +290,16 @@ impl Comm {
             // No collective ran on it: nothing to wait for.
             return Ok(());
         }
-        let target = 2 * s.epoch + 1;
+        let e = s.epoch;
         // On success the members stay taken: the lane serves none.
-        let r = self.lane_wait_until(lane, &members, target, None);
+        let r = self.lane_wait_until(lane, &members, Word::Done, e, None);
         if r.is_err() {
             self.lanes[lane].members = members;
         }
         r.map(|_| ())
     }
 
-    /// The lane wait: every member's sequence word at `target` or beyond,
+    /// The lane wait: every member's `word` at `target` or beyond,
     /// under the waiting policy of request waits (waiting.rs): spin, watch
     /// the awaited member's heartbeat, drive the point-to-point engine (a
     /// member may wait for this rank's messages before it arrives), run the
@@ -278,13 +308,15 @@ impl Comm {
         &mut self,
         lane: usize,
         members: &[usize],
+        word: Word,
         target: u64,
         budget: Option<Duration>,
     ) -> Result<bool> {
         let mut w = match self.lane_resume.take() {
-            Some(w) if w.lane == lane && w.target == target => w,
+            Some(w) if w.lane == lane && w.word == word && w.target == target => w,
             _ => LaneWait {
                 lane,
+                word,
                 target,
                 next: 0,
                 b: if budget.is_some() {
@@ -299,11 +331,17 @@ impl Comm {
         };
         let mut began: Option<Instant> = None;
         loop {
-            // Acquire: the member's block and reads before its word
+            // Acquire: the member's slot, or its reads, before its word
             // (orderings 1 and 2).
-            while w.next < members.len()
-                && self.seg.lane(members[w.next], lane).0.load(Ordering::Acquire) >= target
-            {
+            while let Some(&m) = members.get(w.next) {
+                let (arrival, done, _) = self.seg.lane(m, lane);
+                let at = match word {
+                    Word::Arrival => arrival,
+                    Word::Done => done,
+                };
+                if at.load(Ordering::Acquire) < target {
+                    break;
+                }
                 w.next += 1;
             }
             let Some(&peer) = members.get(w.next) else {
@@ -367,8 +405,31 @@ impl Comm {
 
 #[cfg(test)]
 mod tests {
+    use super::slot;
     use crate::comm::Comm;
-    use crate::segment::LANE_DATA;
+    use crate::segment::{LANE_BYTES, LANE_DATA, LANE_INLINE};
+
+    #[test]
+    fn slots_blocks_and_words_never_overlap() {
+        let mut lane = vec![0u8; LANE_BYTES];
+        let base = lane.as_mut_ptr();
+        let range = |e: u64, len: usize| {
+            let at = slot(base, e, len) as usize - base as usize;
+            at..at + len
+        };
+        for len in [LANE_INLINE, LANE_DATA] {
+            let (a, b) = (range(0, len), range(1, len));
+            assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
+            for r in [a, b] {
+                assert!(r.end <= LANE_BYTES, "{r:?}");
+                // Arrival word 0..8, done word 64..72.
+                assert!(r.start >= 8 && !(r.start < 72 && r.end > 64), "{r:?}");
+            }
+        }
+        // Inline slots share the arrival word's line; blocks do not.
+        assert!(range(1, LANE_INLINE).end <= 64);
+        assert!(range(0, LANE_INLINE + 1).start >= 128);
+    }
 
     #[test]
     fn a_single_rank_runs_lane_collectives_and_refuses_bad_arguments() {
@@ -380,14 +441,16 @@ mod tests {
         assert_eq!(c.lane_epoch(0).unwrap(), 5);
         assert!(c.lane_barrier(3).unwrap_err().to_string().contains("serves no"));
         c.lane_start(3, 0, &[0]).unwrap();
-        // Data blocks alternate and hold what was published.
-        for k in 0..4u8 {
-            let e = c.lane_arrive(3, &[k; 16], true, None).unwrap().unwrap();
+        // Inline slots and data blocks alternate and hold what was
+        // published.
+        for k in 0..8u8 {
+            let len = if k % 4 < 2 { 16 } else { 600 };
+            let e = c.lane_arrive(3, &vec![k; len], true, None).unwrap().unwrap();
             assert!(c.lane_wait(3, None, None).unwrap());
-            let p = c.lane_block(3, 0).unwrap();
-            // SAFETY: 16 bytes of this rank's own block, just published.
-            let got = unsafe { std::slice::from_raw_parts(p, 16) };
-            assert_eq!(got, &[k; 16], "epoch {e}");
+            let p = c.lane_block(3, 0, len).unwrap();
+            // SAFETY: len bytes of this rank's own slot, just published.
+            let got = unsafe { std::slice::from_raw_parts(p, len) };
+            assert_eq!(got, &vec![k; len][..], "epoch {e}");
             c.lane_done(3).unwrap();
         }
         c.lane_quiesce(3).unwrap();

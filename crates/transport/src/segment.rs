@@ -9,7 +9,7 @@
 //!        | PlanRaw[n*n] | lane(0, 0) ... lane(0, LANES-1) | lane(1, 0) ...
 //!        | channel(0->0) | channel(0->1) | ... | channel(n-1->n-1)
 //! channel = RecvCtrl (64 B) | Cell[RING] | slots[depth * fragment]
-//! lane    = sequence word (its own 64 B line) | data block[2] (LANE_DATA each)
+//! lane    = arrival word + inline slot[2] (64 B) | done word (64 B) | data block[2]
 //! ```
 
 use crate::rules::{CopyKind, Owner, Params};
@@ -33,8 +33,13 @@ pub const LANES: usize = 64;
 /// Bytes of one data block of a lane: the largest collective payload per
 /// rank that travels through the lanes (two blocks, used alternately).
 pub const LANE_DATA: usize = 1024;
-/// Bytes of one lane: its sequence line and two data blocks.
-pub const LANE_BYTES: usize = 64 + 2 * LANE_DATA;
+/// Bytes of one inline slot of a lane: payloads this small travel in the
+/// sequence word's own cache line (one line transfer per reader).
+pub const LANE_INLINE: usize = 24;
+/// Bytes of one lane: its arrival line (word and two inline slots), its
+/// done line and two data blocks.
+pub const LANE_BYTES: usize = 128 + 2 * LANE_DATA;
+const _: () = assert!(8 + 2 * LANE_INLINE <= 64);
 const _: () = assert!(LANE_BYTES % 64 == 0);
 
 /// Segment header, written once by the creator before any rank starts.
@@ -433,17 +438,22 @@ impl Segment {
         }
     }
 
-    /// Lane `l` of rank `r`: its sequence word (the first 8 bytes of the
-    /// lane's own cache line) and the start of its two data blocks.
-    pub fn lane(&self, r: usize, l: usize) -> (&AtomicU64, *mut u8) {
+    /// Lane `l` of rank `r`: its arrival word (the first 8 bytes of the
+    /// lane's first cache line), its done word (first of the second line)
+    /// and the lane's start.
+    pub fn lane(&self, r: usize, l: usize) -> (&AtomicU64, &AtomicU64, *mut u8) {
         assert!(r < self.nranks() && l < LANES);
         let off = self.layout().lanes as usize + (r * LANES + l) * LANE_BYTES;
         // SAFETY: in bounds of the lane table (r < n, l < LANES), 64-byte
-        // aligned; the sequence word is only accessed atomically, the data
-        // blocks as the lane protocol (lanes.rs) hands them out.
+        // aligned; the two words are only accessed atomically, the slots
+        // and blocks as the lane protocol (lanes.rs) hands them out.
         unsafe {
             let base = self.base.add(off);
-            (&*(base as *const AtomicU64), base.add(64))
+            (
+                &*(base as *const AtomicU64),
+                &*(base.add(64) as *const AtomicU64),
+                base,
+            )
         }
     }
 

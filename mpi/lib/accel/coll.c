@@ -324,10 +324,10 @@ static int lane_barrier(const acc_comm *c) {
     return rc ? rc : lane_wait(c->lane, -1);
 }
 
-/* Member m's block of the lane's current collective. */
-static const char *lane_block(const acc_comm *c, int m) {
+/* Where member m's len bytes of the lane's current collective lie. */
+static const char *lane_block(const acc_comm *c, int m, size_t len) {
     const void *b = NULL;
-    return tc_lane_block(c->lane, c->tc_rank[m], &b) == 0 ? b : NULL;
+    return tc_lane_block(c->lane, c->tc_rank[m], len, &b) == 0 ? b : NULL;
 }
 
 /* out := x0 (op) (x1 (op) (... (op) x_{n-1})), x_i member i's block: the
@@ -336,11 +336,11 @@ static const char *lane_block(const acc_comm *c, int m) {
  * it (the data lb bytes further). */
 static int lane_reduce(const acc_comm *c, struct red *d, char *out) {
     if (d->bytes == 0) return MPI_SUCCESS;
-    const char *b = lane_block(c, c->size - 1);
+    const char *b = lane_block(c, c->size - 1, d->bytes);
     if (!b) return MPI_ERR_OTHER;
     memcpy(out + d->lb, b, d->bytes);
     for (int i = c->size - 2; i >= 0; i--) {
-        if (!(b = lane_block(c, i))) return MPI_ERR_OTHER;
+        if (!(b = lane_block(c, i, d->bytes))) return MPI_ERR_OTHER;
         int rc = PMPI_Reduce_local(b - d->lb, out, d->count, d->type, d->op);
         if (rc != MPI_SUCCESS) return rc;
     }
@@ -371,7 +371,7 @@ static int lane_bcast(const acc_comm *c, void *data, size_t len, int root) {
     int rc = lane_arrive(c->lane, NULL, 0, 1);
     if (rc == 0) rc = lane_wait(c->lane, c->tc_rank[root]);
     if (rc != 0) return tc_err(rc);
-    const char *b = lane_block(c, root);
+    const char *b = lane_block(c, root, len);
     if (b) memcpy(data, b, len);
     tc_lane_done(c->lane);
     return b ? MPI_SUCCESS : MPI_ERR_OTHER;
