@@ -165,19 +165,17 @@ int tc_lane_epoch(int lane, uint64_t *epoch);
 /* Gives the lane to a communicator of n transport ranks (this one
  * included), counting on from epoch (the members' largest tc_lane_epoch). */
 int tc_lane_start(int lane, uint64_t epoch, const int *members, int n);
-/* Starts the next collective, publishing len bytes of data (len 0: none);
- * reads != 0: this rank will read others' blocks, then tc_lane_done. Waits
- * at most budget_s seconds (<= 0: no limit) for its block of two
- * collectives ago to be read: *flag = 1 when published, else 0. */
-int tc_lane_arrive(int lane, const void *data, size_t len, int reads, double budget_s,
-                   int *flag);
-/* Waits at most budget_s seconds (<= 0: no limit) for every member's
- * arrival (only < 0) or transport rank only's: *flag = 1, else 0. */
-int tc_lane_wait(int lane, int only, double budget_s, int *flag);
-/* Where a member's len bytes of the current collective lie (the same len
- * on every member), readable after the wait covered it, until tc_lane_done
- * or the next arrival. */
-int tc_lane_block(int lane, int member, size_t len, const void **block);
+/* The next collective, of len bytes per member: publishes data (NULL:
+ * nothing), then
+ * waits at most budget_s seconds (<= 0: no limit) for every member's
+ * arrival (only < 0) or transport rank only's: *flag = 1 when complete,
+ * else 0 (call again with the same arguments: it publishes once). reads !=
+ * 0: this rank reads others' data, then calls tc_lane_done. Once complete,
+ * blocks (NULL, or room for every member, one with only) holds where each
+ * member's len bytes lie, in the communicator's rank order. */
+int tc_lane_exchange(int lane, const void *data, size_t len, int reads, int only,
+                     double budget_s, int *flag, const void **blocks);
+/* This rank has read the others' data of the current collective. */
 int tc_lane_done(int lane);
 /* Waits until every member has read this rank's blocks; frees the lane. */
 int tc_lane_quiesce(int lane);

@@ -50,71 +50,59 @@ pub extern "C" fn tc_lane_start(lane: c_int, epoch: u64, members: *const c_int, 
     })
 }
 
-/// Starts the next collective on `lane`, publishing `len` bytes of `data`
-/// (at most `TC_LANE_DATA`; `len` 0: none). `reads` != 0: this rank will
-/// read the others' blocks (then `tc_lane_done`). Waits at most `budget_s`
-/// seconds (`<= 0`: no limit) for its block to be free: `*flag` = 1 when
-/// published, 0 when the budget ran out first (call again).
+/// The next collective on `lane`, of `len` bytes per member (at most
+/// `TC_LANE_DATA`): publishes `data` (NULL: nothing), then waits for every member's arrival (`only`
+/// < 0) or transport rank `only`'s, for at most `budget_s` seconds (<= 0:
+/// no limit). `*flag` = 1 when complete, else 0: call again with the same
+/// arguments (it publishes once). `reads` != 0: this rank reads others'
+/// data, then calls `tc_lane_done`. Once complete, `blocks` (if not NULL,
+/// room for every member, or one with `only`) holds where each member's
+/// `len` bytes lie, in the communicator's rank order.
 #[no_mangle]
-pub extern "C" fn tc_lane_arrive(
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn tc_lane_exchange(
     lane: c_int,
     data: *const c_void,
     len: usize,
     reads: c_int,
+    only: c_int,
     budget_s: f64,
     flag: *mut c_int,
+    blocks: *mut *const c_void,
 ) -> i32 {
-    with(|c| {
-        if flag.is_null() || (data.is_null() && len > 0) {
-            return Err(Error::Invalid("data or flag is NULL".into()));
-        }
-        let bytes: &[u8] = if len == 0 {
-            &[]
-        } else {
-            // SAFETY: non-NULL (checked), len readable bytes (contract).
-            unsafe { std::slice::from_raw_parts(data.cast(), len) }
-        };
-        let e = c.lane_arrive(lane_arg(lane)?, bytes, reads != 0, budget_arg(budget_s))?;
-        // SAFETY: non-NULL (checked).
-        unsafe { *flag = c_int::from(e.is_some()) };
-        Ok(TC_OK)
-    })
-}
-
-/// Waits at most `budget_s` seconds (`<= 0`: no limit) until the current
-/// collective of `lane` is published by every member (`only` < 0) or by
-/// transport rank `only`: `*flag` = 1 then, else 0.
-#[no_mangle]
-pub extern "C" fn tc_lane_wait(lane: c_int, only: c_int, budget_s: f64, flag: *mut c_int) -> i32 {
     with(|c| {
         if flag.is_null() {
             return Err(Error::Invalid("flag is NULL".into()));
         }
+        let bytes: Option<&[u8]> = if data.is_null() {
+            None
+        } else if len == 0 {
+            Some(&[])
+        } else {
+            // SAFETY: non-NULL (checked), len readable bytes (contract).
+            Some(unsafe { std::slice::from_raw_parts(data.cast(), len) })
+        };
+        let lane = lane_arg(lane)?;
+        let room = if only >= 0 { 1 } else { c.lane_size(lane)? };
+        let out = if blocks.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, room for `room` pointers (the contract:
+            // every member, or one with `only`).
+            Some(unsafe { std::slice::from_raw_parts_mut(blocks.cast::<*const u8>(), room) })
+        };
         let only = usize::try_from(only).ok();
-        let done = c.lane_wait(lane_arg(lane)?, only, budget_arg(budget_s))?;
+        let done = c.lane_exchange(
+            lane,
+            bytes,
+            len,
+            reads != 0,
+            only,
+            budget_arg(budget_s),
+            out,
+        )?;
         // SAFETY: non-NULL (checked).
         unsafe { *flag = c_int::from(done) };
-        Ok(TC_OK)
-    })
-}
-
-/// `*block`: where transport rank `member`'s `len` bytes of the current
-/// collective of `lane` lie, readable once `tc_lane_wait` covered that
-/// member and until `tc_lane_done` or the next `tc_lane_arrive` on the lane.
-#[no_mangle]
-pub extern "C" fn tc_lane_block(
-    lane: c_int,
-    member: c_int,
-    len: usize,
-    block: *mut *const c_void,
-) -> i32 {
-    with(|c| {
-        if block.is_null() {
-            return Err(Error::Invalid("block is NULL".into()));
-        }
-        let p = c.lane_block(lane_arg(lane)?, rank_arg(member, "member")?, len)?;
-        // SAFETY: non-NULL (checked).
-        unsafe { *block = p.cast() };
         Ok(TC_OK)
     })
 }

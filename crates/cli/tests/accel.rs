@@ -280,7 +280,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 assert_eq!(c.len(), np, "{what}:\n{t}");
                 if nodes == "1" {
                     // Every collective of the program on every rank; the
-                    // small ones through the lanes unless turned off (the
+                    // small ones through the lanes when turned on (the
                     // 1000-double ones and the 70 communicators beyond the
                     // 63 lanes through messages).
                     assert!(

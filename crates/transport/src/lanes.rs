@@ -44,6 +44,10 @@ use std::time::{Duration, Instant};
 /// message trees.
 pub const FLAT_MAX: usize = 16;
 
+/// Turns of a lane wait that only poll the words (waiting.rs's peer
+/// watching and the engine start after them).
+const QUIET_TURNS: u32 = 64;
+
 /// Per-lane state of this rank.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LaneState {
@@ -58,6 +62,9 @@ pub(crate) struct LaneState {
     /// The communicator's members (transport ranks, in its rank order);
     /// empty while the lane serves none.
     members: Vec<usize>,
+    /// Whether this rank arrived at the current collective and still waits
+    /// in [`Comm::lane_exchange`] (a sliced wait that ran out of budget).
+    pending: bool,
 }
 
 impl LaneState {
@@ -150,6 +157,11 @@ impl Comm {
         s.finished = epoch;
         s.members = members.to_vec();
         Ok(())
+    }
+
+    /// How many members the communicator of `lane` has (0: none).
+    pub fn lane_size(&self, lane: usize) -> Result<usize> {
+        Ok(self.lanes[lane_arg(lane)?].members.len())
     }
 
     /// The members of a lane in use, taken out of its state for the time
@@ -352,6 +364,13 @@ impl Comm {
                 w.watch = PeerWatch::new(peer);
             }
             w.i = w.i.wrapping_add(1);
+            if w.i < QUIET_TURNS {
+                // Most lane waits end within a line transfer or two: no
+                // heartbeat read (a cache miss on the peer's line), no
+                // engine pass before these turns are over.
+                std::hint::spin_loop();
+                continue;
+            }
             if w.i % 16 == 0 {
                 let before = self.activity;
                 self.progress()?;
@@ -393,6 +412,60 @@ impl Comm {
                 w.b.snooze();
             }
         }
+    }
+
+    /// [`Comm::lane_arrive`] and [`Comm::lane_wait`] in one call (one call
+    /// across the C ABI per collective on the latency path): `Ok(false)`
+    /// when `budget` ran out first; calling again with the same arguments
+    /// goes on (it arrives only once). `data`: this rank's contribution
+    /// (`None`: it publishes none, e.g. a broadcast's receiver). Once
+    /// complete, `blocks` (if given) holds where each member's `len` bytes
+    /// lie (members in the communicator's order; with `only`, that
+    /// member's alone).
+    #[allow(clippy::too_many_arguments)]
+    pub fn lane_exchange(
+        &mut self,
+        lane: usize,
+        data: Option<&[u8]>,
+        len: usize,
+        reads: bool,
+        only: Option<usize>,
+        budget: Option<Duration>,
+        blocks: Option<&mut [*const u8]>,
+    ) -> Result<bool> {
+        let lane = lane_arg(lane)?;
+        if !self.lanes[lane].pending {
+            if self
+                .lane_arrive(lane, data.unwrap_or(&[]), reads, budget)?
+                .is_none()
+            {
+                return Ok(false);
+            }
+            self.lanes[lane].pending = true;
+        }
+        if !self.lane_wait(lane, only, budget)? {
+            return Ok(false);
+        }
+        self.lanes[lane].pending = false;
+        if let Some(out) = blocks {
+            let e = self.lanes[lane].epoch;
+            let one = only.map(|m| [m]);
+            let who: &[usize] = match &one {
+                Some(m) => m,
+                None => &self.lanes[lane].members,
+            };
+            if out.len() < who.len() {
+                return Err(Error::Invalid(format!(
+                    "lane {lane}: room for {} block pointers, {} members",
+                    out.len(),
+                    who.len()
+                )));
+            }
+            for (o, &m) in out.iter_mut().zip(who) {
+                *o = slot(self.seg.lane(m, lane).2, e, len.min(LANE_DATA)) as *const u8;
+            }
+        }
+        Ok(true)
     }
 
     /// A barrier of the members of `lane`: every member publishes its
@@ -439,18 +512,36 @@ mod tests {
             c.lane_barrier(0).unwrap();
         }
         assert_eq!(c.lane_epoch(0).unwrap(), 5);
-        assert!(c.lane_barrier(3).unwrap_err().to_string().contains("serves no"));
+        assert!(c
+            .lane_barrier(3)
+            .unwrap_err()
+            .to_string()
+            .contains("serves no"));
         c.lane_start(3, 0, &[0]).unwrap();
         // Inline slots and data blocks alternate and hold what was
         // published.
         for k in 0..8u8 {
             let len = if k % 4 < 2 { 16 } else { 600 };
-            let e = c.lane_arrive(3, &vec![k; len], true, None).unwrap().unwrap();
+            let e = c
+                .lane_arrive(3, &vec![k; len], true, None)
+                .unwrap()
+                .unwrap();
             assert!(c.lane_wait(3, None, None).unwrap());
             let p = c.lane_block(3, 0, len).unwrap();
             // SAFETY: len bytes of this rank's own slot, just published.
             let got = unsafe { std::slice::from_raw_parts(p, len) };
             assert_eq!(got, &vec![k; len][..], "epoch {e}");
+            c.lane_done(3).unwrap();
+        }
+        // The same in one call per collective.
+        for k in 0..4u8 {
+            let mut at = [std::ptr::null::<u8>(); 1];
+            let data = vec![k; 40];
+            assert!(c
+                .lane_exchange(3, Some(&data), 40, true, None, None, Some(&mut at))
+                .unwrap());
+            // SAFETY: 40 bytes of this rank's own block, just published.
+            assert_eq!(unsafe { std::slice::from_raw_parts(at[0], 40) }, &data[..]);
             c.lane_done(3).unwrap();
         }
         c.lane_quiesce(3).unwrap();
@@ -460,9 +551,21 @@ mod tests {
         c.lane_quiesce(3).unwrap();
         // A lane handed on keeps counting forward, never back.
         c.lane_start(3, 110, &[0]).unwrap();
-        assert!(c.lane_start(3, 109, &[0]).unwrap_err().to_string().contains("behind"));
-        assert!(c.lane_barrier(64).unwrap_err().to_string().contains("lane 64"));
-        assert!(c.lane_start(2, 0, &[1]).unwrap_err().to_string().contains("out of range"));
+        assert!(c
+            .lane_start(3, 109, &[0])
+            .unwrap_err()
+            .to_string()
+            .contains("behind"));
+        assert!(c
+            .lane_barrier(64)
+            .unwrap_err()
+            .to_string()
+            .contains("lane 64"));
+        assert!(c
+            .lane_start(2, 0, &[1])
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
         assert!(c.lane_wait(3, Some(1), None).is_err());
         let big = vec![0u8; LANE_DATA + 1];
         assert!(c.lane_arrive(3, &big, true, None).is_err());

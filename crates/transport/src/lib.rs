@@ -51,5 +51,5 @@ pub use comm::{Comm, ANY_SOURCE, ANY_TAG};
 pub use error::{Error, Result};
 pub use plan::Plan;
 pub use request::{Request, Status};
-pub use segment::{LANES, LANE_DATA};
 pub use rules::{CopyKind, Owner, Params, Rules};
+pub use segment::{LANES, LANE_DATA};

@@ -227,10 +227,7 @@ impl Layout {
         let doorbells = ranks + 64 * n as u64;
         let doorbell_stride = align(8 * n.div_ceil(64) as u64, 64);
         let plans = doorbells + doorbell_stride * n as u64;
-        let lanes = align(
-            plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64,
-            64,
-        );
+        let lanes = align(plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64, 64);
         let channels = align(lanes + (n * LANES * LANE_BYTES) as u64, 4096);
         Layout {
             ranks,

@@ -240,8 +240,8 @@ void acc_coll_init(void);
 /* Hierarchical collectives on communicators spanning nodes (opt-in:
  * TOPOCOMM_ACCEL_COLL_HIER=1, docs/collectives.md). */
 extern int acc_coll_hier;
-/* Small collectives through the transport's lanes (TOPOCOMM_ACCEL_COLL_LANES,
- * default on). */
+/* Small collectives through the transport's lanes (TOPOCOMM_ACCEL_COLL_LANES=1;
+ * default off). */
 extern int acc_coll_lanes;
 /* Gives c its lane when it qualifies (collective over c's members). */
 void acc_coll_lane_setup(acc_comm *c);

@@ -10,8 +10,9 @@
  * operation, commutative or not, gives the same bits on every run for a
  * given communicator size, and the same bits on every rank.
  *
- * Small ones (up to TC_LANE_DATA bytes per rank, communicators of up to
- * TC_LANE_FLAT_MAX members on this node) skip the messages: each member
+ * With TOPOCOMM_ACCEL_COLL_LANES=1, small ones (up to TC_LANE_DATA bytes
+ * per rank, communicators of up to TC_LANE_FLAT_MAX members all on this
+ * node) skip the messages: each member
  * publishes its contribution in its block of the communicator's lane in the
  * segment and reads the others' (the transport's lanes.rs).
  *
@@ -40,13 +41,15 @@ enum { T_BARRIER = 1, T_BCAST, T_REDUCE, T_RESULT, T_ALLREDUCE, T_ROOT };
 
 static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
 
-int acc_coll_hier, acc_coll_lanes = 1;
+int acc_coll_hier, acc_coll_lanes;
 
 void acc_coll_init(void) {
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
+    /* Opt-in: on the 2-vCPU dev VM the lanes were not faster than the
+     * message algorithms at 2 ranks (docs/collectives.md, "Lanes"). */
     const char *l = getenv("TOPOCOMM_ACCEL_COLL_LANES");
-    acc_coll_lanes = !(l && !strcmp(l, "0"));
+    acc_coll_lanes = l && !strcmp(l, "1");
     const char *v = getenv("TOPOCOMM_ACCEL_COLL_MAX");
     if (!v || !*v) return;
     char *end;
@@ -284,11 +287,12 @@ static int my_comm_rank(const acc_comm *c) { return c->comm_rank[acc.node_rank];
 
 void acc_coll_lane_setup(acc_comm *c) {
     c->lane = -1;
-    /* The same on every member: mixed, ctx and size are agreed. */
-    if (c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
-    /* Counting on from the members' largest epoch on this lane (sequence
-     * words only grow); any member without lanes turns them off for all. */
-    uint64_t mine[2] = {0, acc_coll_lanes ? 0 : 1}, all[2];
+    /* The same on every member: mixed, ctx and size are agreed, and the
+     * switch comes from the job's environment. */
+    if (!acc_coll_lanes || c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
+    /* Counting on from the members' largest epoch on this lane (its words
+     * only grow); a member that cannot read its epoch turns them off. */
+    uint64_t mine[2] = {0, 0}, all[2];
     if (tc_lane_epoch(c->ctx, &mine[0]) != 0) mine[1] = 1;
     if (PMPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, c->comm) != MPI_SUCCESS || all[1])
         return;
@@ -300,19 +304,15 @@ void acc_coll_lane_setup(acc_comm *c) {
     c->lane = c->ctx;
 }
 
-/* Lane waits in slices, driving PMPI progress between (as acc_wait_tc). */
-static int lane_arrive(int lane, const void *data, size_t len, int reads) {
+/* One lane collective (tc_lane_exchange): publish `len` bytes of `data`,
+ * wait for every member (only < 0) or transport rank `only`, in slices
+ * with PMPI progress between (as acc_wait_tc); `blocks` gets where each
+ * member's bytes lie. */
+static int lane_exchange(int lane, const void *data, size_t len, int reads, int only,
+                         const void **blocks) {
     for (;;) {
-        int flag = 0, rc = tc_lane_arrive(lane, data, len, reads, ACC_SLICE, &flag);
-        if (rc != 0 || flag) return rc;
-        acc_mpi_progress();
-        acc_progress();
-    }
-}
-
-static int lane_wait(int lane, int only) {
-    for (;;) {
-        int flag = 0, rc = tc_lane_wait(lane, only, ACC_SLICE, &flag);
+        int flag = 0,
+            rc = tc_lane_exchange(lane, data, len, reads, only, ACC_SLICE, &flag, blocks);
         if (rc != 0 || flag) return rc;
         acc_mpi_progress();
         acc_progress();
@@ -320,34 +320,24 @@ static int lane_wait(int lane, int only) {
 }
 
 static int lane_barrier(const acc_comm *c) {
-    int rc = lane_arrive(c->lane, NULL, 0, 0);
-    return rc ? rc : lane_wait(c->lane, -1);
+    return lane_exchange(c->lane, NULL, 0, 0, -1, NULL);
 }
 
-/* Where member m's len bytes of the lane's current collective lie. */
-static const char *lane_block(const acc_comm *c, int m, size_t len) {
-    const void *b = NULL;
-    return tc_lane_block(c->lane, c->tc_rank[m], len, &b) == 0 ? b : NULL;
-}
-
-/* out := x0 (op) (x1 (op) (... (op) x_{n-1})), x_i member i's block: the
+/* out := x0 (op) (x1 (op) (... (op) x_{n-1})), x_i member i's bytes: the
  * same operations in the same order on every rank, so every rank gets the
  * same bits, run after run. `out` is a buffer as PMPI_Reduce_local takes
  * it (the data lb bytes further). */
-static int lane_reduce(const acc_comm *c, struct red *d, char *out) {
+static int lane_reduce(const acc_comm *c, struct red *d, const void **x, char *out) {
     if (d->bytes == 0) return MPI_SUCCESS;
-    const char *b = lane_block(c, c->size - 1, d->bytes);
-    if (!b) return MPI_ERR_OTHER;
-    memcpy(out + d->lb, b, d->bytes);
+    memcpy(out + d->lb, x[c->size - 1], d->bytes);
     for (int i = c->size - 2; i >= 0; i--) {
-        if (!(b = lane_block(c, i, d->bytes))) return MPI_ERR_OTHER;
-        int rc = PMPI_Reduce_local(b - d->lb, out, d->count, d->type, d->op);
+        int rc = PMPI_Reduce_local((const char *)x[i] - d->lb, out, d->count, d->type, d->op);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
 }
 
-/* Whether a reduction of d->bytes can go through c's lane. */
+/* Whether d->bytes per rank can go through c's lane. */
 static int lane_fits(const acc_comm *c, size_t bytes) {
     return c->lane >= 0 && bytes <= TC_LANE_DATA;
 }
@@ -357,24 +347,25 @@ static int lane_fits(const acc_comm *c, size_t bytes) {
 static int lane_reduction(const acc_comm *c, struct red *d, const void *src, void *rbuf,
                           int root) {
     int me = my_comm_rank(c), reads = root < 0 || me == root;
-    int rc = tc_err(lane_arrive(c->lane, (const char *)src + d->lb, d->bytes, reads));
+    const void *x[TC_LANE_FLAT_MAX];
+    int rc = tc_err(lane_exchange(c->lane, (const char *)src + d->lb, d->bytes, reads,
+                                  reads ? -1 : c->tc_rank[me], reads ? x : NULL));
     if (rc != MPI_SUCCESS || !reads) return rc;
-    rc = tc_err(lane_wait(c->lane, -1));
-    if (rc == MPI_SUCCESS) rc = lane_reduce(c, d, rbuf);
+    rc = lane_reduce(c, d, x, rbuf);
     tc_lane_done(c->lane);
     return rc;
 }
 
 /* The root publishes the bytes; the others wait for the root's word only. */
 static int lane_bcast(const acc_comm *c, void *data, size_t len, int root) {
-    if (my_comm_rank(c) == root) return tc_err(lane_arrive(c->lane, data, len, 0));
-    int rc = lane_arrive(c->lane, NULL, 0, 1);
-    if (rc == 0) rc = lane_wait(c->lane, c->tc_rank[root]);
+    int me = my_comm_rank(c);
+    if (me == root) return tc_err(lane_exchange(c->lane, data, len, 0, c->tc_rank[me], NULL));
+    const void *b = NULL;
+    int rc = lane_exchange(c->lane, NULL, len, 1, c->tc_rank[root], &b);
     if (rc != 0) return tc_err(rc);
-    const char *b = lane_block(c, root, len);
-    if (b) memcpy(data, b, len);
+    memcpy(data, b, len);
     tc_lane_done(c->lane);
-    return b ? MPI_SUCCESS : MPI_ERR_OTHER;
+    return MPI_SUCCESS;
 }
 
 /* Where a communicator's collectives run: NULL (plain MPI), or its
