@@ -11,7 +11,7 @@
 //! communicator ([`Comm::lane_start`]).
 //!
 //! A member publishes epoch `e` by storing `e` in its arrival word once its
-//! contribution is in slot `e % 2` (payloads up to [`LANE_INLINE`] bytes:
+//! contribution is in slot `e % 2` (payloads up to `LANE_INLINE` bytes:
 //! a reader gets word and data in one line transfer) or data block `e % 2`
 //! (up to [`LANE_DATA`]), and stores `e` in its done word once it has
 //! finished reading the others' (at once when it reads nothing). Readers
@@ -29,7 +29,7 @@
 //!    from its done word (stored with Release after its reads), or from
 //!    its arrival word at `e + 1` (a member arrives only after finishing
 //!    the previous collective). An allreduce sees the latter on the way;
-//!    the others wait for it ([`Comm::lane_arrive`]).
+//!    the others wait for it (`lane_arrive`).
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -190,7 +190,7 @@ impl Comm {
     /// finished reading it, for at most `budget` (`None`: no limit):
     /// `Ok(None)` when it ran out first (nothing published; call again),
     /// else the epoch.
-    pub fn lane_arrive(
+    fn lane_arrive(
         &mut self,
         lane: usize,
         data: &[u8],
@@ -241,7 +241,7 @@ impl Comm {
     /// member, or by member `only` (a transport rank: a broadcast's root);
     /// `None` budget: no limit. `Ok(false)` when `budget` ran out first
     /// (call again to go on waiting).
-    pub fn lane_wait(
+    fn lane_wait(
         &mut self,
         lane: usize,
         only: Option<usize>,
@@ -265,18 +265,6 @@ impl Comm {
             s.finished = s.finished.max(e.saturating_sub(1));
         }
         Ok(arrived)
-    }
-
-    /// Where member `member`'s `len` bytes of the current collective of
-    /// `lane` lie (every member publishes the same length in a collective).
-    /// Valid to read once [`Comm::lane_wait`] covered that member, until
-    /// this rank calls [`Comm::lane_done`] or arrives at its next
-    /// collective on the lane.
-    pub fn lane_block(&self, lane: usize, member: usize, len: usize) -> Result<*const u8> {
-        let lane = lane_arg(lane)?;
-        self.check_peer(member, "lane member")?;
-        let (_, _, base) = self.seg.lane(member, lane);
-        Ok(slot(base, self.lanes[lane].epoch, len.min(LANE_DATA)) as *const u8)
     }
 
     /// Says that this rank has finished reading the blocks of the current
@@ -414,7 +402,7 @@ impl Comm {
         }
     }
 
-    /// [`Comm::lane_arrive`] and [`Comm::lane_wait`] in one call (one call
+    /// Publishes this rank's part and waits for the others in one call (one call
     /// across the C ABI per collective on the latency path): `Ok(false)`
     /// when `budget` ran out first; calling again with the same arguments
     /// goes on (it arrives only once). `data`: this rank's contribution
@@ -527,7 +515,7 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert!(c.lane_wait(3, None, None).unwrap());
-            let p = c.lane_block(3, 0, len).unwrap();
+            let p = slot(c.seg.lane(0, 3).2, e, len);
             // SAFETY: len bytes of this rank's own slot, just published.
             let got = unsafe { std::slice::from_raw_parts(p, len) };
             assert_eq!(got, &vec![k; len][..], "epoch {e}");
