@@ -613,9 +613,10 @@ fn bench_worker_probe_tags_every_sample_with_its_machine_state() {
     for l in &lines {
         let p = l.probe_us.as_ref().expect("probe_us on every line");
         assert_eq!(p.len(), l.samples.len(), "one probe per sample: {out}");
-        // One-way 8-byte times: positive, and below a millisecond even on
-        // an oversubscribed 2-core machine.
-        assert!(p.iter().all(|x| *x > 0.0 && *x < 1000.0), "{p:?}");
+        // One-way 8-byte times: positive and finite; no tighter bound: a
+        // scheduler tick on a loaded 2-core machine (4 ms, seen in CI) can
+        // land in any probe.
+        assert!(p.iter().all(|x| x.is_finite() && *x > 0.0), "{p:?}");
     }
 }
 

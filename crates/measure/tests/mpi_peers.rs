@@ -137,7 +137,10 @@ fn tc_mpibench_probe_tags_every_sample() {
         for l in &lines {
             let p = l.probe_us.as_ref().expect("probe_us on every line");
             assert_eq!(p.len(), 3, "{out}");
-            assert!(p.iter().all(|x| *x > 0.0 && *x < 1000.0), "{p:?}");
+            // Positive and finite; no tighter bound: one probe is a few
+            // ping-pongs, and a scheduler tick on a loaded 2-core machine
+            // (4 ms, seen in CI) can land in any of them.
+            assert!(p.iter().all(|x| x.is_finite() && *x > 0.0), "{p:?}");
         }
         // A bad count is one line naming the argument.
         let o = Command::new(which.mpirun())
