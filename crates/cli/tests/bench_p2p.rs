@@ -69,7 +69,7 @@ fn quick_run_writes_results_with_peers_and_limits() {
         }
     }
     assert!(has("limit", "latency", 8) && has("limit", "bw", 4096));
-    // topocomm's own transport, through `topocomm run` + `bench-worker p2p`.
+    // topocomm's own transport, through the `topocomm-worker` binary.
     for (t, s) in [("latency", 8), ("bw", 4096)] {
         assert!(
             has("topocomm", t, s),

@@ -620,6 +620,68 @@ fn bench_worker_probe_tags_every_sample_with_its_machine_state() {
     }
 }
 
+/// The libraries' benchmark jobs run `topocomm-worker`, not the CLI: a
+/// library backend given only the worker's path measures; the worker's own
+/// launcher names a bad argument and refuses to run without `--bind`.
+#[test]
+fn the_worker_binary_serves_the_libraries_without_the_cli() {
+    let worker = Path::new(env!("CARGO_BIN_EXE_topocomm-worker"));
+    if topocomm_measure::pin::allowed_pus().map_or(0, |p| p.len()) < 2 {
+        eprintln!("notice: fewer than two PUs; skipping the worker test");
+        return;
+    }
+    let b = topocomm_measure::matrix::TransportBackend::probe(worker).unwrap();
+    let lines = b.measure(0, 1, 4096, 2, Duration::from_secs(60)).unwrap();
+    let tests: BTreeSet<&str> = lines.iter().map(|l| l.test.as_str()).collect();
+    assert_eq!(
+        tests,
+        BTreeSet::from(["bw", "latency", "msgrate"]),
+        "{lines:?}"
+    );
+    assert!(lines
+        .iter()
+        .all(|l| l.samples.len() == 2 && l.samples.iter().all(|x| *x > 0.0)));
+    // The same path the tuner uses: a rules file, the worker's launcher.
+    let rules = tmp(
+        "worker-rules.toml",
+        &String::from_utf8_lossy(&topocomm(&["plan", "--toml"]).stdout),
+    );
+    let o = Command::new(worker)
+        .args(["--bind", "0,1", "--rules", rules.to_str().unwrap(), "--"])
+        .args([
+            "--tests",
+            "latency",
+            "--sizes",
+            "8",
+            "--samples",
+            "2",
+            "--min-time-ms",
+            "1",
+        ])
+        .env("TOPOCOMM_AUTOTUNE", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        topocomm_measure::SampleLine::parse_all(&out, "worker")
+            .unwrap()
+            .len(),
+        1,
+        "{out}"
+    );
+    for (args, says) in [
+        (&["--bind", "0,1", "--", "--probe", "-1"][..], "--probe"),
+        (&["--bind", "0,1", "--", "--sizes", "x"][..], "--sizes"),
+        (&["--bind", "0,1", "--frob"][..], "--frob"),
+        (&["--", "--tests", "latency"][..], "--bind is required"),
+    ] {
+        let o = Command::new(worker).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+}
+
 fn lib_dir() -> PathBuf {
     Path::new(bin()).parent().unwrap().to_path_buf()
 }

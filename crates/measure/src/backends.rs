@@ -1,6 +1,6 @@
 //! The producers of p2p sample lines for one PU pair: the physical limits
 //! (in-process threads), tc_mpibench under Open MPI and MPICH (mpirun), and
-//! topocomm's own transport (`topocomm run ... bench-worker p2p`). Each is
+//! topocomm's own transport (the `topocomm-worker` binary). Each is
 //! one [`Backend`]; a backend that cannot run is reported by the caller, it
 //! does not stop the others.
 
@@ -115,8 +115,10 @@ pub struct BackendRun {
 /// A producer of sample lines.
 #[derive(Clone, Debug)]
 pub enum Backend {
-    /// topocomm's transport: `<exe> run -n 2 --bind P,Q -- <exe> bench-worker p2p ARGS`.
-    Topocomm { exe: PathBuf },
+    /// topocomm's transport: `<worker> --bind P,Q -- ARGS`, where `worker`
+    /// is the `topocomm-worker` binary (`topocomm_transport::worker`:
+    /// launches two ranks of itself, like `topocomm run -n 2 --bind P,Q`).
+    Topocomm { worker: PathBuf },
     /// tc_mpibench under an MPI, from the build folder; `env` is added to
     /// the job's environment (MCA parameters, CVARs, UCX variables being
     /// tuned by `topocomm tune --mpi`; empty for default settings).
@@ -177,19 +179,10 @@ impl Backend {
                 cmd.envs(env.iter().map(|(k, v)| (k, v)));
                 run_job(cmd, which.name(), pair, params, timeout, true, progress)
             }
-            Backend::Topocomm { exe } => {
-                let mut cmd = Command::new(exe);
-                cmd.args([
-                    "run",
-                    "-n",
-                    "2",
-                    "--bind",
-                    &format!("{},{}", pair.0, pair.1),
-                ])
-                .arg("--")
-                .arg(exe)
-                .args(["bench-worker", "p2p"])
-                .args(params.worker_args());
+            Backend::Topocomm { worker } => {
+                let mut cmd = Command::new(worker);
+                cmd.args(["--bind", &format!("{},{}", pair.0, pair.1), "--"])
+                    .args(params.worker_args());
                 run_job(cmd, "topocomm", pair, params, timeout, false, progress)
             }
         }
@@ -213,9 +206,6 @@ fn run_job(
         }
     };
     let out = run_bounded_with(cmd, name, timeout, &mut on_line)?;
-    if name == "topocomm" && out.stderr.contains("unrecognized subcommand") {
-        return Err(Error::NoTransportWorker);
-    }
     if !out.status.success() {
         return Err(Error::JobFailed {
             name: name.into(),

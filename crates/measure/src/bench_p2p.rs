@@ -304,16 +304,16 @@ pub enum Progress<'a> {
 type Slot = (String, Result<Backend, String>);
 
 /// The backends of a run, in the order they run; an error with a reason for
-/// one that cannot run at all (e.g. the MPI benchmark is not built). `exe`
-/// is the topocomm executable (the transport's backend runs it).
-fn backends(plan: &Plan, exe: Option<PathBuf>) -> Vec<Slot> {
+/// one that cannot run at all (e.g. the MPI benchmark is not built).
+/// `worker` is the `topocomm-worker` binary (the transport's backend runs
+/// it) or why it was not found; `exe` the running program (the MPI build
+/// folder is looked for from it).
+fn backends(plan: &Plan, worker: Result<PathBuf, String>, exe: Option<PathBuf>) -> Vec<Slot> {
     let mut out = Vec::new();
     if plan.with_topocomm {
         out.push((
             "topocomm".to_string(),
-            exe.clone()
-                .map(|exe| Backend::Topocomm { exe })
-                .ok_or_else(|| "cannot find the topocomm executable".to_string()),
+            worker.map(|worker| Backend::Topocomm { worker }),
         ));
     }
     let build = locate_mpi_build(exe.as_deref()).map_err(|e| e.to_string());
@@ -335,17 +335,18 @@ fn backends(plan: &Plan, exe: Option<PathBuf>) -> Vec<Slot> {
 /// rounds interleaved with the job backends (before each and after the last,
 /// the samples split between rounds and pooled), so that a change of the
 /// machine's state during a long run (a VM's vCPUs moved by the host, other
-/// load) shows up in the limit's CI instead of skewing the ratios. `exe` is
-/// the topocomm executable, `started` the UTC start time to record. A
+/// load) shows up in the limit's CI instead of skewing the ratios. `worker`
+/// and `exe` are as in `backends`, `started` the UTC start time to record. A
 /// backend that fails is recorded (and reported to `progress`), not fatal.
 pub fn measure(
     plan: &Plan,
+    worker: Result<PathBuf, String>,
     exe: Option<PathBuf>,
     started: String,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, BenchP2pError> {
     let timer = crate::timer::check();
-    let (limit, jobs): (Vec<_>, Vec<_>) = backends(plan, exe)
+    let (limit, jobs): (Vec<_>, Vec<_>) = backends(plan, worker, exe)
         .into_iter()
         .partition(|(n, _)| n == "limit");
     let rounds = jobs.len() + 1;

@@ -107,9 +107,6 @@ pub enum Error {
     /// The tc_mpibench binary of one MPI is missing.
     #[error("{} not found; build it with `make build` (or `make -C mpi`)", .path.display())]
     MpiBenchMissing { path: PathBuf },
-    /// This topocomm binary has no `bench-worker p2p`.
-    #[error("topocomm: this build has no transport worker yet (`topocomm run` / `bench-worker p2p` missing)")]
-    NoTransportWorker,
     /// Backend `name`'s job exited with `status`; `line` is its last error line.
     #[error("{name}: the job failed ({status}): {line}")]
     JobFailed {
@@ -259,9 +256,9 @@ pub enum Error {
     /// Fewer than two PUs to form pairs from.
     #[error("at least two PUs are needed to measure pairs")]
     TooFewPus,
-    /// This topocomm binary lacks the subcommand `command`.
-    #[error("this build has no `topocomm {command}` (the transport is not merged yet)")]
-    NoSubcommand { command: String },
+    /// The transport worker at `path` does not run.
+    #[error("{}: the transport worker does not run (`--help` failed)", .path.display())]
+    WorkerUnusable { path: PathBuf },
     /// The transport worker could not be started.
     #[error("cannot start the transport worker: {cause}")]
     WorkerSpawn { cause: io::Error },

@@ -194,36 +194,32 @@ pub fn select_pairs(m: &Machine, sel: &PairSelection) -> Result<Vec<(u32, u32)>>
     Ok(pairs)
 }
 
-/// The `topocomm bench-worker p2p` backend, run through `topocomm run`.
+/// The transport's p2p backend: the `topocomm-worker` binary
+/// (`topocomm_transport::worker`), which launches two ranks of itself.
 #[derive(Clone, Debug)]
 pub struct TransportBackend {
-    pub exe: std::path::PathBuf,
+    pub worker: std::path::PathBuf,
 }
 
 impl TransportBackend {
-    /// Checks that this build has `topocomm run` and `topocomm bench-worker
-    /// p2p`; the error says what is missing (reported as an omission).
-    pub fn probe(exe: &std::path::Path) -> Result<TransportBackend> {
-        for args in [
-            &["run", "--help"][..],
-            &["bench-worker", "p2p", "--help"][..],
-        ] {
-            let ok = Command::new(exe)
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
-            if !ok {
-                return Err(Error::NoSubcommand {
-                    command: args[..args.len() - 1].join(" "),
-                });
-            }
+    /// Checks that `worker` runs (its `--help`); the error says why not
+    /// (reported as an omission).
+    pub fn probe(worker: &std::path::Path) -> Result<TransportBackend> {
+        let ok = Command::new(worker)
+            .arg("--help")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            return Err(Error::WorkerUnusable {
+                path: worker.to_path_buf(),
+            });
         }
         Ok(TransportBackend {
-            exe: exe.to_path_buf(),
+            worker: worker.to_path_buf(),
         })
     }
 
@@ -236,10 +232,14 @@ impl TransportBackend {
         samples: usize,
         limit: Duration,
     ) -> Result<Vec<SampleLine>> {
-        let exe = self.exe.to_string_lossy().to_string();
-        let mut child = Command::new(&self.exe)
-            .args(["run", "-n", "2", "--bind", &format!("{p},{q}"), "--", &exe])
-            .args(["bench-worker", "p2p", "--tests", "latency,bw,msgrate"])
+        let mut child = Command::new(&self.worker)
+            .args([
+                "--bind",
+                &format!("{p},{q}"),
+                "--",
+                "--tests",
+                "latency,bw,msgrate",
+            ])
             .args([
                 "--sizes",
                 &format!("8,{size}"),

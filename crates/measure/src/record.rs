@@ -1,5 +1,5 @@
 //! The JSON sample line shared by every p2p-style benchmark backend: the
-//! topocomm worker (`topocomm bench-worker p2p`) and the MPI benchmark
+//! topocomm worker (`topocomm-worker`, or `topocomm bench-worker p2p` under `topocomm run`) and the MPI benchmark
 //! (`mpi/bench/tc_mpibench`) print one line per (test, size, cache):
 //!
 //! `{"impl":"topocomm","test":"latency","size":8,"cache":"hot","unit":"us","samples":[...]}`

@@ -37,6 +37,7 @@ mod send;
 mod startup;
 mod wait;
 mod waiting;
+pub mod worker;
 
 /// `eprintln!` as one write, so lines of concurrent ranks never interleave.
 macro_rules! say {

@@ -221,8 +221,8 @@ pub fn measure(m: &Machine, a: &Args) -> Result<MatrixReport> {
         );
         None
     } else {
-        let exe = std::env::current_exe().context("cannot locate the topocomm executable")?;
-        match TransportBackend::probe(&exe) {
+        let worker = topocomm_transport::worker::locate().map_err(|e| e.to_string());
+        match worker.and_then(|w| TransportBackend::probe(&w).map_err(|e| e.to_string())) {
             Ok(b) => Some(b),
             Err(e) => {
                 omitted.push(format!("latency, bw, msgrate (topocomm transport): {e}"));

@@ -250,7 +250,7 @@ pub fn compute(m: &Machine, a: &Args) -> Result<ModelReport> {
     let rules = Rules::builtin(m);
     let cma_ok = !a.measure || topocomm_transport::cma::probe_fork().is_ok();
     let mut runner = Runner {
-        exe: std::env::current_exe()?,
+        worker: topocomm_transport::worker::locate()?,
         builtin: rules.clone(),
         test: Test::Latency,
         sizes: sizes.clone(),

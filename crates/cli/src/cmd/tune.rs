@@ -420,7 +420,7 @@ pub fn runner(
     min_time_ms: f64,
 ) -> Result<Runner> {
     Ok(Runner {
-        exe: std::env::current_exe()?,
+        worker: topocomm_transport::worker::locate()?,
         builtin: Rules::builtin(m),
         test,
         sizes: sizes.to_vec(),

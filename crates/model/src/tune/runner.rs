@@ -1,11 +1,11 @@
 //! Measures the transport under one parameter set: writes a rules file with
-//! the class's section, runs `topocomm run -n 2 --bind P,Q --rules FILE --
-//! topocomm bench-worker p2p ...` and returns the one-way time per size.
+//! the class's section, runs the p2p worker (`topocomm-worker --bind P,Q
+//! --rules FILE -- ...`, `topocomm_transport::worker`) and returns the
+//! one-way time per size.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use topocomm_measure::backends::check_complete;
 use topocomm_measure::p2p::{P2pParams, Test};
@@ -43,8 +43,8 @@ impl TimePoint {
 /// What every measurement of one tuning (or model) run shares.
 #[derive(Clone, Debug)]
 pub struct Runner {
-    /// The `topocomm` executable.
-    pub exe: PathBuf,
+    /// The `topocomm-worker` binary (`topocomm_transport::worker::locate`).
+    pub worker: PathBuf,
     /// Built-in rules of this machine (the file overrides one class).
     pub builtin: Rules,
     /// `latency` or `bw`.
@@ -122,25 +122,13 @@ impl Runner {
         sizes: &[u64],
     ) -> Result<Vec<TimePoint>, String> {
         let p = self.p2p(sizes);
-        let mut cmd = Command::new(&self.exe);
-        cmd.args([
-            "run",
-            "-n",
-            "2",
-            "--bind",
-            &format!("{},{}", pair.0, pair.1),
-        ])
-        .arg("--rules")
-        .arg(rules)
-        .arg("--")
-        .arg(&self.exe)
-        .args(["bench-worker", "p2p"])
-        .args(p.worker_args())
-        .env("TOPOCOMM_QUIET", "1");
+        let args = p.worker_args();
+        let mut cmd = topocomm_transport::worker::p2p_job(&self.worker, pair, Some(rules), &args);
+        cmd.env("TOPOCOMM_QUIET", "1");
         let out = run_bounded(cmd, "topocomm", p.time_bound()).map_err(|e| e.to_string())?;
         if !out.status.success() {
             return Err(format!(
-                "topocomm run --rules {}: the job failed ({}): {}",
+                "topocomm-worker --rules {}: the job failed ({}): {}",
                 rules.display(),
                 out.status,
                 last_error_line(&out.stderr)

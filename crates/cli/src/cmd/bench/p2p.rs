@@ -93,8 +93,15 @@ fn show(p: Progress) {
 fn measure(m: &Machine, o: &Options) -> Result<Outcome> {
     let p = plan(m, o)?;
     check_live(&p, &origin_text(m))?;
+    let worker = topocomm_transport::worker::locate().map_err(|e| e.to_string());
     let exe = std::env::current_exe().ok();
-    Ok(bench_p2p::measure(&p, exe, super::utc_now(), &mut show)?)
+    Ok(bench_p2p::measure(
+        &p,
+        worker,
+        exe,
+        super::utc_now(),
+        &mut show,
+    )?)
 }
 
 /// The `--json` document (docs/formats/bench-json.md).
