@@ -26,9 +26,11 @@
 use crate::error::{Error, Result};
 use crate::recv::{In, Key, Unexp};
 use crate::request::Req;
-use crate::segment::{Cell, RecvCtrl, Segment, CELL, RING, ST_FINALIZED, ST_UP};
+use crate::segment::{Segment, ST_FINALIZED, ST_UP};
 use crate::send::Out;
-use crate::startup::{attach_and_close, env_usize, single_pu, singleton_params, timeout_from_env};
+use crate::startup::{
+    attach_and_close, endpoints, env_usize, single_pu, singleton_params, timeout_from_env,
+};
 use crate::wait::Backoff;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,69 +142,8 @@ impl Comm {
 
     fn start(seg: Segment, rank: usize, timeout: Duration) -> Result<Comm> {
         let size = seg.nranks();
-        let mut outs = Vec::with_capacity(size);
-        let mut ins = Vec::with_capacity(size);
         let started = std::time::Instant::now();
-        let chan = |s: usize, r: usize| {
-            let plan = seg.plan(s, r);
-            // SAFETY: offsets come from the creator's layout and lie inside
-            // the mapping (checked size at attach).
-            let base = unsafe { seg.base.add(plan.offset as usize) };
-            (plan, base)
-        };
-        for peer in 0..size {
-            let (plan, base) = chan(rank, peer);
-            // SAFETY: channel = RecvCtrl | Cell[RING] | slots, inside the mapping.
-            let (ctrl, cells, slots) = unsafe {
-                (
-                    base as *const RecvCtrl,
-                    base.add(64) as *mut Cell,
-                    base.add(64 + RING as usize * CELL),
-                )
-            };
-            let db = seg.doorbell(peer, rank / 64) as *const AtomicU64;
-            outs.push(Out {
-                cells,
-                ctrl,
-                slots,
-                plan,
-                head: 0,
-                tail_cache: 0,
-                frags: 0,
-                frags_done_cache: 0,
-                queue: VecDeque::new(),
-                ctrl_q: VecDeque::new(),
-                streams: VecDeque::new(),
-                rdv: Vec::new(),
-                next_msg: 0,
-                pending: false,
-                doorbell: db,
-                bit: 1u64 << (rank % 64),
-            });
-            let (plan, base) = chan(peer, rank);
-            // SAFETY: as above, for the channel peer -> me.
-            let (ctrl, cells, slots) = unsafe {
-                (
-                    base as *mut RecvCtrl,
-                    base.add(64) as *const Cell,
-                    base.add(64 + RING as usize * CELL) as *const u8,
-                )
-            };
-            ins.push(In {
-                cells,
-                ctrl,
-                slots,
-                plan,
-                tail: 0,
-                published: 0,
-                frags_done: 0,
-                streams: Vec::new(),
-                idle: 0,
-                chooser: Default::default(),
-                busy_until: started,
-                cma_failed: false,
-            });
-        }
+        let (outs, ins) = endpoints(&seg, rank, started);
         let probe = Box::new(AtomicU64::new(
             0x7c00_0000_0000_0000 ^ (u64::from(std::process::id()) << 16) ^ rank as u64,
         ));

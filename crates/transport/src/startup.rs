@@ -1,13 +1,19 @@
-//! Start-up helpers of [`Comm::init`] and [`Comm::join`]: the
-//! environment, the parameters of a job without the launcher, the segment
-//! attach, the single-copy probe, the start-up barrier, and what a
+//! Start-up helpers of [`Comm::init`] and [`Comm::join`]: the channel
+//! endpoints, the environment, the parameters of a job without the
+//! launcher, the segment attach, the single-copy probe, the start-up barrier, and what a
 //! communicator says of its mechanisms (per peer, and the verbose report).
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::recv::In;
 use crate::rules::{CopyKind, Owner, Params};
-use crate::segment::{prefault, PlanRaw, Segment, INLINE_BYTES, PREFAULT_MAX};
+use crate::segment::{
+    prefault, Cell, PlanRaw, RecvCtrl, Segment, CELL, INLINE_BYTES, PREFAULT_MAX, RING,
+};
+use crate::send::Out;
 use crate::wait::Backoff;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -192,4 +198,74 @@ impl Comm {
         }
         Ok(())
     }
+}
+
+/// The endpoints of rank `rank` in every channel of `seg`: its sending
+/// side towards each peer and its receiving side from each, with the
+/// plans the creator resolved.
+pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Out>, Vec<In>) {
+    let size = seg.nranks();
+    let mut outs = Vec::with_capacity(size);
+    let mut ins = Vec::with_capacity(size);
+    let chan = |s: usize, r: usize| {
+        let plan = seg.plan(s, r);
+        // SAFETY: offsets come from the creator's layout and lie inside
+        // the mapping (checked size at attach).
+        let base = unsafe { seg.base.add(plan.offset as usize) };
+        (plan, base)
+    };
+    for peer in 0..size {
+        let (plan, base) = chan(rank, peer);
+        // SAFETY: channel = RecvCtrl | Cell[RING] | slots, inside the mapping.
+        let (ctrl, cells, slots) = unsafe {
+            (
+                base as *const RecvCtrl,
+                base.add(64) as *mut Cell,
+                base.add(64 + RING as usize * CELL),
+            )
+        };
+        let db = seg.doorbell(peer, rank / 64) as *const AtomicU64;
+        outs.push(Out {
+            cells,
+            ctrl,
+            slots,
+            plan,
+            head: 0,
+            tail_cache: 0,
+            frags: 0,
+            frags_done_cache: 0,
+            queue: VecDeque::new(),
+            ctrl_q: VecDeque::new(),
+            streams: VecDeque::new(),
+            rdv: Vec::new(),
+            next_msg: 0,
+            pending: false,
+            doorbell: db,
+            bit: 1u64 << (rank % 64),
+        });
+        let (plan, base) = chan(peer, rank);
+        // SAFETY: as above, for the channel peer -> me.
+        let (ctrl, cells, slots) = unsafe {
+            (
+                base as *mut RecvCtrl,
+                base.add(64) as *const Cell,
+                base.add(64 + RING as usize * CELL) as *const u8,
+            )
+        };
+        ins.push(In {
+            cells,
+            ctrl,
+            slots,
+            plan,
+            tail: 0,
+            published: 0,
+            frags_done: 0,
+            streams: Vec::new(),
+            idle: 0,
+            chooser: Default::default(),
+            busy_until: started,
+            cma_failed: false,
+        });
+    }
+    (outs, ins)
 }
