@@ -682,6 +682,77 @@ fn the_worker_binary_serves_the_libraries_without_the_cli() {
     }
 }
 
+/// Wait bounds outside 1 ms .. 10^6 s are refused by the launcher with
+/// the range (no rank started: `1e20` used to panic in every rank's
+/// Duration conversion, `1e-9` to fail as a dead peer), and
+/// `$TOPOCOMM_RULES` is honoured by `run` and `plan`, never ignored.
+#[test]
+fn out_of_range_wait_bounds_and_the_rules_variable() {
+    let stress = [bin(), "selftest", "stress", "--messages", "5"];
+    for t in ["1e20", "1e-9", "-1", "inf", "x"] {
+        let mut args = vec!["run", "-n", "2", "--timeout", t, "--"];
+        args.extend(stress);
+        let o = topocomm(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{t}: {}", text(&o));
+        assert_eq!(e.lines().count(), 1, "{t}: {e}");
+        assert!(
+            e.contains(&format!("--timeout='{t}'")) && e.contains("0.001 to 1000000"),
+            "{e}"
+        );
+        let mut args = vec!["run", "-n", "2", "--"];
+        args.extend(stress);
+        let o = Command::new(bin())
+            .args(&args)
+            .env("TOPOCOMM_TIMEOUT", t)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{t}: {}", text(&o));
+        assert!(e.contains(&format!("TOPOCOMM_TIMEOUT='{t}'")), "{e}");
+    }
+    let o = topocomm(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "0.5",
+        "--",
+        stress[0],
+        stress[1],
+        stress[2],
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A missing rules file named by the variable is an error of both.
+    let missing = std::env::temp_dir().join("topocomm-no-such-rules.toml");
+    for args in [&["run", "-n", "1", "--", "true"][..], &["plan"][..]] {
+        let o = Command::new(bin())
+            .args(args)
+            .env("TOPOCOMM_RULES", &missing)
+            .env("TOPOCOMM_AUTOTUNE", "0")
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && e.contains("topocomm-no-such-rules.toml"),
+            "{args:?}: {e}"
+        );
+    }
+    // An existing one is what `plan` shows.
+    let toml = String::from_utf8_lossy(&topocomm(&["plan", "--toml"]).stdout).into_owned();
+    let f = tmp("env-rules.toml", &toml);
+    let o = Command::new(bin())
+        .arg("plan")
+        .env("TOPOCOMM_RULES", &f)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(f.to_str().unwrap()),
+        "{out}"
+    );
+}
+
 fn lib_dir() -> PathBuf {
     Path::new(bin()).parent().unwrap().to_path_buf()
 }

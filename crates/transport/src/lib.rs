@@ -54,3 +54,4 @@ pub use plan::Plan;
 pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
 pub use segment::{LANES, LANE_DATA};
+pub use startup::{parse_timeout, RULES_ENV, TIMEOUT_RANGE};

@@ -17,15 +17,32 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// Environment variable naming a rules file: used by `topocomm run`, the
+/// worker's launcher and `topocomm_mpi_init` when no rules file is given
+/// otherwise (docs/transport.md).
+pub const RULES_ENV: &str = "TOPOCOMM_RULES";
+
+/// The range of a wait bound, in seconds: below a millisecond every wait
+/// would fail before a peer is scheduled once; above 10^6 s (11.6 days) a
+/// bound is no bound, and `Instant + Duration` arithmetic may overflow.
+pub const TIMEOUT_RANGE: (f64, f64) = (1e-3, 1e6);
+
+/// A wait bound in seconds (`TOPOCOMM_TIMEOUT`, `--timeout`), checked
+/// against [`TIMEOUT_RANGE`]; the error names `what` and the range.
+pub fn parse_timeout(what: &str, text: &str) -> std::result::Result<Duration, String> {
+    let (lo, hi) = TIMEOUT_RANGE;
+    match text.trim().parse::<f64>() {
+        Ok(s) if (lo..=hi).contains(&s) => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "{what}='{text}': expected a number of seconds from {lo} to {hi:.0}"
+        )),
+    }
+}
+
 /// The bound of every wait (`TOPOCOMM_TIMEOUT`, seconds; 60 s by default).
 pub(crate) fn timeout_from_env() -> Result<Duration> {
     match std::env::var("TOPOCOMM_TIMEOUT") {
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
-            _ => Err(Error::Setup(format!(
-                "TOPOCOMM_TIMEOUT='{v}': expected a positive number of seconds"
-            ))),
-        },
+        Ok(v) => parse_timeout("TOPOCOMM_TIMEOUT", &v).map_err(Error::Setup),
         Err(_) => Ok(Duration::from_secs(60)),
     }
 }

@@ -148,11 +148,8 @@ fn launcher(args: &[String]) -> Result<i32> {
             "--rules" => rules = Some(PathBuf::from(value("--rules")?)),
             "--timeout" => {
                 let v = value("--timeout")?;
-                timeout = Some(v.parse::<f64>().ok().filter(|t| *t > 0.0).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "--timeout '{v}': expected a positive number of seconds"
-                    ))
-                })?);
+                crate::parse_timeout("--timeout", &v).map_err(Error::Invalid)?;
+                timeout = Some(v.trim().parse::<f64>().expect("checked by parse_timeout"));
             }
             "-h" | "--help" => {
                 print!("{}", usage());
@@ -175,8 +172,8 @@ fn launcher(args: &[String]) -> Result<i32> {
     let bind: Bind = bind.parse().map_err(Error::Invalid)?;
     let m = topocomm_topo::load_default(None).map_err(|e| Error::Setup(e.to_string()))?;
     let pus = launch::bind_pus(&m, &bind, 2).map_err(Error::Invalid)?;
-    let rules = match &rules {
-        Some(f) => Rules::load(f, &m).map_err(Error::Invalid)?,
+    let rules = match rules.or_else(|| std::env::var_os(crate::RULES_ENV).map(PathBuf::from)) {
+        Some(f) => Rules::load(&f, &m).map_err(Error::Invalid)?,
         None => crate::autotune::cached_or_builtin(&m),
     };
     let plans = crate::plan::resolve(&m, &rules, &pus).map_err(Error::Setup)?;
@@ -235,9 +232,9 @@ pub fn p2p_spec(args: &[String]) -> Result<Option<Spec>> {
                 let ms = v
                     .parse::<f64>()
                     .ok()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| bad("milliseconds"))?;
-                spec.min_time = Duration::from_secs_f64(ms.max(0.0) / 1e3);
+                    .filter(|x| (0.0..=60_000.0).contains(x))
+                    .ok_or_else(|| bad("milliseconds from 0 to 60000"))?;
+                spec.min_time = Duration::from_secs_f64(ms / 1e3);
             }
             "--window" => spec.window = v.parse::<usize>().map_err(|_| bad("a count"))?.max(1),
             "--probe" => spec.probe = v.parse().map_err(|_| bad("a count >= 0"))?,

@@ -76,8 +76,9 @@ static double handoff_timeout(struct outcome *o) {
     if (!s) return 30.0;
     char *end;
     double t = strtod(s, &end);
-    if (end == s || *end != '\0' || !(t > 0) || !isfinite(t)) {
-        set(o, TC_ERR_INVALID_ARGUMENT, "TOPOCOMM_TIMEOUT='%s': expected a positive number of seconds", s);
+    /* The range of topocomm_transport::TIMEOUT_RANGE. */
+    if (end == s || *end != '\0' || !(t >= 1e-3 && t <= 1e6)) {
+        set(o, TC_ERR_INVALID_ARGUMENT, "TOPOCOMM_TIMEOUT='%s': expected a number of seconds from 0.001 to 1000000", s);
         return 1.0;
     }
     return t;

@@ -31,7 +31,12 @@ fn mechanism(p: &Params, cma: bool) -> String {
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
-    let (rules, measured) = match &a.rules {
+    let file = match &a.rules {
+        Some(f) => Some(f.clone()),
+        None if a.measure => None,
+        None => super::run::rules_from_env(),
+    };
+    let (rules, measured) = match &file {
         Some(f) => (Rules::load(f, &m).map_err(|e| anyhow!(e))?, None),
         None => {
             let r = crate::autotune::job_rules(&m, a.measure)?;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use topocomm_transport::launch::{self, Bind, Launch};
-use topocomm_transport::Rules;
+use topocomm_transport::{parse_timeout, Rules};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -29,8 +29,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// Seconds a blocking call may wait before failing (exported as TOPOCOMM_TIMEOUT; default 60)
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub timeout: Option<String>,
     /// Program and its arguments
     #[arg(last = true, required = true, value_name = "PROG [ARGS]")]
     pub command: Vec<OsString>,
@@ -40,11 +40,16 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     if a.n == 0 || a.n > 4096 {
         bail!("-n {}: expected 1..=4096 ranks", a.n);
     }
-    if let Some(t) = a.timeout {
-        if !(t > 0.0 && t.is_finite()) {
-            bail!("--timeout {t}: expected a positive number of seconds");
+    // Checked here, once, rather than by every rank (the ranks read
+    // TOPOCOMM_TIMEOUT, which --timeout sets).
+    let timeout = match (&a.timeout, std::env::var("TOPOCOMM_TIMEOUT")) {
+        (Some(t), _) => Some(parse_timeout("--timeout", t).map_err(|e| anyhow!(e))?),
+        (None, Ok(t)) => {
+            parse_timeout("TOPOCOMM_TIMEOUT", &t).map_err(|e| anyhow!(e))?;
+            None
         }
-    }
+        (None, Err(_)) => None,
+    };
     let m = g.machine()?;
     let pus = match (&a.map, &a.bind) {
         (Some(f), _) => launch::read_map(f, &m, a.n).map_err(|e| anyhow!(e))?,
@@ -62,7 +67,8 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             launch::bind_pus(&m, &b, a.n).map_err(|e| anyhow!(e))?
         }
     };
-    let rules = match &a.rules {
+    let file = a.rules.clone().or_else(rules_from_env);
+    let rules = match &file {
         Some(f) => Rules::load(f, &m).map_err(|e| anyhow!(e))?,
         None => crate::autotune::job_rules(&m, false)?.rules,
     };
@@ -71,11 +77,17 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let code = launch::run(&Launch {
         pus,
         plans,
-        timeout: a.timeout,
+        timeout: timeout.map(|d| d.as_secs_f64()),
         grace: Duration::from_secs(2),
         program: program.clone(),
         args: args.to_vec(),
     })
     .map_err(|e| anyhow!(e))?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// `$TOPOCOMM_RULES` when set and no `--rules` is given (the same variable
+/// `topocomm_mpi_init` reads, so a job gets the same rules either way).
+pub fn rules_from_env() -> Option<PathBuf> {
+    std::env::var_os(topocomm_transport::RULES_ENV).map(PathBuf::from)
 }
