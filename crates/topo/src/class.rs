@@ -155,21 +155,22 @@ impl ClassIndex {
 
     /// Class and LCA depth of two PUs given by position in `machine.pus`.
     pub fn classify(&self, machine: &Machine, a: usize, b: usize) -> (LocalityClass, u32) {
-        let mut lca = self.lca(a, b);
-        // Instruction caches say nothing about data movement: look above them
-        // (Bulldozer modules share an L1i under the shared L2).
-        while machine.objects[lca].is_instruction_cache() {
-            match machine.objects[lca].parent {
-                Some(p) => lca = p,
-                None => break,
-            }
-        }
-        let obj = &machine.objects[lca];
+        let lca = data_ancestor(machine, self.lca(a, b));
         let same_numa = {
             let (na, nb) = (machine.pus[a].numa_node, machine.pus[b].numa_node);
             na.is_some() && na == nb
         };
-        let class = match obj.kind {
+        (
+            self.class_of(machine, lca, same_numa),
+            machine.objects[lca].depth,
+        )
+    }
+
+    /// The class of the pairs whose (data) LCA is object `lca`, for PUs in
+    /// the same NUMA node or not.
+    fn class_of(&self, machine: &Machine, lca: usize, same_numa: bool) -> LocalityClass {
+        let obj = &machine.objects[lca];
+        match obj.kind {
             ObjectKind::Pu => LocalityClass::SamePu,
             ObjectKind::Core => LocalityClass::Smt,
             ObjectKind::Cache => LocalityClass::Cache(obj.cache.as_ref().map_or(0, |c| c.level)),
@@ -184,9 +185,21 @@ impl ClassIndex {
             ObjectKind::Die => LocalityClass::Die,
             ObjectKind::Package => LocalityClass::Package,
             ObjectKind::Machine => LocalityClass::Machine,
-        };
-        (class, obj.depth)
+        }
     }
+}
+
+/// `object`, or its first ancestor that is not an instruction cache:
+/// instruction caches say nothing about data movement (Bulldozer modules
+/// share an L1i under the shared L2).
+fn data_ancestor(machine: &Machine, mut object: usize) -> usize {
+    while machine.objects[object].is_instruction_cache() {
+        match machine.objects[object].parent {
+            Some(p) => object = p,
+            None => break,
+        }
+    }
+    object
 }
 
 fn group_class_name(obj: &crate::model::Object) -> String {
@@ -220,48 +233,75 @@ pub struct ClassSummary {
     pub lca_depth: u32,
 }
 
-/// The class of every pair of PUs, one byte per ordered pair, rows and
-/// columns in topology (logical) order. 384 PUs take 144 KiB.
+/// The class of every pair of PUs, rows and columns in topology (logical)
+/// order. Nothing per pair is stored: a pair's class is looked up from its
+/// lowest common ancestor (a walk down two root-to-PU chains) and whether
+/// both PUs share a NUMA node, and the per-class pair counts come from
+/// per-object sums, so a machine of a million PUs costs memory and time in
+/// proportion to its PUs times the tree depth, not to their square.
 #[derive(Clone, Debug)]
 pub struct ClassMatrix {
     n: usize,
-    codes: Vec<u8>,
+    index: ClassIndex,
+    numa: Vec<Option<u32>>,
+    /// Per object, the class code of the pairs whose LCA it is, for PUs in
+    /// different NUMA nodes (`[0]`) and in the same one (`[1]`); [`NO_CODE`]
+    /// where no such pair exists.
+    object_codes: Vec<[u8; 2]>,
     classes: Vec<ClassSummary>,
     pu_os: Vec<u32>,
 }
 
-/// Code of the diagonal (a PU with itself).
-const SELF_CODE: u8 = u8::MAX;
+/// Code of a (object, NUMA sharing) that is the LCA of no pair.
+const NO_CODE: u8 = u8::MAX;
+
+/// Pairs whose LCA is one object, of one NUMA sharing: how many and the
+/// first in topology order (positions in `machine.pus`).
+#[derive(Clone, Copy, Debug)]
+struct LcaPairs {
+    count: u64,
+    first: (usize, usize),
+}
 
 impl ClassMatrix {
     pub fn new(machine: &Machine) -> Self {
         let index = ClassIndex::new(machine);
         let n = machine.pus.len();
-        let mut codes = vec![SELF_CODE; n * n];
+        let numa: Vec<Option<u32>> = machine.pus.iter().map(|p| p.numa_node).collect();
+        let per_object = lca_pairs(machine, &index, &numa);
         let mut found: Vec<ClassSummary> = Vec::new();
-        for a in 0..n {
-            for b in (a + 1)..n {
-                let (class, depth) = index.classify(machine, a, b);
+        let mut first: Vec<(usize, usize)> = Vec::new();
+        let mut raw_codes = vec![[NO_CODE; 2]; machine.objects.len()];
+        for (x, sides) in per_object.iter().enumerate() {
+            for (same, p) in sides.iter().enumerate() {
+                let Some(p) = p else { continue };
+                let lca = data_ancestor(machine, x);
+                let class = index.class_of(machine, lca, same == 1);
+                let depth = machine.objects[lca].depth;
                 let code = match found.iter().position(|c| c.class == class) {
                     Some(i) => {
-                        found[i].pairs += 1;
+                        found[i].pairs += p.count;
                         found[i].lca_depth = found[i].lca_depth.max(depth);
+                        first[i] = first[i].min(p.first);
                         i
                     }
                     None => {
                         found.push(ClassSummary {
                             class,
-                            pairs: 1,
-                            representative: (machine.pus[a].os_index, machine.pus[b].os_index),
+                            pairs: p.count,
+                            representative: (0, 0),
                             lca_depth: depth,
                         });
+                        first.push(p.first);
                         found.len() - 1
                     }
                 };
-                assert!(code < SELF_CODE as usize, "more than 254 locality classes");
-                codes[a * n + b] = code as u8;
-                codes[b * n + a] = code as u8;
+                assert!(code < NO_CODE as usize, "more than 254 locality classes");
+                raw_codes[x][same] = code as u8;
             }
+        }
+        for (c, &(a, b)) in found.iter_mut().zip(&first) {
+            c.representative = (machine.pus[a].os_index, machine.pus[b].os_index);
         }
         // Nearest first: deeper LCA first, ties broken by the class order.
         let mut order: Vec<usize> = (0..found.len()).collect();
@@ -275,13 +315,16 @@ impl ClassMatrix {
         for (new, &old) in order.iter().enumerate() {
             remap[old] = new as u8;
         }
-        for c in codes.iter_mut().filter(|c| **c != SELF_CODE) {
-            *c = remap[*c as usize];
-        }
+        let object_codes = raw_codes
+            .into_iter()
+            .map(|sides| sides.map(|c| if c == NO_CODE { c } else { remap[c as usize] }))
+            .collect();
         let classes = order.iter().map(|&i| found[i].clone()).collect();
         ClassMatrix {
             n,
-            codes,
+            index,
+            numa,
+            object_codes,
             classes,
             pu_os: machine.pus.iter().map(|p| p.os_index).collect(),
         }
@@ -303,25 +346,166 @@ impl ClassMatrix {
 
     /// Class of two PUs given by position in topology order.
     pub fn class_at(&self, a: usize, b: usize) -> LocalityClass {
-        match self.codes[a * self.n + b] {
-            SELF_CODE => LocalityClass::SamePu,
-            c => self.classes[c as usize].class.clone(),
+        match self.code_at(a, b) {
+            None => LocalityClass::SamePu,
+            Some(c) => self.classes[c as usize].class.clone(),
         }
     }
 
     /// Class code (index into [`ClassMatrix::classes`]) of two PUs by position;
     /// `None` on the diagonal.
     pub fn code_at(&self, a: usize, b: usize) -> Option<u8> {
-        match self.codes[a * self.n + b] {
-            SELF_CODE => None,
-            c => Some(c),
+        assert!(a < self.n && b < self.n, "PU position out of range");
+        if a == b {
+            return None;
         }
+        let same = self.numa[a].is_some() && self.numa[a] == self.numa[b];
+        let code = self.object_codes[self.index.lca(a, b)][usize::from(same)];
+        debug_assert_ne!(code, NO_CODE, "every pair has a class");
+        Some(code)
     }
 
     /// OS indexes of the rows, in topology order.
     pub fn pu_os_indexes(&self) -> &[u32] {
         &self.pu_os
     }
+}
+
+/// For every object, the pairs of distinct PUs whose LCA it is, split by
+/// NUMA sharing (`[different, same]`), or `None` where there are none.
+///
+/// A pair's LCA is `x` when its PUs lie below two different children of
+/// `x`; with `l_i` PUs below child `i`, `x` holds `((Σ l_i)² - Σ l_i²) / 2`
+/// pairs, and the same sum over the PUs of one NUMA node gives those that
+/// share it. The first pair in topology order is the first PU `a` (in
+/// order) with a partner in a later child, and its first such partner; PUs
+/// below one child are consecutive in topology order (hwloc's logical
+/// order is depth-first), which the scan checks: a tree where they are not
+/// is counted pair by pair instead.
+fn lca_pairs(
+    machine: &Machine,
+    index: &ClassIndex,
+    numa: &[Option<u32>],
+) -> Vec<[Option<LcaPairs>; 2]> {
+    let mut out = vec![[None; 2]; machine.objects.len()];
+    // Below each object: (child, PU position) in topology order.
+    let mut below: Vec<Vec<(usize, usize)>> = vec![Vec::new(); machine.objects.len()];
+    for (p, chain) in index.chains.iter().enumerate() {
+        for w in chain.windows(2) {
+            below[w[0]].push((w[1], p));
+        }
+    }
+    for (x, pus) in below.iter().enumerate() {
+        match blocks(pus) {
+            Some(blocks) if blocks.len() >= 2 => out[x] = sums(&blocks, pus, numa),
+            Some(_) => {}
+            None => out[x] = pair_by_pair(pus, numa),
+        }
+    }
+    out
+}
+
+/// The runs of one child in `pus`: (start, end) into `pus`; `None` when a
+/// child's PUs are not consecutive.
+fn blocks(pus: &[(usize, usize)]) -> Option<Vec<(usize, usize)>> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, &(child, _)) in pus.iter().enumerate() {
+        if i > 0 && pus[i - 1].0 == child {
+            continue;
+        }
+        if !seen.insert(child) {
+            return None;
+        }
+        if let Some(last) = out.last_mut() {
+            last.1 = i;
+        }
+        out.push((i, pus.len()));
+    }
+    Some(out)
+}
+
+fn sums(
+    blocks: &[(usize, usize)],
+    pus: &[(usize, usize)],
+    numa: &[Option<u32>],
+) -> [Option<LcaPairs>; 2] {
+    use std::collections::BTreeMap;
+    let pairs = |counts: &mut dyn Iterator<Item = u64>| {
+        let (sum, squares) = counts.fold((0u64, 0u64), |(s, q), l| (s + l, q + l * l));
+        (sum * sum - squares) / 2
+    };
+    let total = pairs(&mut blocks.iter().map(|&(s, e)| (e - s) as u64));
+    // Per NUMA node, the PUs below each child.
+    let mut per_node: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for (bi, &(s, e)) in blocks.iter().enumerate() {
+        for &(_, p) in &pus[s..e] {
+            if let Some(u) = numa[p] {
+                let v = per_node.entry(u).or_insert_with(|| vec![0; blocks.len()]);
+                v[bi] += 1;
+            }
+        }
+    }
+    let same: u64 = per_node
+        .values()
+        .map(|v| pairs(&mut v.iter().copied()))
+        .sum();
+    // After child i: the first PU of each NUMA node (None: no node) below
+    // the later children.
+    let mut after: Vec<BTreeMap<Option<u32>, usize>> = vec![BTreeMap::new(); blocks.len()];
+    for i in (0..blocks.len().saturating_sub(1)).rev() {
+        let mut m = after[i + 1].clone();
+        let (s, e) = blocks[i + 1];
+        for &(_, p) in pus[s..e].iter().rev() {
+            m.insert(numa[p], p);
+        }
+        after[i] = m;
+    }
+    let first = |want_same: bool| -> Option<(usize, usize)> {
+        for (bi, &(s, e)) in blocks.iter().enumerate() {
+            for &(_, a) in &pus[s..e] {
+                let shares = |k: &Option<u32>| k.is_some() && *k == numa[a];
+                let b = after[bi]
+                    .iter()
+                    .filter(|(k, _)| shares(k) == want_same)
+                    .map(|(_, &b)| b)
+                    .min();
+                if let Some(b) = b {
+                    return Some((a, b));
+                }
+            }
+        }
+        None
+    };
+    let side = |count: u64, want_same: bool| {
+        (count > 0).then(|| LcaPairs {
+            count,
+            first: first(want_same).expect("a counted pair exists"),
+        })
+    };
+    [side(total - same, false), side(same, true)]
+}
+
+/// The fallback of [`lca_pairs`] for one object whose children's PUs are
+/// not consecutive: every pair of PUs below different children.
+fn pair_by_pair(pus: &[(usize, usize)], numa: &[Option<u32>]) -> [Option<LcaPairs>; 2] {
+    let mut out: [Option<LcaPairs>; 2] = [None; 2];
+    let mut sorted = pus.to_vec();
+    sorted.sort_by_key(|&(_, p)| p);
+    for (i, &(ca, a)) in sorted.iter().enumerate() {
+        for &(cb, b) in &sorted[i + 1..] {
+            if ca == cb {
+                continue;
+            }
+            let same = numa[a].is_some() && numa[a] == numa[b];
+            let e = out[usize::from(same)].get_or_insert(LcaPairs {
+                count: 0,
+                first: (a, b),
+            });
+            e.count += 1;
+        }
+    }
+    out
 }
 
 /// Class of the pair of PUs with these OS indexes.
@@ -366,6 +550,43 @@ mod tests {
         assert!("l9".parse::<LocalityClass>().is_err());
         assert!("L2".parse::<LocalityClass>().is_err());
         assert!("".parse::<LocalityClass>().is_err());
+    }
+
+    /// The sums and the pair-by-pair fallback agree on random children
+    /// (consecutive runs) and NUMA nodes, counts and first pairs.
+    #[test]
+    fn sums_agree_with_pair_by_pair() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..300 {
+            let children = 2 + next(5) as usize;
+            let mut pus = Vec::new();
+            let mut numa = Vec::new();
+            for c in 0..children {
+                for _ in 0..1 + next(4) {
+                    pus.push((100 + c, numa.len()));
+                    numa.push(match next(4) {
+                        0 => None,
+                        k => Some(k as u32),
+                    });
+                }
+            }
+            let blocks = blocks(&pus).unwrap();
+            let fast = sums(&blocks, &pus, &numa);
+            let slow = pair_by_pair(&pus, &numa);
+            for side in 0..2 {
+                let f = fast[side].map(|p| (p.count, p.first));
+                let s = slow[side].map(|p| (p.count, p.first));
+                assert_eq!(f, s, "{pus:?} {numa:?} side {side}");
+            }
+        }
+        // A child whose PUs are not consecutive is left to the fallback.
+        assert!(blocks(&[(1, 0), (2, 1), (1, 2)]).is_none());
     }
 
     #[test]

@@ -207,6 +207,65 @@ fn every_shared_topology_loads_and_classifies() {
     }
 }
 
+/// The per-object sums of `ClassMatrix` against the definition, pair by
+/// pair: every pair's class, each class's pair count, first pair in
+/// topology order and deepest LCA, on every machine at hand.
+#[test]
+fn class_matrix_equals_the_pair_by_pair_definition() {
+    let mut specs: Vec<String> = [
+        "synthetic:pack:2 l3:2 l2:2 core:2 pu:2",
+        "synthetic:pack:2 numa:2 core:3 pu:2",
+        "synthetic:numa:2 pack:2 core:2 pu:1",
+        "synthetic:pack:3 group:2 l3:1 core:3 pu:1",
+    ]
+    .map(String::from)
+    .to_vec();
+    for fx in ["two-socket-nic.xml"] {
+        specs.push(fixture(fx).to_string_lossy().into_owned());
+    }
+    if let Some(dir) = shared_topologies() {
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "xml"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        specs.extend(files);
+    }
+    for spec in specs {
+        let m = load_str(&spec);
+        let cm = ClassMatrix::new(&m);
+        let index = ClassIndex::new(&m);
+        let n = m.pus.len();
+        // class -> (pairs, first pair, deepest LCA), by the definition.
+        let mut want: std::collections::BTreeMap<LocalityClass, (u64, (u32, u32), u32)> =
+            Default::default();
+        for a in 0..n {
+            assert_eq!(cm.code_at(a, a), None);
+            for b in a + 1..n {
+                let (class, depth) = index.classify(&m, a, b);
+                assert_eq!(cm.class_at(a, b), class, "{spec}: {a},{b}");
+                assert_eq!(cm.class_at(b, a), class, "{spec}: {b},{a}");
+                let first = (m.pus[a].os_index, m.pus[b].os_index);
+                let e = want.entry(class).or_insert((0, first, depth));
+                e.0 += 1;
+                e.2 = e.2.max(depth);
+            }
+        }
+        assert_eq!(cm.classes().len(), want.len(), "{spec}");
+        for c in cm.classes() {
+            let (pairs, first, depth) = want[&c.class];
+            assert_eq!(
+                (c.pairs, c.representative, c.lca_depth),
+                (pairs, first, depth),
+                "{spec}: {}",
+                c.class
+            );
+        }
+    }
+}
+
 #[test]
 fn big_machine_class_matrix() {
     let Some(f) = shared_topology("intel-24xE5-4640-sgi-uv-groups.xml") else {
