@@ -220,9 +220,7 @@ fn class_matrix_equals_the_pair_by_pair_definition() {
     ]
     .map(String::from)
     .to_vec();
-    for fx in ["two-socket-nic.xml"] {
-        specs.push(fixture(fx).to_string_lossy().into_owned());
-    }
+    specs.push(fixture("two-socket-nic.xml").to_string_lossy().into_owned());
     if let Some(dir) = shared_topologies() {
         let mut files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
