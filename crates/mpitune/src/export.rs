@@ -12,12 +12,14 @@
 //! Every value is preceded by a comment saying why it is there.
 
 use crate::space::Layer;
+use std::path::Path;
+use topocomm_measure::backends::MpiImpl;
 
 /// The environment that makes Open MPI read an exported MCA file on top of
 /// its default parameter files (what `mpirun --tune FILE` sets).
 pub const OPENMPI_FILE_VAR: &str = "OMPI_MCA_mca_base_envar_file_prefix";
 
-pub fn openmpi_file_env(abs_path: &std::path::Path) -> Vec<(String, String)> {
+pub fn openmpi_file_env(abs_path: &Path) -> Vec<(String, String)> {
     vec![(OPENMPI_FILE_VAR.to_string(), abs_path.display().to_string())]
 }
 
@@ -161,6 +163,39 @@ pub fn parse_env_file(path: &str, text: &str) -> Result<Vec<(String, String)>, S
         out.push((k.to_string(), v));
     }
     Ok(out)
+}
+
+/// An exported file, read once: its values (syntax-checked) and the
+/// environment that makes an MPI job read it the way the file's users
+/// would. Open MPI reads the MCA file itself (as `mpirun --tune` makes it
+/// do, on top of its default files); MPICH's variables are what
+/// `source FILE` would export.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Export {
+    pub values: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Reads `path`, exported for `which`; errors start with the file's path.
+pub fn read_export(which: MpiImpl, path: &Path) -> Result<Export, String> {
+    let abs = path
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&abs).map_err(|e| format!("{}: {e}", abs.display()))?;
+    let shown = abs.display().to_string();
+    Ok(match which {
+        MpiImpl::OpenMpi => Export {
+            values: parse_mca_file(&shown, &text)?,
+            env: openmpi_file_env(&abs),
+        },
+        MpiImpl::Mpich => {
+            let values = parse_env_file(&shown, &text)?;
+            Export {
+                env: values.clone(),
+                values,
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -16,12 +16,17 @@
 //!   placement, or equal);
 //! - [`export`]: the MCA parameter file / environment file, and their readers;
 //! - [`verify`]: proof that the file's values take effect (MPI_T read-back);
-//! - [`runner`]: measures one setting with tc_mpibench on each class's pair.
+//! - [`runner`]: measures one setting with tc_mpibench on each class's pair;
+//! - [`host`]: the installed MPI, the build of its programs, the machine load;
+//! - [`session`]: one run of the command, from its options to the file, the
+//!   verification and the read-back, and the report ([`session::text`]).
 
 pub mod export;
+pub mod host;
 pub mod objective;
 pub mod runner;
 pub mod search;
+pub mod session;
 pub mod space;
 pub mod verify;
 pub mod weights;

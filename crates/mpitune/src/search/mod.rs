@@ -29,11 +29,11 @@
 //! most; paired: sum of (2 + 2 x candidates + 2); plus one job for the A/A
 //! baseline.
 
-use crate::objective::{
-    combine, compare_with, evidence, job_level_shift, ClassMeasure, ClassVerdict, NoiseFloor,
-    Objective, Rule, Shift,
-};
+mod bench;
+
+use crate::objective::{ClassMeasure, ClassVerdict, NoiseFloor, Objective};
 use crate::space::{describe, Coordinate, Setting, Space};
+use bench::{moved, why_rejected, Bench, Scored};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ pub struct Step {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remeasured: bool,
     /// Why it was vetoed: each in-scope size slower beyond the noise, with
-    /// its slowdown interval and bound ([`evidence`]).
+    /// its slowdown interval and bound ([`crate::objective::evidence`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slower: Vec<String>,
     /// Sizes slower beyond the noise but outside the setting's scope (not
@@ -120,154 +120,6 @@ pub struct SearchResult {
 /// Measures one setting on every class (in weight order).
 pub type MeasureFn<'a> = dyn FnMut(&Setting) -> Result<Vec<ClassMeasure>, String> + 'a;
 
-/// One setting measured against paired defaults.
-#[derive(Clone)]
-struct Scored {
-    score: f64,
-    feasible: bool,
-    error: Option<String>,
-    verdicts: Vec<ClassVerdict>,
-    /// The first pair looked like a machine event and was measured again.
-    remeasured: bool,
-    seconds: f64,
-}
-
-impl Step {
-    fn defaults(round: usize, param: &str, seconds: f64) -> Step {
-        Step {
-            round,
-            param: param.into(),
-            role: "defaults".into(),
-            setting: Setting::new(),
-            score: 1.0,
-            feasible: true,
-            error: None,
-            remeasured: false,
-            slower: Vec::new(),
-            out_of_scope: Vec::new(),
-            seconds,
-        }
-    }
-
-    fn scored(round: usize, param: &str, role: &str, setting: &Setting, sc: &Scored) -> Step {
-        Step {
-            round,
-            param: param.into(),
-            role: role.into(),
-            setting: setting.clone(),
-            score: sc.score,
-            feasible: sc.feasible,
-            error: sc.error.clone(),
-            remeasured: sc.remeasured,
-            slower: listed(&sc.verdicts, true),
-            out_of_scope: listed(&sc.verdicts, false),
-            seconds: sc.seconds,
-        }
-    }
-}
-
-/// The measuring side of the search: timed jobs and their comparison.
-struct Bench<'m, 'a> {
-    measure: &'m mut MeasureFn<'a>,
-    weights: &'m [f64],
-    objective: Objective,
-    space: &'m Space,
-    /// A/A pairs of this run's jobs of the defaults.
-    noise: NoiseFloor,
-    last_defaults: Option<Vec<ClassMeasure>>,
-}
-
-impl Bench<'_, '_> {
-    fn timed(&mut self, s: &Setting) -> (Result<Vec<ClassMeasure>, String>, f64) {
-        let t = Instant::now();
-        let r = (self.measure)(s);
-        (r, t.elapsed().as_secs_f64())
-    }
-
-    /// The defaults; failing to run them ends the search.
-    /// Each job of the defaults and the one before it form an A/A pair.
-    fn defaults(&mut self) -> Result<(Vec<ClassMeasure>, f64), String> {
-        let (r, secs) = self.timed(&Setting::new());
-        let d = r.map_err(|e| format!("measuring the defaults: {e}"))?;
-        if let Some(prev) = &self.last_defaults {
-            self.noise.add_pair(prev, &d);
-        }
-        self.last_defaults = Some(d.clone());
-        Ok((d, secs))
-    }
-
-    fn score(
-        &self,
-        d: &[ClassMeasure],
-        c: &[ClassMeasure],
-        s: &Setting,
-    ) -> (f64, bool, Vec<ClassVerdict>) {
-        let scope = self.space.scope(s);
-        let v: Vec<ClassVerdict> = d
-            .iter()
-            .zip(c)
-            .enumerate()
-            .map(|(i, (d, c))| {
-                let rule = Rule {
-                    noise: Some((&self.noise, i)),
-                    scope: Some(&scope),
-                };
-                compare_with(d, c, &self.objective, rule)
-            })
-            .collect();
-        let (s, f) = combine(&v, self.weights);
-        (s, f, v)
-    }
-
-    /// `s` against the defaults `d`. When the setting's job came out slower
-    /// at (almost) every size, a machine event is more likely than the
-    /// setting: the pair is measured again once, and the new defaults
-    /// replace `d`.
-    fn against(
-        &mut self,
-        d: &mut Vec<ClassMeasure>,
-        s: &Setting,
-        progress: &mut dyn FnMut(&str),
-    ) -> Result<Scored, String> {
-        let (r, mut seconds) = self.timed(s);
-        let mut sc = self.scored(d, r, s);
-        if job_level_shift(&sc.verdicts) == Some(Shift::Slower) {
-            progress("  every size moved together: measuring the pair again");
-            let (d2, secs_d) = self.defaults()?;
-            *d = d2;
-            let (r, secs_c) = self.timed(s);
-            seconds += secs_d + secs_c;
-            sc = self.scored(d, r, s);
-            sc.remeasured = true;
-        }
-        sc.seconds += seconds;
-        Ok(sc)
-    }
-
-    fn scored(
-        &self,
-        d: &[ClassMeasure],
-        r: Result<Vec<ClassMeasure>, String>,
-        setting: &Setting,
-    ) -> Scored {
-        let (score, feasible, error, verdicts) = match r {
-            Ok(c) => {
-                let (s, f, v) = self.score(d, &c, setting);
-                (s, f, None, v)
-            }
-            Err(e) => (0.0, false, Some(e), Vec::new()),
-        };
-        Scored {
-            score,
-            feasible,
-            error,
-            verdicts,
-            remeasured: false,
-            seconds: 0.0,
-        }
-    }
-}
-
 pub fn coordinate_descent(
     space: &Space,
     weights: &[f64],
@@ -276,14 +128,7 @@ pub fn coordinate_descent(
     progress: &mut dyn FnMut(&str),
 ) -> Result<SearchResult, String> {
     let start = Instant::now();
-    let mut bench = Bench {
-        measure,
-        weights,
-        objective: opts.objective,
-        space,
-        noise: NoiseFloor::default(),
-        last_defaults: None,
-    };
+    let mut bench = Bench::new(measure, weights, opts.objective, space);
     let mut incumbent = Setting::new();
     let mut incumbent_score = 1.0;
     let mut steps = Vec::new();
@@ -465,51 +310,6 @@ pub fn coordinate_descent(
         rounds,
         noise: bench.noise,
     })
-}
-
-/// The evidence of the sizes slower beyond the noise: in scope (`true`,
-/// vetoing) or out of it.
-fn listed(verdicts: &[ClassVerdict], in_scope: bool) -> Vec<String> {
-    verdicts
-        .iter()
-        .flat_map(|v| {
-            v.sizes
-                .iter()
-                .filter(move |c| c.slower && c.in_scope == in_scope)
-                .map(|c| evidence(&v.class, c))
-        })
-        .collect()
-}
-
-/// The parameters whose value differs from `from` to `to`.
-fn moved(from: &Setting, to: &Setting) -> Vec<(String, Option<String>)> {
-    let mut keys: Vec<&String> = from.keys().chain(to.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter(|k| from.get(*k) != to.get(*k))
-        .map(|k| (k.clone(), to.get(k).cloned()))
-        .collect()
-}
-
-/// ` (rejected: slower at bw 1K, latency 8)` or ` (failed: ...)`, or nothing.
-fn why_rejected(feasible: bool, error: Option<&str>, verdicts: &[ClassVerdict]) -> String {
-    if let Some(e) = error {
-        return format!(" (failed: {e})");
-    }
-    let out = listed(verdicts, false);
-    let out = if out.is_empty() {
-        String::new()
-    } else {
-        format!(" (out of scope, not vetoing: {})", out.join(", "))
-    };
-    if feasible {
-        return out;
-    }
-    format!(
-        " (rejected: slower beyond the noise at {}){out}",
-        listed(verdicts, true).join(", ")
-    )
 }
 
 #[cfg(test)]

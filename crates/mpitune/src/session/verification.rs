@@ -1,0 +1,184 @@
+//! The verification: the defaults and a file's settings measured
+//! alternately (D, T, D, T), samples pooled per setting, each size judged
+//! under the A/A noise of the run.
+
+use crate::objective::{
+    combine, compare_with, established, job_level_shift, ClassMeasure, ClassVerdict, NoiseFloor,
+    Objective, Rule,
+};
+use crate::runner::Runner;
+use std::path::Path;
+use topocomm_measure::p2p::P2pParams;
+
+/// What the alternating verification measured.
+#[derive(Clone, Debug)]
+pub struct Verification {
+    /// Pooled samples of the defaults and of the file, per class.
+    pub defaults: Vec<ClassMeasure>,
+    pub tuned: Vec<ClassMeasure>,
+    /// Pooled comparison under the noise rule; a size is marked slower when
+    /// it is slower pooled or in at least two alternations (`established`).
+    pub verdicts: Vec<ClassVerdict>,
+    /// No size slower (established): what a file must pass to be kept.
+    pub clean: bool,
+    /// Evidence of sizes slower in one alternation only (not established).
+    pub once: Vec<String>,
+    /// The A/A noise the rule used (this verification's jobs of the
+    /// defaults, plus the search's when there was one).
+    pub noise: NoiseFloor,
+}
+
+/// The runner of the verification: the search's, with 6 more samples.
+pub(super) fn verification_runner(runner: &Runner, params: &P2pParams) -> Runner {
+    Runner {
+        bw: P2pParams {
+            samples: params.samples + 6,
+            ..runner.bw.clone()
+        },
+        latency: runner.latency.clone().map(|p| P2pParams {
+            samples: params.samples + 6,
+            ..p
+        }),
+        ..runner.clone()
+    }
+}
+
+/// Appends the samples of `more` to the matching lines of `acc`.
+fn pool(acc: &mut Vec<ClassMeasure>, more: Vec<ClassMeasure>) {
+    if acc.is_empty() {
+        *acc = more;
+        return;
+    }
+    for (a, m) in acc.iter_mut().zip(more) {
+        for l in m.lines {
+            match a
+                .lines
+                .iter_mut()
+                .find(|x| x.test == l.test && x.size == l.size)
+            {
+                Some(x) => x.samples.extend(l.samples),
+                None => a.lines.push(l),
+            }
+        }
+    }
+}
+
+/// The inputs of [`verify_alternating`] besides the runner.
+pub(super) struct Alternation<'a> {
+    /// The environment that applies the file.
+    pub file_env: &'a [(String, String)],
+    /// Alternations before the verdict.
+    pub reps: usize,
+    /// The file, for the messages.
+    pub file: &'a Path,
+    pub objective: &'a Objective,
+    pub weights: &'a [f64],
+    /// The search's A/A noise, merged with the verification's.
+    pub prior: Option<&'a NoiseFloor>,
+}
+
+/// Defaults and `file_env` measured alternately `reps` times (D, T, D, T),
+/// samples pooled per setting, so that a load change during one job biases
+/// both sides alike. Consecutive jobs of the defaults are the A/A pairs of
+/// the noise rule (merged with the search's, `prior`). Before a size is
+/// declared slower, one more alternation is measured (the re-measurement);
+/// a size is then slower when it is slower in the pooled samples or in at
+/// least two alternations. Every size is judged (no scope here).
+pub(super) fn verify_alternating(
+    runner: &Runner,
+    a: &Alternation,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Verification, String> {
+    let (obj, weights, reps) = (a.objective, a.weights, a.reps);
+    let mut d_jobs: Vec<Vec<ClassMeasure>> = Vec::new();
+    let mut t_jobs: Vec<Vec<ClassMeasure>> = Vec::new();
+    let measure_pair = || -> Result<_, String> {
+        let d1 = runner
+            .measure_env(Vec::new(), &mut |_| {})
+            .map_err(|e| format!("verification, defaults: {e}"))?;
+        let t1 = runner
+            .measure_env(a.file_env.to_vec(), &mut |_| {})
+            .map_err(|e| format!("verification, {}: {e}", a.file.display()))?;
+        Ok((d1, t1))
+    };
+    let judge = |d_jobs: &[Vec<ClassMeasure>], t_jobs: &[Vec<ClassMeasure>]| {
+        let mut noise = NoiseFloor::default();
+        if let Some(p) = a.prior {
+            noise.merge(p);
+        }
+        for w in d_jobs.windows(2) {
+            noise.add_pair(&w[0], &w[1]);
+        }
+        let cmp = |d: &[ClassMeasure], t: &[ClassMeasure]| -> Vec<ClassVerdict> {
+            d.iter()
+                .zip(t)
+                .enumerate()
+                .map(|(i, (d, t))| {
+                    let rule = Rule {
+                        noise: Some((&noise, i)),
+                        scope: None,
+                    };
+                    compare_with(d, t, obj, rule)
+                })
+                .collect()
+        };
+        let runs: Vec<Vec<ClassVerdict>> =
+            d_jobs.iter().zip(t_jobs).map(|(d, t)| cmp(d, t)).collect();
+        let (mut d, mut t) = (Vec::new(), Vec::new());
+        for (dj, tj) in d_jobs.iter().zip(t_jobs) {
+            pool(&mut d, dj.clone());
+            pool(&mut t, tj.clone());
+        }
+        let mut verdicts = cmp(&d, &t);
+        let once = established(&mut verdicts, &runs);
+        let clean = combine(&verdicts, weights).1;
+        let any_run_slower = runs.iter().any(|r| !combine(r, weights).1);
+        (
+            Verification {
+                defaults: d,
+                tuned: t,
+                verdicts,
+                clean,
+                once,
+                noise,
+            },
+            any_run_slower,
+        )
+    };
+    for rep in 1..=reps {
+        progress(&format!(
+            "verification {rep}/{reps}: defaults, then {}",
+            a.file.display()
+        ));
+        let (mut d1, mut t1) = measure_pair()?;
+        let v: Vec<ClassVerdict> = d1
+            .iter()
+            .zip(&t1)
+            .map(|(d, t)| compare_with(d, t, obj, Rule::default()))
+            .collect();
+        if job_level_shift(&v).is_some() {
+            // Every size moved together: one of the two jobs most likely ran
+            // in another machine mode. Measured again, once; a setting that
+            // really moves everything does so again.
+            progress(&format!(
+                "verification {rep}/{reps}: every size moved together (a machine event?): measuring this pair again"
+            ));
+            (d1, t1) = measure_pair()?;
+        }
+        d_jobs.push(d1);
+        t_jobs.push(t1);
+    }
+    let (v, any_run_slower) = judge(&d_jobs, &t_jobs);
+    if v.clean && !any_run_slower {
+        return Ok(v);
+    }
+    // A size looked slower (pooled, or in one alternation): measured again
+    // once before the verdict.
+    progress(
+        "verification: a size looked slower than default beyond the A/A noise: measuring one more alternation before the verdict",
+    );
+    let (d1, t1) = measure_pair()?;
+    d_jobs.push(d1);
+    t_jobs.push(t1);
+    Ok(judge(&d_jobs, &t_jobs).0)
+}
