@@ -303,3 +303,48 @@ impl CacheReport {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_options_name_themselves() {
+        let m = topocomm_topo::load(&"synthetic:pack:2 core:2 pu:1".parse().unwrap()).unwrap();
+        let timer = TimerInfo {
+            resolution_ns: 1.0,
+            overhead_ns: 1.0,
+        };
+        let err = |f: fn(&mut CacheOptions)| {
+            let mut o = CacheOptions {
+                ops: "load".into(),
+                quick: true,
+                ..CacheOptions::default()
+            };
+            f(&mut o);
+            measure(&m, &o, timer.clone(), &mut |_, _| {})
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(|o| o.pu = Some(99)).starts_with("--pu: "));
+        assert!(err(|o| o.classes = Some("bogus".into())).starts_with("--classes: "));
+        assert!(err(|o| o.ops = "fly".into()).starts_with("--ops: unknown operation 'fly'"));
+        assert_eq!(
+            err(|o| o.states = Some(",".into())),
+            "--states: the list is empty"
+        );
+        assert_eq!(
+            err(|o| o.sizes = Some("32".into())),
+            "--sizes: need at least one size, each at least 64 bytes"
+        );
+        assert!(err(|o| o.max_size = Some("1X".into())).starts_with("--max-size: '1X'"));
+        assert_eq!(err(|o| o.samples = Some(0)), "--samples must be at least 1");
+        assert_eq!(
+            err(|o| {
+                o.classes = Some("none".into());
+                o.states = Some("M".into());
+            }),
+            "--states/--classes: nothing left to measure (state I is measured under class 'none')"
+        );
+    }
+}

@@ -539,3 +539,92 @@ impl MatrixReport {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> Machine {
+        topocomm_topo::load(&"synthetic:pack:2 l3:2 core:2 pu:1".parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn plan_resolves_and_names_bad_options() {
+        let m = machine();
+        let o = |f: fn(&mut MatrixOptions)| {
+            let mut o = MatrixOptions {
+                size: "1M".into(),
+                quick: true,
+                ..MatrixOptions::default()
+            };
+            f(&mut o);
+            plan(&m, &o)
+        };
+        let p = o(|o| o.per_class = Some(1)).unwrap();
+        assert_eq!(
+            (p.selection.as_str(), p.samples, p.rounds),
+            ("per-class:1", 5, 300)
+        );
+        assert_eq!(p.pairs.len(), ClassMatrix::new(&m).classes().len());
+        let err = |f| o(f).unwrap_err().to_string();
+        assert_eq!(err(|o| o.size = "32".into()), "--size: at least 64 bytes");
+        assert!(err(|o| o.size = "1X".into()).starts_with("--size: '1X' is not a size"));
+        assert!(err(|o| o.pus = Some("x".into())).starts_with("--pus: "));
+        assert_eq!(
+            err(|o| o.per_class = Some(0)),
+            "--per-class must be at least 1"
+        );
+        assert_eq!(
+            err(|o| o.rounds = Some(0)),
+            "--samples and --rounds must be at least 1"
+        );
+    }
+
+    #[test]
+    fn class_stats_pool_pairs_and_costs_fall_back() {
+        let pair = |p, q, v: f64| PairResult {
+            p,
+            q,
+            class: "l3".into(),
+            metrics: vec![
+                Metric::new("c2c_latency", "ns", vec![v, v]).unwrap(),
+                Metric::new("c2c_read_bw", "GB/s", vec![10.0]).unwrap(),
+            ],
+        };
+        let s = class_stats(&[pair(0, 1, 100.0), pair(2, 3, 300.0)]);
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].metric.as_str(), s[0].pairs, s[0].summary.n),
+            ("c2c_latency", 2, 4)
+        );
+        let m = machine();
+        let timer = crate::timer::TimerInfo {
+            resolution_ns: 1.0,
+            overhead_ns: 1.0,
+        };
+        let r = MatrixReport {
+            schema: SCHEMA.into(),
+            meta: RunMeta::new(&m, timer),
+            params: MatrixParams {
+                selection: "all".into(),
+                size: 64,
+                samples: 1,
+                rounds: 1,
+                quick: true,
+                transport: false,
+            },
+            pus: vec![0, 1, 2, 3],
+            planned: vec![(0, 1), (2, 3)],
+            pairs: vec![pair(0, 1, 100.0), pair(2, 3, 300.0)],
+            omitted: Vec::new(),
+            classes: s,
+            complete: true,
+        };
+        let c = r.costs();
+        assert_eq!(c["classes"]["l3"]["latency_source"], "cacheline");
+        assert_eq!(c["classes"]["l3"]["bandwidth_source"], "coherence-read");
+        assert_eq!(r.summary_rows()[0][0], "l3");
+        assert_eq!(r.heatmaps(&m).len(), 2);
+        assert_eq!(r.csv().1.lines().count(), 1 + 2 * 3);
+    }
+}

@@ -271,3 +271,38 @@ impl PlacementReport {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_resolves_and_names_bad_options() {
+        let m = topocomm_topo::load(&"synthetic:pack:2 core:2 pu:1".parse().unwrap()).unwrap();
+        let o = |f: fn(&mut PlacementOptions)| {
+            let mut o = PlacementOptions {
+                max_iter: 500,
+                tolerance: 1e-9,
+                quick: true,
+                ..PlacementOptions::default()
+            };
+            f(&mut o);
+            plan(&m, &o)
+        };
+        let p = o(|_| ()).unwrap();
+        assert_eq!(p.ks, vec![1, 4]);
+        assert_eq!((p.workload.grid, p.workload.triad_len), (12, 1 << 18));
+        assert!(p.mappings.iter().any(|mp| mp.pus.len() == 4));
+        let err = |f| o(f).unwrap_err().to_string();
+        assert_eq!(
+            err(|o| o.workers = Some("5".into())),
+            "--workers: '5' is not a worker count in 1..=4 (this machine has 4 PUs)"
+        );
+        assert_eq!(
+            err(|o| o.workers = Some(",".into())),
+            "--workers: the list is empty"
+        );
+        assert!(err(|o| o.triad_len = Some("1X".into())).starts_with("--triad-len: '1X'"));
+        assert!(err(|o| o.grid = Some(1)).starts_with("--grid must be >= 2"));
+    }
+}
