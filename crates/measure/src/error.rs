@@ -299,6 +299,83 @@ pub enum Error {
     /// The `what` (`CG`, `triad`) timings are not finite.
     #[error("{what} timing is not finite")]
     NonFiniteTiming { what: &'static str },
+
+    // ---- charact, *_report: arguments and results of bench cache/matrix/placement
+    /// A size that does not parse (`4096`, `64K`, `1MiB`, `2G`; not 0).
+    #[error("'{text}' is not a size (expected e.g. 4096, 64K, 1M, 2G)")]
+    NotASize { text: String },
+    /// Argument `arg` (`--sizes`, `--workers`, ...) failed with `cause`.
+    #[error("{arg}: {cause}")]
+    Arg {
+        arg: &'static str,
+        cause: Box<Error>,
+    },
+    /// Argument `arg` is wrong for `reason` (a parser's message).
+    #[error("{arg}: {reason}")]
+    ArgReason { arg: &'static str, reason: String },
+    /// A list argument (`--ops`, `--states`, `--workers`) with no element.
+    #[error("{arg}: the list is empty")]
+    EmptyArgList { arg: &'static str },
+    /// `bench matrix --size` below one cache line.
+    #[error("--size: at least 64 bytes")]
+    MatrixSizeTooSmall,
+    /// `bench cache` has no size left, or one below a cache line.
+    #[error("--sizes: need at least one size, each at least 64 bytes")]
+    CacheSizes,
+    /// `bench cache --states/--classes` leave no (class, state) to measure.
+    #[error(
+        "--states/--classes: nothing left to measure (state I is measured under class 'none')"
+    )]
+    NothingToMeasure,
+    /// A `bench placement --workers` entry that is not in 1..=`pus`.
+    #[error("--workers: '{text}' is not a worker count in 1..={pus} (this machine has {pus} PUs)")]
+    WorkerArg { text: String, pus: usize },
+    /// `bench placement` grid, samples or tolerance out of range.
+    #[error("--grid must be >= 2, --samples >= 1 and --tolerance > 0")]
+    PlacementArgs,
+    /// Benchmark `bench` (`bench cache`, `bench placement`) failed with `cause`.
+    #[error("{bench}: {cause}")]
+    Bench {
+        bench: &'static str,
+        cause: Box<Error>,
+    },
+    /// A CG solve of `bench placement` missed its residual or error bound.
+    #[error("bench placement: CG with {workers} workers on PUs {pus:?} did not converge (relative residual {residual:.2e}, max error {error:.2e} after {iterations} iterations); raise --max-iter")]
+    NotConverged {
+        workers: usize,
+        pus: Vec<u32>,
+        residual: f64,
+        error: f64,
+        iterations: usize,
+    },
+    /// The coherence-read kernel of `bench matrix` returned no point.
+    #[error("no point measured")]
+    NoPoint,
+    /// `bench matrix --resume` cannot read its file.
+    #[error("--resume: cannot read '{}': {cause}", .path.display())]
+    ResumeRead { path: PathBuf, cause: io::Error },
+    /// `bench matrix --resume` names a file that is not a bench matrix file.
+    #[error("--resume: '{}' is not a bench matrix file ({cause})", .path.display())]
+    ResumeNotMatrix {
+        path: PathBuf,
+        cause: serde_json::Error,
+    },
+    /// `bench matrix --resume` names a file of another schema.
+    #[error("--resume: '{}' has schema '{schema}', expected '{}'", .path.display(), crate::matrix_report::SCHEMA)]
+    ResumeSchema { path: PathBuf, schema: String },
+    /// `bench matrix --resume` names a file measured on another machine.
+    #[error("--resume: '{}' was measured on another machine (fingerprint {file}, this one {live})", .path.display())]
+    ResumeMachine {
+        path: PathBuf,
+        file: String,
+        live: String,
+    },
+    /// `bench matrix --resume` names a file measured with other parameters.
+    #[error("--resume: '{}' used other parameters ({params:?}); rerun with the same --pus/--per-class/--size/--samples/--rounds/--quick", .path.display())]
+    ResumeParams {
+        path: PathBuf,
+        params: crate::matrix_report::MatrixParams,
+    },
 }
 
 /// `a, b, c` from paths, as the MPI build search reports where it looked.

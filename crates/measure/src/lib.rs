@@ -5,19 +5,25 @@
 //! check, thread pinning to a PU, and the JSON sample-line format that the
 //! topocomm p2p worker and the MPI benchmark (`mpi/bench`) both print.
 //! The characterization kernels (issue 4) live in `cache` (coherence
-//! states), `matrix` (per-pair latency) and `placement` (CG + triad);
+//! states), `matrix` (per-pair latency) and `placement` (CG + triad); the
+//! commands over them, with their result files, in `cache_report`,
+//! `matrix_report` and `placement_report` (shared parts in `charact`).
 //! `bench_p2p` plans and runs `topocomm bench p2p`.
 
 pub mod backends;
 pub mod bench_p2p;
 pub mod cache;
+pub mod cache_report;
+pub mod charact;
 pub mod error;
 pub mod limits;
 pub mod matrix;
+pub mod matrix_report;
 pub mod meta;
 pub mod p2p;
 pub mod pin;
 pub mod placement;
+pub mod placement_report;
 pub mod procrun;
 pub mod record;
 pub mod results;

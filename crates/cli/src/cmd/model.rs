@@ -2,13 +2,14 @@
 //! two-copy and single-copy protocols per locality class, from bench cache
 //! throughputs (docs/commands/model.md, docs/model.md).
 
-use super::bench_cache::{self, CacheReport};
+use super::bench_cache;
 use super::charact::{self, num, size_label};
 use crate::common::{text_table, GlobalOpts};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use topocomm_measure::cache_report::CacheReport;
 use topocomm_measure::meta::RunMeta;
 use topocomm_measure::p2p::Test;
 use topocomm_model::fit::{fit, Fit, Observation};
