@@ -6,8 +6,8 @@
 use crate::output::{self, Format};
 use crate::parse::read_inputs;
 use crate::{
-    baseline_order, evaluate, map, Baseline, Cluster, Costs, MapError, MapOptions,
-    Metric, Score, Slot, Strategy, StrategyResult, Target,
+    baseline_order, evaluate, map, Baseline, Cluster, Costs, MapError, MapOptions, Metric, Score,
+    Slot, Strategy, StrategyResult, Target,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -247,11 +247,11 @@ impl Request {
                 Some(l) => leaves.push(l),
                 None => {
                     return Err(invalid(format!(
-                        "{}: rank {r} is on node {} PU {}, which is not a usable slot of the target",
-                        self.evaluate.as_deref().unwrap_or(""),
-                        s.node,
-                        s.pu
-                    )))
+                    "{}: rank {r} is on node {} PU {}, which is not a usable slot of the target",
+                    self.evaluate.as_deref().unwrap_or(""),
+                    s.node,
+                    s.pu
+                )))
                 }
             }
         }

@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use topocomm_report::{esc, html_table, svg_tree, Report};
-use topocomm_topo::text::{class_rows, device_row, inventory, level_chain, origin_text, DEVICE_HEADER};
+use topocomm_topo::text::{
+    class_rows, device_row, inventory, level_chain, origin_text, DEVICE_HEADER,
+};
 use topocomm_topo::{ClassMatrix, TreeView};
 
 #[derive(clap::Args, Debug)]
@@ -130,7 +132,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             r.add(
                 "tuning",
                 "Tuning: multi-tuned rules vs global vs defaults",
-                crate::cmd::tune::html_from_json(&v),
+                topocomm_model::tune::report::html_from_json(&v),
             );
             v
         }
