@@ -2,10 +2,12 @@
 //! machine by the quick tuner and cached (`topocomm_transport::autotune`,
 //! docs/transport.md "Rules from measurement").
 
-use crate::cmd::tune::{search, SearchPlan};
+use crate::cmd::tune::runner;
 use anyhow::Result;
 use std::time::{Duration, Instant};
 use topocomm_measure::p2p::Test;
+use topocomm_model::choice::targets;
+use topocomm_model::tune::plan::{search, SearchPlan};
 use topocomm_model::tune::space::Space;
 use topocomm_model::tune::SearchMode;
 use topocomm_topo::Machine;
@@ -183,7 +185,7 @@ fn found(c: autotune::Cached) -> Resolved {
 /// the built-in rules with the section of every class whose measured
 /// parameters passed, and those classes (none on a machine of one PU).
 fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
-    let tg = crate::cmd::model::targets(m, None)?;
+    let tg = targets(m, None)?;
     if tg.is_empty() {
         return Ok((Rules::builtin(m), Vec::new()));
     }
@@ -196,10 +198,10 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
         min_time_ms: 1.0,
         rounds: 2,
         budget: BUDGET,
-        cache: None,
     };
     let start = Instant::now();
-    let (mut rules, classes, _) = search(m, &tg, &plan, &mut |_msg: &str| {})?;
+    let mut r = runner(m, plan.test, &plan.sizes, plan.samples, plan.min_time_ms)?;
+    let (mut rules, classes) = search(m, &tg, &plan, None, &mut r, &mut |_msg: &str| {})?;
     let builtin = Rules::builtin(m);
     let mut kept = Vec::new();
     for c in classes {
@@ -263,7 +265,7 @@ fn check(
     base: &Params,
     cand: &Params,
 ) -> Result<Verdict> {
-    let mut runner = crate::cmd::tune::runner(m, Test::Latency, &CHECK_SIZES, 3, 1.0)?;
+    let mut runner = runner(m, Test::Latency, &CHECK_SIZES, 3, 1.0)?;
     // times[test][set][size]: the job medians, seconds per message.
     let mut times = vec![vec![vec![Vec::new(); CHECK_SIZES.len()]; 2]; 2];
     for round in 0..CHECK_ROUNDS {

@@ -19,33 +19,7 @@ impl GlobalOpts {
     }
 }
 
-/// Left-aligned plain-text table with a header line.
+/// Left-aligned plain-text table with a header line (`topocomm_topo::text::text_table`).
 pub fn text_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(c.chars().count());
-            }
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{:<w$}  ", c, w = widths[i]));
-            }
-        }
-        s.trim_end().to_string()
-    };
-    let mut out = String::new();
-    out.push_str(&line(header.to_vec()));
-    out.push('\n');
-    for r in rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-        out.push('\n');
-    }
-    out
+    topocomm_topo::text::text_table(header, rows)
 }

@@ -12,6 +12,8 @@
 //! - [`Costs`]: per-class latency and bandwidth; [`evaluate`] scores a mapping.
 //! - [`map`]: TreeMatch-style bottom-up grouping + swap refinement, the
 //!   baselines (packed, round-robin, scatter, random) and the `auto` portfolio.
+//! - [`request::Request`]: what `topocomm map` does, from its options to the
+//!   mapping file and the summary.
 //!
 //! No structure is N x N: memory grows with ranks + edges.
 
@@ -25,6 +27,7 @@ mod matrix;
 pub mod output;
 pub mod parse;
 mod refine;
+pub mod request;
 mod rng;
 mod strategy;
 mod target;

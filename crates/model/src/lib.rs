@@ -20,14 +20,21 @@
 //!   [`predict`]: the protocol the transport picks per size and the fixed
 //!   costs around the copies, [`fit`]: those costs fitted to measurements,
 //!   [`tune`]: grid and model-guided searches that write rules files.
+//! * [`compare`]: what `topocomm model` computes (predicted vs measured per
+//!   class, the model JSON document); [`choice`]: the classes and sizes a
+//!   model or tune run covers.
 //!
 //! The throughputs come from `topocomm bench cache`; see docs/model.md.
 
+pub mod choice;
+pub mod compare;
 mod curve;
+mod error;
 pub mod fit;
 pub mod predict;
 mod protocol;
 pub mod rates;
+mod text;
 pub mod tune;
 
 /// Rules shared by the unit tests: every protocol reachable, round sizes.
@@ -50,6 +57,7 @@ pub(crate) fn test_params() -> topocomm_transport::Params {
 }
 
 pub use curve::Curve;
+pub use error::ModelError;
 pub use predict::{predict, protocol_for, Overheads, Protocol};
 pub use protocol::{chunk_sizes, pipelined_time, single_copy_time, CopyRates, SingleCopyRates};
 pub use rates::{class_rates, ClassRates};

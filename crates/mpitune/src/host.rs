@@ -3,7 +3,7 @@
 //! how busy the machine was while measuring.
 
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use topocomm_measure::backends::{locate_mpi_build, MpiImpl};
 
@@ -39,9 +39,9 @@ pub fn mpi_version(which: MpiImpl) -> String {
 
 /// The MPI build folder ([`locate_mpi_build`]) with both programs a run
 /// uses for `which`: tc_mpibench and tc_mpit_cvars.
-pub fn mpi_build(which: MpiImpl) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().ok();
-    let build = locate_mpi_build(exe.as_deref()).map_err(|e| crate::session::chain(&e))?;
+/// `exe` is the running program (the folder is looked for from it).
+pub fn mpi_build(which: MpiImpl, exe: Option<&Path>) -> Result<PathBuf, String> {
+    let build = locate_mpi_build(exe).map_err(|e| crate::session::chain(&e))?;
     for prog in ["tc_mpibench", "tc_mpit_cvars"] {
         let p = build.join(which.name()).join(prog);
         if !p.is_file() {

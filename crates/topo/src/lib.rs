@@ -17,6 +17,7 @@ mod error;
 mod load;
 mod model;
 mod puset;
+pub mod text;
 mod tree;
 mod xmlcheck;
 

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
-pub use topocomm_measure::charact::{num, parse_sizes, size_label};
+pub use topocomm_measure::charact::size_label;
 
 /// A progress bar with ETA on stderr: redrawn in place on a terminal, one
 /// line per 10% otherwise (logs, CI).

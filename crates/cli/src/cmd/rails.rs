@@ -3,7 +3,6 @@
 //! printed (`--env`) or applied to a program (`rails exec`).
 //! See docs/commands/rails.md.
 
-use crate::cmd::topo::origin_text;
 use crate::common::{text_table, GlobalOpts};
 use anyhow::Result;
 use std::ffi::OsString;
@@ -13,6 +12,7 @@ use topocomm_rails::{
     chunk_rows, exports, list_or_dash, local_rank, rail_tables, resolve_rank, to_json, weight_rows,
     Setup, SetupOptions, SplitParams,
 };
+use topocomm_topo::text::origin_text;
 use topocomm_topo::Machine;
 
 /// Environment variable naming the location, like `--pu` (for `rails exec`

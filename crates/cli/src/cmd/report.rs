@@ -2,12 +2,14 @@
 //! self-contained HTML page plus the same content as JSON. Later stages
 //! (measurements, model, tuning) add their sections here.
 
-use crate::cmd::topo::{class_rows, device_row, inventory, level_chain, origin_text};
 use crate::common::GlobalOpts;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use topocomm_report::{esc, html_table, svg_tree, Report};
+use topocomm_topo::text::{
+    class_rows, device_row, inventory, level_chain, origin_text, DEVICE_HEADER,
+};
 use topocomm_topo::{ClassMatrix, TreeView};
 
 #[derive(clap::Args, Debug)]
@@ -72,7 +74,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         r.add(
             "devices",
             "I/O devices and their locality",
-            html_table(&["kind", "name", "PCI", "near", "NUMA", "PUs"], &rows),
+            html_table(&DEVICE_HEADER, &rows),
         );
     }
 
@@ -130,7 +132,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             r.add(
                 "tuning",
                 "Tuning: multi-tuned rules vs global vs defaults",
-                crate::cmd::tune::html_from_json(&v),
+                topocomm_model::tune::report::html_from_json(&v),
             );
             v
         }

@@ -83,6 +83,7 @@ impl MpiArgs {
             timeout: self.timeout,
             verify: self.verify.clone(),
             objective: self.objective.clone(),
+            exe: std::env::current_exe().ok(),
         }
     }
 }

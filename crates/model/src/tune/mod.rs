@@ -12,6 +12,8 @@
 //! defaults in interleaved rounds.
 
 pub mod assemble;
+pub mod plan;
+pub mod report;
 pub mod runner;
 pub mod space;
 

@@ -61,6 +61,31 @@ pub struct Runner {
 }
 
 impl Runner {
+    /// A runner of transport benchmark jobs on machine `m`: the p2p worker
+    /// found by `topocomm_transport::worker::locate`, the built-in rules as
+    /// the base of every candidate file, a window of 64, temporary files in
+    /// the system's temporary folder.
+    pub fn new(
+        m: &topocomm_topo::Machine,
+        test: Test,
+        sizes: &[u64],
+        samples: usize,
+        min_time_ms: f64,
+    ) -> Result<Runner, String> {
+        Ok(Runner {
+            worker: topocomm_transport::worker::locate().map_err(|e| e.to_string())?,
+            builtin: Rules::builtin(m),
+            test,
+            sizes: sizes.to_vec(),
+            samples,
+            min_time_ms,
+            window: 64,
+            llc: m.llc_size().unwrap_or(32 << 20),
+            jobs: 0,
+            tmp: std::env::temp_dir(),
+        })
+    }
+
     fn p2p(&self, sizes: &[u64]) -> P2pParams {
         P2pParams {
             tests: vec![self.test],

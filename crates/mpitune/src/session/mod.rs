@@ -179,7 +179,7 @@ fn prepare(s: Setup, opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<P
             s.which.name()
         ));
     }
-    let build = mpi_build(s.which)?;
+    let build = mpi_build(s.which, opts.exe.as_deref())?;
     let layer = match s.which {
         MpiImpl::OpenMpi => {
             let pml = openmpi_pml(&build)?;

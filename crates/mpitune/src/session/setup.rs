@@ -43,6 +43,10 @@ pub struct Options {
     pub verify: Option<PathBuf>,
     /// Sizes whose bandwidth is maximized, `MIN-MAX`.
     pub objective: Option<String>,
+    /// The running program, from which the MPI build folder is looked for
+    /// (`measure::backends::locate_mpi_build`); `None`: only
+    /// `$TOPOCOMM_MPI_BUILD` and `./mpi/build`.
+    pub exe: Option<PathBuf>,
 }
 
 /// Everything resolved from the [`Options`] before any MPI job runs.

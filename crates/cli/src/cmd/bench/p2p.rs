@@ -5,7 +5,6 @@
 //! document are `topocomm_measure::bench_p2p`'s; this module parses, shows
 //! progress and prints.
 
-use crate::cmd::topo::origin_text;
 use crate::common::{text_table, GlobalOpts};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -14,6 +13,7 @@ use topocomm_measure::bench_p2p::{self, check_live, plan, Options, Outcome, Prog
 use topocomm_measure::p2p::{size_label, Test};
 use topocomm_measure::results::{num, table};
 use topocomm_report::{esc, html_table, svg_loglog, Series};
+use topocomm_topo::text::origin_text;
 use topocomm_topo::Machine;
 
 #[derive(clap::Args, Debug, Clone)]
