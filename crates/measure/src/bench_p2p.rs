@@ -475,6 +475,24 @@ pub fn pool(pooled: &mut Vec<SampleLine>, lines: Vec<SampleLine>) {
 pub type ResultTable = (String, Vec<String>, Vec<Vec<String>>);
 
 impl Outcome {
+    /// What the reader should know of each backend run: why it was not
+    /// measured, or its note (e.g. pinning not verifiable).
+    pub fn backend_notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for b in &self.backends {
+            if b.status != "ok" {
+                let why = b.reason.as_deref().unwrap_or("");
+                out.push(format!(
+                    "{} on PUs {} not measured: {why}",
+                    b.backend, b.pair
+                ));
+            } else if let Some(r) = &b.reason {
+                out.push(r.clone());
+            }
+        }
+        out
+    }
+
     /// The result tables, per pair, cache mode and test that has results;
     /// titled `TEST (UNIT), PUs P,Q (CLASS), CACHE cache; median [95% CI]`.
     pub fn tables(&self) -> Vec<ResultTable> {

@@ -213,17 +213,8 @@ pub fn section_html(o: &Outcome) -> String {
             ));
         }
     }
-    for b in &o.backends {
-        if b.status != "ok" {
-            h.push_str(&format!(
-                "<p>Note: {} on PUs {} not measured: {}</p>",
-                esc(&b.backend),
-                esc(&b.pair),
-                esc(b.reason.as_deref().unwrap_or(""))
-            ));
-        } else if let Some(r) = &b.reason {
-            h.push_str(&format!("<p>Note: {}</p>", esc(r)));
-        }
+    for note in o.backend_notes() {
+        h.push_str(&format!("<p>Note: {}</p>", esc(&note)));
     }
     h
 }
