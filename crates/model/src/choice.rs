@@ -74,26 +74,10 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, ModelError> {
     Ok(v)
 }
 
-/// A byte count: `4096`, `4K`, `4KiB`, `1M`, `2G` (binary units), as the
-/// characterization commands read them.
+/// A byte count ([`topocomm_measure::charact::parse_size`]: `4096`, `4K`,
+/// `4KiB`, `1M`, `2G`), its error as text.
 fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (num, mul) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mul))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("'{text}' is not a size (expected e.g. 4096, 64K, 1M, 2G)"))
+    topocomm_measure::charact::parse_size(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
