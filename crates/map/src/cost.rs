@@ -133,6 +133,29 @@ impl Costs {
         })
     }
 
+    /// Refuses a class of a costs file that is neither one of `present`
+    /// (the target's classes) nor a class any machine may have
+    /// ([`topocomm_topo::is_known_class_name`], `switchK` network levels):
+    /// a misspelled class would otherwise silently keep its default cost.
+    /// The rules TOML applies the same rule.
+    pub fn check_classes(&self, present: &[String]) -> Result<(), MapError> {
+        let switch = |n: &str| {
+            n.strip_prefix("switch")
+                .is_some_and(|k| k.parse::<u32>().is_ok())
+        };
+        for name in self.classes.keys() {
+            if !(present.contains(name) || topocomm_topo::is_known_class_name(name) || switch(name))
+            {
+                return Err(MapError::Invalid(format!(
+                    "{}: classes.{name}: no such locality class on this target (its classes: {})",
+                    self.source,
+                    present.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub fn get(&self, class: &str) -> ClassCost {
         self.classes
             .get(class)
@@ -274,6 +297,28 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_class_no_target_has_is_refused_naming_file_and_key() {
+        let c = Costs::from_json(
+            "c.json",
+            r#"{"classes":{"nosuch":{"latency_us":1,"bandwidth_gbs":1}}}"#,
+        )
+        .unwrap();
+        let present = ["self".to_string(), "l3".to_string(), "network".to_string()];
+        let e = c.check_classes(&present).unwrap_err().to_string();
+        assert!(
+            e.contains("c.json: classes.nosuch") && e.contains("self, l3, network"),
+            "{e}"
+        );
+        // Present here, a class any machine may have, a switch level: fine.
+        let c = Costs::from_json(
+            "c.json",
+            r#"{"classes":{"l3":{"latency_us":1,"bandwidth_gbs":1},"numa":{"latency_us":1,"bandwidth_gbs":1},"switch2":{"latency_us":1,"bandwidth_gbs":1},"group1":{"latency_us":1,"bandwidth_gbs":1}}}"#,
+        )
+        .unwrap();
+        c.check_classes(&present).unwrap();
+    }
 
     #[test]
     fn reads_the_file_bench_matrix_writes() {

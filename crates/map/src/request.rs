@@ -123,6 +123,7 @@ impl Request {
             None => cluster.default_slots(m.n, self.oversubscribe)?,
         };
         let target = Target::new(cluster, &slots)?;
+        costs.check_classes(target.class_names())?;
         let (leaf_of_rank, chosen, tried) = match &given {
             Some(g) => (self.given_leaves(&target, g)?, "given".into(), Vec::new()),
             None => {

@@ -221,6 +221,25 @@ fn group_class_name(obj: &crate::model::Object) -> String {
     }
 }
 
+/// Whether `name` is a class a file may name without it being present on
+/// the machine at hand: the fixed classes (`self`, `smt`, `l1`..`l5`,
+/// `numa`, `die`, `package`, `machine`, `network`), hwloc's numbered groups
+/// (`group0`, ...) and the group subtypes hwloc reports on common machines
+/// (`cluster`, `module`, `tile`, `compute_unit`). Any other group name must
+/// be one of the machine's classes (a misspelling is an error, not a
+/// class that never matches).
+pub fn is_known_class_name(name: &str) -> bool {
+    match name.parse::<LocalityClass>() {
+        Ok(LocalityClass::Group(g)) => {
+            g.strip_prefix("group")
+                .is_some_and(|k| k.parse::<u32>().is_ok())
+                || matches!(g.as_str(), "cluster" | "module" | "tile" | "compute_unit")
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    }
+}
+
 /// Summary of one class present on a machine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassSummary {

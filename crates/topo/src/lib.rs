@@ -21,7 +21,10 @@ pub mod text;
 mod tree;
 mod xmlcheck;
 
-pub use class::{pair_class, parse_pair, ClassIndex, ClassMatrix, ClassSummary, LocalityClass};
+pub use class::{
+    is_known_class_name, pair_class, parse_pair, ClassIndex, ClassMatrix, ClassSummary,
+    LocalityClass,
+};
 pub use error::TopoError;
 pub use load::{load, load_default, TopologySpec, TOPOLOGY_ENV};
 pub use model::*;

@@ -289,14 +289,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
 
 /// Classes that may appear in a rules file although not present here.
 fn known_class(name: &str) -> bool {
-    match name.parse::<LocalityClass>() {
-        Ok(LocalityClass::Group(g)) => {
-            g.starts_with("group") && g[5..].parse::<u32>().is_ok()
-                || matches!(g.as_str(), "cluster" | "module" | "tile" | "compute_unit")
-        }
-        Ok(_) => true,
-        Err(_) => false,
-    }
+    topocomm_topo::is_known_class_name(name)
 }
 
 /// 1-based line of `key` inside `[section]` of `text` (best effort).
