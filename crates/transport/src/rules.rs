@@ -316,6 +316,24 @@ fn locate(text: &str, section: &str, key: Option<&str>) -> Option<usize> {
     section_line
 }
 
+/// `section.key` of the `key = value` line holding byte `off` of `text`
+/// (the TOML parser's own errors, e.g. a number too large, name no field).
+fn field_at(text: &str, off: usize) -> Option<String> {
+    let off = off.min(text.len());
+    let start = text[..off].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let key = line.split_once('=')?.0.trim();
+    let section = text[..start]
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix('['))
+        .map(|s| s.trim_end_matches(']').trim().to_string());
+    Some(match section {
+        Some(s) => format!("{s}.{key}"),
+        None => key.to_string(),
+    })
+}
+
 fn line_of_offset(text: &str, off: usize) -> usize {
     text[..off.min(text.len())].matches('\n').count() + 1
 }
@@ -351,7 +369,12 @@ impl Rules {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let line = e
                 .span()
-                .map(|s| format!("line {}: ", line_of_offset(text, s.start)))
+                .map(|s| {
+                    let field = field_at(text, s.start)
+                        .map(|f| format!("{f}: "))
+                        .unwrap_or_default();
+                    format!("line {}: {field}", line_of_offset(text, s.start))
+                })
                 .unwrap_or_default();
             format!("{file}: {line}{}", e.message().trim().replace('\n', " "))
         })?;
@@ -505,5 +528,9 @@ mod tests {
         let e = Rules::from_toml(Path::new("r.toml"), "[l3]\ndepth = \"x\"\n", &m).unwrap_err();
         assert!(e.contains("line 2") && e.contains("depth"), "{e}");
         assert!(!e.contains('\n'));
+        // The parser's own errors name the field too.
+        let text = "[default]\ndepth = 4\n[l3]\neager_max = 99999999999999999999999\n";
+        let e = Rules::from_toml(Path::new("r.toml"), text, &m).unwrap_err();
+        assert!(e.starts_with("r.toml: line 4: l3.eager_max: "), "{e}");
     }
 }
