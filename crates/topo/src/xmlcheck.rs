@@ -29,6 +29,7 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
     reader.config_mut().check_end_names = true;
     let mut open: Vec<String> = Vec::new();
     let mut saw_root = false;
+    let mut saw_object = false;
     loop {
         let pos = reader.buffer_position();
         let event = match reader.read_event() {
@@ -43,6 +44,12 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
             Err(e) => return Err(bad(format!("malformed XML near byte {pos}: {e}"))),
         };
         match event {
+            Event::Start(ref e) | Event::Empty(ref e) if saw_root => {
+                saw_object |= e.name().as_ref() == b"object";
+                if matches!(event, Event::Start(_)) {
+                    open.push(String::from_utf8_lossy(e.name().as_ref()).into_owned());
+                }
+            }
             Event::Start(e) => {
                 if !saw_root {
                     check_root(path, &e)?;
@@ -69,6 +76,12 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
             "the file is truncated (<{last}> is never closed; {} element(s) left open)",
             open.len()
         )));
+    }
+    if !saw_object {
+        // hwloc's own error here is an errno ("Invalid argument").
+        return Err(bad(
+            "<topology> holds no <object> (hwloc needs at least the Machine object)".into(),
+        ));
     }
     Ok(())
 }
@@ -112,6 +125,17 @@ mod tests {
     #[test]
     fn accepts_complete_v2() {
         check_hwloc_xml("t.xml", GOOD).unwrap();
+    }
+
+    #[test]
+    fn a_topology_without_objects_is_named_not_left_to_hwloc() {
+        for t in [
+            "<?xml version=\"1.0\"?>\n<topology>\n</topology>\n",
+            "<topology version=\"2.0\"/>",
+        ] {
+            let e = check_hwloc_xml("t.xml", t).unwrap_err().to_string();
+            assert!(e.contains("t.xml") && e.contains("no <object>"), "{e}");
+        }
     }
 
     #[test]
