@@ -111,6 +111,11 @@ pub(crate) fn group(target: &Target, g: &Graph, w: &[f64]) -> Option<Vec<u32>> {
             for &s in cs {
                 need[s as usize] += 1;
             }
+            // The distinct shapes needed (cs is sorted): an object with many
+            // children of one shape (a node of 3M slots) is then scanned
+            // once per member, not once per child per member.
+            let mut distinct = cs.clone();
+            distinct.dedup();
             let mut members: Vec<u32> = Vec::with_capacity(cs.len());
             while members.len() < cs.len() {
                 let mut best: Option<u32> = None;
@@ -127,7 +132,7 @@ pub(crate) fn group(target: &Target, g: &Graph, w: &[f64]) -> Option<Vec<u32>> {
                 }
                 if best.is_none() {
                     // Nothing connected: the first free unit of a needed shape.
-                    for &s in cs {
+                    for &s in distinct.iter().filter(|&&s| need[s as usize] > 0) {
                         let p = &pools[s as usize];
                         let c = &mut cursor[s as usize];
                         while *c < p.len() && !avail[p[*c] as usize] {
