@@ -44,6 +44,11 @@ pub fn read_inputs(inputs: &[PathBuf], ranks: Option<usize>) -> Result<Parsed, M
     if files.is_empty() {
         return Err(MapError::Invalid("no input file given".into()));
     }
+    if let Some(r) = ranks.filter(|&r| r > MAX_RANKS) {
+        return Err(MapError::Invalid(format!(
+            "--ranks {r}: at most {MAX_RANKS} ranks are supported"
+        )));
+    }
     let kinds: Vec<&str> = files.iter().map(|f| kind_of(f)).collect();
     let mut edges = Vec::new();
     let mut n = ranks.unwrap_or(0);
@@ -135,6 +140,11 @@ fn tokens(line: &str, sep: impl Fn(char) -> bool) -> Vec<(usize, &str)> {
         .collect()
 }
 
+/// Most ranks a communication matrix may name (rank ids 0 to
+/// `MAX_RANKS - 1`): the mapper's memory is linear in the rank count (about
+/// 200 bytes a rank), so this bounds one run to a few GiB.
+pub const MAX_RANKS: usize = 1 << 24;
+
 fn rank_id(
     path: &str,
     line: usize,
@@ -142,7 +152,7 @@ fn rank_id(
     what: &str,
     ranks: Option<usize>,
 ) -> Result<u32, MapError> {
-    let v: u32 = tok.parse().map_err(|_| {
+    let v: u64 = tok.parse().map_err(|_| {
         MapError::syntax(
             path,
             line,
@@ -150,6 +160,18 @@ fn rank_id(
             format!("{what} '{tok}' is not a rank (a non-negative integer)"),
         )
     })?;
+    if v >= MAX_RANKS as u64 {
+        return Err(MapError::syntax(
+            path,
+            line,
+            col,
+            format!(
+                "{what} {v} is above the largest rank id supported, {} (at most {MAX_RANKS} ranks)",
+                MAX_RANKS - 1
+            ),
+        ));
+    }
+    let v = v as u32;
     if let Some(r) = ranks {
         if v as usize >= r {
             return Err(MapError::syntax(
@@ -162,14 +184,6 @@ fn rank_id(
                 ),
             ));
         }
-    }
-    if v == u32::MAX {
-        return Err(MapError::syntax(
-            path,
-            line,
-            col,
-            format!("{what} {v} is too large"),
-        ));
     }
     Ok(v)
 }

@@ -46,6 +46,14 @@ fn csv_errors_name_line_and_column() {
     assert!(r.contains("out of range"), "{r}");
     let e = parse_csv("a.csv", "0,x,1,1\n", None).unwrap_err();
     assert!(e.to_string().starts_with("a.csv:1:3:"), "{e}");
+    // A rank id past the supported count says so (not "not a rank").
+    let (l, c, r) = pos(parse_csv("a.csv", "0,1099511627776,1,1\n", None).unwrap_err());
+    assert_eq!((l, c), (1, 3));
+    assert!(
+        r.contains("above the largest rank id supported, 16777215"),
+        "{r}"
+    );
+    parse_csv("a.csv", "0,16777215,1,1\n", None).unwrap();
 }
 
 #[test]
