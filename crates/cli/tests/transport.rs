@@ -753,6 +753,46 @@ fn out_of_range_wait_bounds_and_the_rules_variable() {
     );
 }
 
+/// `TOPOCOMM_SINGLE_COPY=0`: no message goes by single copy (and the
+/// ranks allow no process to read their memory); a bad value is one line
+/// from the launcher.
+#[test]
+fn single_copy_can_be_switched_off() {
+    let run = |v: &str| {
+        Command::new(bin())
+            .args([
+                "run",
+                "-n",
+                "2",
+                "--",
+                bin(),
+                "selftest",
+                "stress",
+                "--messages",
+                "30",
+            ])
+            .env("TOPOCOMM_SINGLE_COPY", v)
+            .env("TOPOCOMM_VERBOSE", "1")
+            .env("TOPOCOMM_AUTOTUNE", "0")
+            .output()
+            .unwrap()
+    };
+    let o = run("0");
+    assert!(o.status.success(), "{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = e
+        .lines()
+        .filter(|l| l.contains("rendezvous messages"))
+        .collect();
+    assert!(!lines.is_empty(), "{e}");
+    assert!(lines.iter().all(|l| l.contains(" 0 single copy")), "{e}");
+    let o = run("yes");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("TOPOCOMM_SINGLE_COPY='yes'"), "{e}");
+}
+
 fn lib_dir() -> PathBuf {
     Path::new(bin()).parent().unwrap().to_path_buf()
 }

@@ -3,12 +3,36 @@
 
 use std::io;
 
-/// Lets any process of ours read this one's memory under Yama
-/// `ptrace_scope = 1` (siblings are not ancestors). Harmless elsewhere.
+/// Lets the job's peers read this process's memory (`process_vm_readv`)
+/// where Yama requires it: under `ptrace_scope = 1` a process may read only
+/// its descendants, and ranks are siblings. Yama accepts one declared
+/// tracer pid or any process, and a rank has several peers, so it must be
+/// any process of this user — for the length of the job; Open MPI's and
+/// MPICH's single copy do the same. Nothing is changed under scope 0 (every
+/// process of the user may read already) or 2-3 (no declaration helps), and
+/// nothing when single copy is switched off ([`enabled`]).
 pub fn allow_peers() {
-    // SAFETY: prctl with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+    if ptrace_scope() == Some(1) {
+        // SAFETY: prctl with integer arguments only.
+        unsafe {
+            libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+        }
+    }
+}
+
+/// Whether single copy may be used: `TOPOCOMM_SINGLE_COPY=0` switches it
+/// off (messages then always go through the segment, and no process is
+/// allowed to read the ranks' memory), `1` or unset leaves it on.
+pub fn enabled() -> Result<bool, String> {
+    match std::env::var("TOPOCOMM_SINGLE_COPY") {
+        Err(_) => Ok(true),
+        Ok(v) => match v.trim() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            _ => Err(format!(
+                "TOPOCOMM_SINGLE_COPY='{v}': expected 0 (off) or 1 (on)"
+            )),
+        },
     }
 }
 

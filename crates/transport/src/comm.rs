@@ -147,7 +147,10 @@ impl Comm {
         let probe = Box::new(AtomicU64::new(
             0x7c00_0000_0000_0000 ^ (u64::from(std::process::id()) << 16) ^ rank as u64,
         ));
-        crate::cma::allow_peers();
+        let single_copy = crate::cma::enabled().map_err(Error::Setup)?;
+        if single_copy {
+            crate::cma::allow_peers();
+        }
         let me = seg.rank_slot(rank);
         me.pid
             .store(u64::from(std::process::id()), Ordering::Relaxed);
@@ -232,7 +235,9 @@ impl Comm {
             crate::say!("topocomm: rank {rank}: {policy}");
             crate::say!("topocomm: rank {rank}: {}", copies.describe());
         }
-        let ok = if size == 1 {
+        let ok = if !single_copy {
+            Err("switched off by TOPOCOMM_SINGLE_COPY=0".to_string())
+        } else if size == 1 {
             crate::cma::probe_fork().map_err(|e| e.to_string())
         } else {
             comm.probe_neighbour()
@@ -249,7 +254,8 @@ impl Comm {
         };
         if rank == 0 && std::env::var_os("TOPOCOMM_QUIET").is_none() {
             let wanted = (0..size).any(|r| comm.ins[r].plan.cma != 0);
-            if !comm.cma_ok && wanted {
+            // Said when it was not asked for: switched off, it is no news.
+            if !comm.cma_ok && wanted && single_copy {
                 crate::say!("topocomm: {}", comm.cma_note);
             }
             if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {

@@ -40,6 +40,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     if a.n == 0 || a.n > 4096 {
         bail!("-n {}: expected 1..=4096 ranks", a.n);
     }
+    topocomm_transport::cma::enabled().map_err(|e| anyhow!(e))?;
     // Checked here, once, rather than by every rank (the ranks read
     // TOPOCOMM_TIMEOUT, which --timeout sets).
     let timeout = match (&a.timeout, std::env::var("TOPOCOMM_TIMEOUT")) {
