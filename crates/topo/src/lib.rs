@@ -15,6 +15,7 @@
 mod class;
 mod error;
 mod load;
+pub use load::others_can_write;
 mod model;
 mod puset;
 pub mod text;

@@ -145,7 +145,26 @@ pub fn load_default(spec: Option<&str>) -> Result<Machine, TopoError> {
     load(&text.parse()?)
 }
 
+/// The one-line warning for a configuration file (a topology, a rules
+/// file) that users other than its owner may write: whoever can change it
+/// changes what the jobs that read it do. `None` when only its owner (and
+/// group) may write it, or when it cannot be read.
+pub fn others_can_write(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o002 != 0).then(|| {
+        format!(
+            "topocomm: warning: {} is writable by every user (mode {:04o}); anyone may change what this job does",
+            path.display(),
+            mode & 0o7777
+        )
+    })
+}
+
 fn read_file(path: &Path) -> Result<String, TopoError> {
+    if let Some(w) = others_can_write(path) {
+        eprintln!("{w}");
+    }
     let bytes = std::fs::read(path).map_err(|e| TopoError::Io {
         path: path.display().to_string(),
         reason: match e.kind() {

@@ -316,6 +316,21 @@ fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
     p
 }
 
+/// A configuration file others may write is named in one warning line.
+#[test]
+fn files_writable_by_everyone_are_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = temp_file("writable.xml", "<topology/>");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let w = others_can_write(&f).expect("a warning");
+    assert!(
+        w.contains(f.to_str().unwrap()) && w.contains("0666") && !w.contains('\n'),
+        "{w}"
+    );
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o664)).unwrap();
+    assert_eq!(others_can_write(&f), None);
+}
+
 #[test]
 fn bad_inputs_give_one_line_errors_naming_the_input() {
     let err = |s: &str| load(&s.parse().unwrap()).unwrap_err().to_string();

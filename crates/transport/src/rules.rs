@@ -449,6 +449,9 @@ impl Rules {
 
     /// Reads and parses a rules file.
     pub fn load(path: &Path, m: &Machine) -> Result<Rules, String> {
+        if let Some(w) = topocomm_topo::others_can_write(path) {
+            crate::say!("{w}");
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read rules file: {e}", path.display()))?;
         Rules::from_toml(path, &text, m)
