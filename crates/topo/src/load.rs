@@ -87,10 +87,16 @@ pub fn load(spec: &TopologySpec) -> Result<Machine, TopoError> {
                 .from_xml(&text)
                 .map_err(|e| TopoError::BadXml {
                     path: shown.clone(),
-                    reason: format!("hwloc rejected it ({e})"),
+                    reason: format!("hwloc rejected it ({})", errno_text(&e.to_string())),
                 })?
                 .build()
-                .map_err(|e| hwloc_err(&input, e))?;
+                .map_err(|e| TopoError::BadXml {
+                    path: shown.clone(),
+                    reason: format!(
+                        "hwloc rejected its content ({}); `lstopo --input {shown}` prints hwloc's own diagnostic",
+                        errno_text(&e.to_string())
+                    ),
+                })?;
             Ok(convert(&topo, Origin::Xml { path: shown }))
         }
         TopologySpec::Synthetic(desc) => {
@@ -182,7 +188,26 @@ fn read_file(path: &Path) -> Result<String, TopoError> {
 fn hwloc_err(input: &str, e: impl std::fmt::Display) -> TopoError {
     TopoError::Hwloc {
         input: input.to_string(),
-        reason: e.to_string(),
+        reason: errno_text(&e.to_string()),
+    }
+}
+
+/// hwlocality's `... failed with errno Some(Errno { code: 22, description:
+/// Some("Invalid argument") })` as `errno 22, Invalid argument`; any other
+/// text on one line.
+fn errno_text(s: &str) -> String {
+    let code = s
+        .split_once("code: ")
+        .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next())
+        .filter(|c| !c.is_empty());
+    let desc = s
+        .split_once("description: Some(\"")
+        .and_then(|(_, r)| r.split_once('"'))
+        .map(|(d, _)| d);
+    match (code, desc) {
+        (Some(c), Some(d)) => format!("errno {c}, {d}"),
+        (Some(c), None) => format!("errno {c}"),
+        _ => s.split_whitespace().collect::<Vec<_>>().join(" "),
     }
 }
 

@@ -12,9 +12,10 @@ use quick_xml::Reader;
 /// Checks that `text` (the content of `path`) is a complete, well-formed
 /// hwloc XML topology of a version hwloc 2.x can read.
 pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
+    // One line, whatever the parser quotes of the file.
     let bad = |reason: String| TopoError::BadXml {
         path: path.to_string(),
-        reason,
+        reason: reason.replace(['\n', '\r'], " "),
     };
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.is_empty() {

@@ -316,6 +316,20 @@ fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
     p
 }
 
+/// Content hwloc refuses (a cpuset broken over two lines) is one line
+/// naming the file and hwloc's errno in words, not hwlocality's Debug.
+#[test]
+fn content_hwloc_rejects_is_one_readable_line() {
+    let f = temp_file(
+        "bad-cpuset.xml",
+        "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"zz\n0x1\"/>\n</topology>\n",
+    );
+    let spec = f.to_str().unwrap().to_string();
+    let e = load(&spec.parse().unwrap()).unwrap_err().to_string();
+    assert!(!e.contains('\n') && e.contains(&spec), "{e}");
+    assert!(!e.contains("Some(") && e.contains("errno"), "{e}");
+}
+
 /// A configuration file others may write is named in one warning line.
 #[test]
 fn files_writable_by_everyone_are_named() {
