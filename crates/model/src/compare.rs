@@ -511,24 +511,8 @@ impl ClassModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rates::tests::pt;
     use topocomm_measure::cache::{Op, State};
-    use topocomm_measure::stats::Summary;
-
-    fn pt(class: &str, state: State, op: Op, size: u64, gbps: f64) -> CachePoint {
-        CachePoint {
-            class: class.into(),
-            state,
-            op,
-            size,
-            holder: 0,
-            second: None,
-            unit: "GB/s".into(),
-            passes: 1,
-            resolved: true,
-            samples: vec![gbps],
-            summary: Summary::of(&[gbps]).unwrap(),
-        }
-    }
 
     fn points() -> Vec<CachePoint> {
         let mut v = Vec::new();

@@ -140,11 +140,13 @@ pub fn class_rates(points: &[CachePoint], class: &str) -> Result<ClassRates, Str
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use topocomm_measure::stats::Summary;
 
-    fn pt(class: &str, state: State, op: Op, size: u64, gbps: f64) -> CachePoint {
+    /// One resolved `bench cache` point of one sample (also used by
+    /// `compare`'s tests).
+    pub(crate) fn pt(class: &str, state: State, op: Op, size: u64, gbps: f64) -> CachePoint {
         CachePoint {
             class: class.into(),
             state,

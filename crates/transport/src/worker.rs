@@ -148,8 +148,8 @@ fn launcher(args: &[String]) -> Result<i32> {
             "--rules" => rules = Some(PathBuf::from(value("--rules")?)),
             "--timeout" => {
                 let v = value("--timeout")?;
-                crate::parse_timeout("--timeout", &v).map_err(Error::Invalid)?;
-                timeout = Some(v.trim().parse::<f64>().expect("checked by parse_timeout"));
+                let t = crate::parse_timeout("--timeout", &v).map_err(Error::Invalid)?;
+                timeout = Some(t.as_secs_f64());
             }
             "-h" | "--help" => {
                 print!("{}", usage());
