@@ -75,6 +75,8 @@ fn entries(home: &Path) -> Vec<PathBuf> {
 }
 
 const MEASURING: &str = "measuring this machine's transport rules once";
+const FAILED: &str = "topocomm: measuring failed";
+const STORED: &str = "topocomm: measured in";
 
 #[test]
 fn the_first_job_measures_and_caches_and_later_jobs_load_it() {
@@ -304,21 +306,34 @@ fn concurrent_first_jobs_measure_once_and_agree() {
     for o in &outs {
         assert!(o.status.success(), "{}", text(o));
     }
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let all = outs.iter().map(stderr).collect::<Vec<_>>().join("\n--\n");
+    // A job whose measurement fails falls back to the built-in rules and
+    // stores nothing, so the next job holding the lock measures again (the
+    // designed behaviour); what the lock guarantees is one stored
+    // measurement, taken by one job, which every other job loads.
+    let failed: Vec<&Output> = outs.iter().filter(|o| stderr(o).contains(FAILED)).collect();
+    if !failed.is_empty() {
+        eprintln!("a measurement failed (the next job measured again):\n{all}");
+    }
     let measured = outs
         .iter()
-        .filter(|o| String::from_utf8_lossy(&o.stderr).contains(MEASURING))
+        .filter(|o| stderr(o).contains(MEASURING))
         .count();
+    let stored = outs.iter().filter(|o| stderr(o).contains(STORED)).count();
+    assert_eq!(
+        stored, 1,
+        "exactly one job measures and stores; their stderr:\n{all}"
+    );
     assert_eq!(
         measured,
-        1,
-        "exactly one job measures; their stderr:\n{}",
-        outs.iter()
-            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
-            .collect::<Vec<_>>()
-            .join("\n--\n")
+        1 + failed.len(),
+        "a job measures only when no other did successfully before it; their stderr:\n{all}"
     );
+    assert!(failed.len() < outs.len() - 1, "{all}");
     let first_lines: Vec<String> = outs
         .iter()
+        .filter(|o| !stderr(o).contains(FAILED))
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
                 .lines()

@@ -107,14 +107,17 @@ fn kill_group(pgid: u32) {
 }
 
 /// The line of a job's stderr that says what went wrong: the first one from
-/// our own programs (`tc_mpibench:`, `topocomm:`), else the last non-empty
-/// line that is not a meta line or a launcher's ruler.
+/// our own programs (`tc_mpibench:`, `topocomm:`, `topocomm-worker:`; a
+/// rank's own error comes before the launcher's `topocomm run: rank N
+/// exited` line), else the last non-empty line that is not a meta line or
+/// a launcher's ruler.
 pub fn last_error_line(stderr: &str) -> String {
     let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
-    if let Some(l) = lines
-        .iter()
-        .find(|l| l.starts_with("tc_mpibench:") || l.starts_with("topocomm:"))
-    {
+    if let Some(l) = lines.iter().find(|l| {
+        ["tc_mpibench:", "topocomm:", "topocomm-worker:"]
+            .iter()
+            .any(|p| l.starts_with(p))
+    }) {
         return l.to_string();
     }
     lines
@@ -158,6 +161,22 @@ mod tests {
             e.to_string()
                 .starts_with("ghost: cannot start \"/nonexistent/tc-no-such-program\": "),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_ranks_own_error_wins_over_the_launchers_summary() {
+        let stderr = "topocomm-worker: rank 0: the peer did not answer in 30 s\n\
+                      topocomm run: rank 0 (pid 7) exited with code 1; stopping the job\n";
+        assert_eq!(
+            last_error_line(stderr),
+            "topocomm-worker: rank 0: the peer did not answer in 30 s"
+        );
+        assert_eq!(
+            last_error_line(
+                "noise\ntopocomm run: rank 1 (pid 8) exited with code 1; stopping the job\n"
+            ),
+            "topocomm run: rank 1 (pid 8) exited with code 1; stopping the job"
         );
     }
 }
