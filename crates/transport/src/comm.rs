@@ -61,6 +61,9 @@ pub struct Comm {
     pub(crate) cma_note: String,
     pub(crate) timeout: Duration,
     pub(crate) broken: Option<Error>,
+    /// The awaited peer a health check last found finalized: the next
+    /// check reports it (see `Comm::health`).
+    pub(crate) finalized_seen: Option<usize>,
     finalized: bool,
     /// Cells pushed plus cells consumed: a waiter that sees it move resets
     /// its backoff.
@@ -183,6 +186,7 @@ impl Comm {
             preempted: false,
             timeout,
             broken: None,
+            finalized_seen: None,
             finalized: false,
             activity: 0,
             beat: 0,

@@ -248,10 +248,22 @@ impl Comm {
                     detail: format!("process {} exited without finalizing", self.pids[p]),
                 });
             } else if st == ST_FINALIZED && waiting_for == Some(p) {
-                err = Some(Error::DeadPeer {
-                    rank: p as i32,
-                    detail: "it finalized while a message from it was awaited".into(),
-                });
+                // A peer may publish its last message and finalize between
+                // the caller's drain and this load. The Acquire above makes
+                // everything it published before visible, so the caller
+                // gets one more turn to take it; a peer still finalized at
+                // the next check with the wait unfinished is gone for good.
+                // (Without this, tuning jobs on a loaded 2-core machine
+                // sometimes failed: the receiver of the benchmark's last
+                // message reported its sender dead.)
+                if self.finalized_seen == Some(p) {
+                    err = Some(Error::DeadPeer {
+                        rank: p as i32,
+                        detail: "it finalized while a message from it was awaited".into(),
+                    });
+                } else {
+                    self.finalized_seen = Some(p);
+                }
             }
         }
         if let Some(e) = err {
