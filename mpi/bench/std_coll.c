@@ -4,7 +4,8 @@
  * interposed PMPI library such as `topocomm accel` (docs/collectives.md,
  * driver scripts/accel-bench.py --bench std_coll).
  *
- *   std_coll [--tests barrier,bcast,reduce,allreduce] [--sizes 4:16M | 8,1K,...]
+ *   std_coll [--tests barrier,bcast,reduce,allreduce,gather,scatter,allgather,alltoall]
+ *            [--sizes 4:16M | 8,1K,...]
  *            [--time-ms T] [--reps R] [--max-iters N] [--no-check] [--json]
  *
  * Every rank of MPI_COMM_WORLD takes part. For each (test, size) the value
@@ -17,14 +18,17 @@
  * (default 100000), and sent to all ranks before the timed batches.
  *
  * Data: bcast moves `size` bytes (MPI_CHAR) from root 0; reduce (root 0) and
- * allreduce sum size/4 floats (at least one, as osu_reduce); barrier has no
- * size (reported as size 0). The buffers are allocated once at the largest
+ * allreduce sum size/4 floats (at least one, as osu_reduce); gather, scatter,
+ * allgather and alltoall move blocks of `size` bytes (MPI_CHAR) per rank (as
+ * osu_gather and osu_alltoall; gather and scatter timed like bcast, root 0);
+ * barrier has no size (reported as size 0). Default tests: the first four. The buffers are allocated once at the largest
  * size and reused (warm, as OSU does).
  *
  * Data check (default on, --no-check to skip), untimed, before the tests:
  * for every size, bcast of a byte pattern from every root, and reduce and
  * allreduce of per-rank integers stored exactly in floats, every element
- * checked. A mismatch is reported on stderr and the program exits with
+ * checked; each block of gather, scatter, allgather and alltoall checked
+ * byte by byte. A mismatch is reported on stderr and the program exits with
  * status 3 without measuring.
  *
  * Output: a table on stdout; with --json one JSON object on stdout:
@@ -48,8 +52,11 @@
 #define MAX_SIZES 64
 #define MAX_REPS 101
 
-enum { T_BARRIER, T_BCAST, T_REDUCE, T_ALLREDUCE, NTESTS };
-static const char *const TEST_NAMES[NTESTS] = {"barrier", "bcast", "reduce", "allreduce"};
+enum { T_BARRIER, T_BCAST, T_REDUCE, T_ALLREDUCE, T_GATHER, T_SCATTER, T_ALLGATHER, T_ALLTOALL, NTESTS };
+static const char *const TEST_NAMES[NTESTS] = {"barrier",   "bcast",   "reduce",    "allreduce",
+                                               "gather",    "scatter", "allgather", "alltoall"};
+/* The default --tests: the first four (the blocks collectives on request). */
+#define DEFAULT_TESTS 4
 
 static struct {
     int tests[NTESTS], ntests;
@@ -77,8 +84,8 @@ static int parse_size(const char *s, uint64_t *out) {
 
 static const char *parse_args(int argc, char **argv) {
     static char err[256];
-    O.ntests = NTESTS;
-    for (int t = 0; t < NTESTS; t++) O.tests[t] = t;
+    O.ntests = DEFAULT_TESTS;
+    for (int t = 0; t < DEFAULT_TESTS; t++) O.tests[t] = t;
     O.nsizes = 0;
     O.time_s = 0.020;
     O.reps = 5;
@@ -105,7 +112,7 @@ static const char *parse_args(int argc, char **argv) {
                 for (int j = 0; j < O.ntests; j++)
                     if (O.tests[j] == k) k = -1;
                 if (k < 0) {
-                    snprintf(err, sizeof err, "std_coll: --tests: unknown or repeated test '%s' (expected barrier, bcast, reduce, allreduce)", t);
+                    snprintf(err, sizeof err, "std_coll: --tests: unknown or repeated test '%s' (expected barrier, bcast, reduce, allreduce, gather, scatter, allgather, alltoall)", t);
                     return err;
                 }
                 O.tests[O.ntests++] = k;
@@ -161,9 +168,14 @@ static void call(int test, uint64_t size) {
     case T_REDUCE:
         MPI_Reduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
         break;
-    default:
+    case T_ALLREDUCE:
         MPI_Allreduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         break;
+    /* Blocks of `size` bytes per rank (osu_gather's convention). */
+    case T_GATHER: MPI_Gather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD); break;
+    case T_SCATTER: MPI_Scatter(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD); break;
+    case T_ALLGATHER: MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD); break;
+    default: MPI_Alltoall(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD); break;
     }
 }
 
@@ -175,7 +187,7 @@ static void call(int test, uint64_t size) {
 static double batch(int test, uint64_t size, long n) {
     double mine = 0, sum = 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    if (test == T_BCAST || test == T_REDUCE) {
+    if (test == T_BCAST || test == T_REDUCE || test == T_GATHER || test == T_SCATTER) {
         for (long i = 0; i < n; i++) {
             double t0 = MPI_Wtime();
             call(test, size);
@@ -260,6 +272,32 @@ static int data_check(uint64_t maxsize) {
         }
     }
     (void)maxsize;
+    /* Block collectives: byte j of the block from rank a to rank b is
+     * pattern(a, b, j) (gather and allgather: b = 0). */
+#define PAT(a, b, j) ((char)((a) * 31 + (b) * 7 + (int)(j) * 13))
+    for (int s = 0; s < O.nsizes; s++) {
+        uint64_t size = O.sizes[s];
+        int want_tests[4] = {T_GATHER, T_SCATTER, T_ALLGATHER, T_ALLTOALL};
+        for (int t = 0; t < 4; t++) {
+            int test = want_tests[t];
+            for (int d = 0; d < np; d++)
+                for (uint64_t j = 0; j < size; j++)
+                    sbuf[(uint64_t)d * size + j] =
+                        test == T_ALLTOALL ? PAT(rank, d, j) : test == T_SCATTER ? PAT(0, d, j) : PAT(rank, 0, j);
+            memset(rbuf, 0, (size_t)np * size);
+            call(test, size);
+            int checks = test == T_GATHER ? (rank == 0 ? np : 0) : test == T_SCATTER ? 1 : np;
+            for (int a = 0; a < checks && !bad; a++)
+                for (uint64_t j = 0; j < size; j++) {
+                    char want = test == T_ALLTOALL ? PAT(a, rank, j) : test == T_SCATTER ? PAT(0, rank, j) : PAT(a, 0, j);
+                    if (rbuf[(uint64_t)a * size + j] != want) {
+                        bad++;
+                        break;
+                    }
+                }
+        }
+    }
+#undef PAT
     int all = 0;
     MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     return all;
@@ -285,13 +323,16 @@ int main(int argc, char **argv) {
     for (int s = 0; s < O.nsizes; s++)
         if (O.sizes[s] > maxsize) maxsize = O.sizes[s];
     long pg = sysconf(_SC_PAGESIZE);
-    if (posix_memalign((void **)&sbuf, pg > 0 ? (size_t)pg : 4096, maxsize) ||
-        posix_memalign((void **)&rbuf, pg > 0 ? (size_t)pg : 4096, maxsize)) {
-        fprintf(stderr, "std_coll: cannot allocate 2 x %llu bytes\n", (unsigned long long)maxsize);
+    /* np blocks of the largest size: the gather, scatter, allgather and
+     * alltoall buffers. */
+    size_t bufsize = (size_t)maxsize * (size_t)np;
+    if (posix_memalign((void **)&sbuf, pg > 0 ? (size_t)pg : 4096, bufsize) ||
+        posix_memalign((void **)&rbuf, pg > 0 ? (size_t)pg : 4096, bufsize)) {
+        fprintf(stderr, "std_coll: cannot allocate 2 x %zu bytes\n", bufsize);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    memset(sbuf, 1, maxsize);
-    memset(rbuf, 0, maxsize);
+    memset(sbuf, 1, bufsize);
+    memset(rbuf, 0, bufsize);
 
     struct rankinfo me;
     memset(&me, 0, sizeof me);

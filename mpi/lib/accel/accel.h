@@ -251,5 +251,15 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
                     int root, MPI_Comm comm, int *rc);
 int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm, int *rc);
+/* Equal-block collectives over the transport on all-local communicators
+ * (the total within TOPOCOMM_ACCEL_COLL_MAX); 0: the caller runs PMPI_. */
+int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                    MPI_Datatype rtype, int root, MPI_Comm comm, int *rc);
+int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                     MPI_Datatype rtype, int root, MPI_Comm comm, int *rc);
+int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                       MPI_Datatype rtype, MPI_Comm comm, int *rc);
+int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                      MPI_Datatype rtype, MPI_Comm comm, int *rc);
 
 #endif

@@ -127,7 +127,8 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MP
 
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm) {
-    BLOCK(PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
+    COLL(acc_coll_gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, &crc_),
+         PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
@@ -137,7 +138,8 @@ int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, co
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm) {
-    BLOCK(PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
+    COLL(acc_coll_scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, &crc_),
+         PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
@@ -147,7 +149,8 @@ int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm) {
-    BLOCK(PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+    COLL(acc_coll_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, &crc_),
+         PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
@@ -157,7 +160,8 @@ int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm) {
-    BLOCK(PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+    COLL(acc_coll_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, &crc_),
+         PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,

@@ -25,7 +25,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_BARRIER = 1, T_BCAST, T_REDUCE, T_RESULT, T_ALLREDUCE, T_ROOT };
+enum {
+    T_BARRIER = 1,
+    T_BCAST,
+    T_REDUCE,
+    T_RESULT,
+    T_ALLREDUCE,
+    T_ROOT,
+    T_GATHER,
+    T_SCATTER,
+    T_ALLGATHER,
+    T_ALLTOALL
+};
 
 /* Sends this small complete when posted (in a cell or an eager slot)
  * unless the channel is full; waiting for one cannot wait for the peer's
@@ -538,6 +549,291 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     }
     if (err == MPI_SUCCESS) memcpy((char *)rbuf + d.lb, d.acc, d.bytes);
     red_free(&d);
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+/* ---- Gather, scatter, allgather, alltoall: equal blocks, all-local ------
+ * Every block goes straight from its owner to its reader (one message per
+ * pair, all posted before any is waited for): on one node a message costs
+ * one copy whatever the distance, so a tree would only add rounds. The
+ * decision to run here depends only on values every member agrees on (the
+ * communicator, the block's byte count, which MPI requires to match
+ * between senders and receivers, and its size), never on one member's
+ * datatype layout: non-contiguous layouts are packed. */
+
+/* Requests of one collective: on the stack up to 64 members. */
+struct reqs {
+    tc_request small[64], *r;
+    int n;
+};
+
+static int reqs_init(struct reqs *q, int n) {
+    q->n = 0;
+    q->r = n <= 64 ? q->small : malloc(sizeof(tc_request) * (size_t)n);
+    return q->r ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+}
+
+/* Waits for every posted request (all of them, also after a failure, so
+ * none is left pointing at the caller's buffers) and frees the array. */
+static int reqs_wait(struct reqs *q) {
+    int rc = 0;
+    for (int i = 0; i < q->n; i++) {
+        tc_status ts;
+        int e = acc_wait_tc(&q->r[i], &ts);
+        if (rc == 0) rc = e;
+    }
+    if (q->r != q->small) free(q->r);
+    return rc;
+}
+
+static char empty_block;
+#define NONEMPTY(p, len) ((len) ? (void *)(p) : (void *)&empty_block)
+
+static int post_recv(const struct grp *g, struct reqs *q, void *buf, size_t len, int src, int tag) {
+    return tc_irecv_x(NONEMPTY(buf, len), len, g->tc[src], tag, g->ctx, &q->r[q->n++]);
+}
+
+static int post_send(const struct grp *g, struct reqs *q, const void *buf, size_t len, int dst,
+                     int tag) {
+    return tc_isend_x(NONEMPTY(buf, len), len, g->tc[dst], tag, g->ctx, 0, &q->r[q->n++]);
+}
+
+/* The bytes of `count` elements of `type`, or (size_t)-1 if unusable. */
+static size_t block_bytes(int count, MPI_Datatype type) {
+    MPI_Aint lb;
+    size_t bytes;
+    if (count < 0 || acc_contiguous(count, type, &lb, &bytes) < 0) return (size_t)-1;
+    return bytes;
+}
+
+/* An all-local communicator whose n blocks of `blk` bytes fit the limit. */
+static acc_comm *block_comm(MPI_Comm comm, size_t blk) {
+    acc_comm *c = coll_comm(comm);
+    if (!c || c->mixed || blk == (size_t)-1) return NULL;
+    return blk <= bcast_max / (size_t)c->size ? c : NULL;
+}
+
+/* The address of block i (of `count` elements of `type`) in an MPI buffer. */
+static char *block_at(const void *buf, int i, int count, MPI_Datatype type) {
+    MPI_Aint lb, ext;
+    PMPI_Type_get_extent(type, &lb, &ext);
+    return (char *)buf + (MPI_Aint)i * count * ext;
+}
+
+int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                    MPI_Datatype rtype, int root, MPI_Comm comm, int *rc) {
+    acc_comm *c0 = coll_comm(comm);
+    if (!c0 || root < 0 || root >= c0->size) return 0;
+    int me = my_comm_rank(c0);
+    size_t blk = me == root ? block_bytes(rcount, rtype) : block_bytes(scount, stype);
+    acc_comm *c = block_comm(comm, blk);
+    if (!c) return 0;
+    struct grp g = whole(c);
+    struct acc_msg m;
+    int err;
+    if (me != root) {
+        err = acc_pack(sbuf, scount, stype, comm, &m);
+        if (err != MPI_SUCCESS) return 0;
+        err = tc_err(xfer(&g, m.data, m.len, root, NULL, 0, -1, T_GATHER));
+        free(m.tmp);
+    } else {
+        struct acc_msg area;
+        struct reqs q;
+        err = acc_recv_area(rbuf, c->size * rcount, rtype, &area);
+        if (err == MPI_SUCCESS) err = reqs_init(&q, c->size);
+        if (err != MPI_SUCCESS) {
+            free(area.tmp);
+            return 0;
+        }
+        char *a = (char *)area.data;
+        int terr = 0;
+        for (int i = 0; i < g.n && terr == 0; i++)
+            if (i != me) terr = post_recv(&g, &q, a + (size_t)i * blk, blk, i, T_GATHER);
+        if (sbuf != MPI_IN_PLACE) {
+            err = acc_pack(sbuf, scount, stype, comm, &m);
+            if (err == MPI_SUCCESS) {
+                memcpy(a + (size_t)me * blk, m.data, m.len < blk ? m.len : blk);
+                free(m.tmp);
+            }
+        } else if (area.tmp) {
+            /* The root's own block stays where it is in rbuf; the unpack
+             * of the whole area below must not overwrite it with junk. */
+            err = acc_pack(block_at(rbuf, me, rcount, rtype), rcount, rtype, comm, &m);
+            if (err == MPI_SUCCESS) {
+                memcpy(a + (size_t)me * blk, m.data, blk);
+                free(m.tmp);
+            }
+        }
+        int werr = reqs_wait(&q);
+        if (terr == 0) terr = werr;
+        if (err == MPI_SUCCESS) err = tc_err(terr);
+        if (err == MPI_SUCCESS)
+            err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
+        else
+            free(area.tmp);
+    }
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                     MPI_Datatype rtype, int root, MPI_Comm comm, int *rc) {
+    acc_comm *c0 = coll_comm(comm);
+    if (!c0 || root < 0 || root >= c0->size) return 0;
+    int me = my_comm_rank(c0);
+    size_t blk = me == root ? block_bytes(scount, stype) : block_bytes(rcount, rtype);
+    acc_comm *c = block_comm(comm, blk);
+    if (!c) return 0;
+    struct grp g = whole(c);
+    int err;
+    if (me != root) {
+        struct acc_msg area;
+        if (acc_recv_area(rbuf, rcount, rtype, &area) != MPI_SUCCESS) return 0;
+        err = tc_err(xfer(&g, NULL, 0, -1, (void *)area.data, blk, root, T_SCATTER));
+        if (err == MPI_SUCCESS)
+            err = acc_unpack(&area, blk, rbuf, rcount, rtype, comm);
+        else
+            free(area.tmp);
+    } else {
+        struct acc_msg m;
+        struct reqs q;
+        err = acc_pack(sbuf, c->size * scount, stype, comm, &m);
+        if (err != MPI_SUCCESS) return 0;
+        if (reqs_init(&q, c->size) != MPI_SUCCESS) {
+            free(m.tmp);
+            return 0;
+        }
+        const char *s = (const char *)m.data;
+        int terr = 0;
+        for (int i = 0; i < g.n && terr == 0; i++)
+            if (i != me) terr = post_send(&g, &q, s + (size_t)i * blk, blk, i, T_SCATTER);
+        if (rbuf != MPI_IN_PLACE) {
+            struct acc_msg own;
+            err = acc_recv_area(rbuf, rcount, rtype, &own);
+            if (err == MPI_SUCCESS) {
+                memcpy((void *)own.data, s + (size_t)me * blk, blk);
+                err = acc_unpack(&own, blk, rbuf, rcount, rtype, comm);
+            }
+        }
+        int werr = reqs_wait(&q);
+        if (terr == 0) terr = werr;
+        if (err == MPI_SUCCESS) err = tc_err(terr);
+        free(m.tmp);
+    }
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+/* Allgather and alltoall: every member sends to and receives from every
+ * other; `send` holds the blocks to send (one block for allgather, n for
+ * alltoall: `per_dest`), `area` receives n blocks. */
+static int exchange(const struct grp *g, const char *send, int per_dest, char *area, size_t blk,
+                    int tag) {
+    struct reqs q;
+    int rc = reqs_init(&q, 2 * g->n);
+    if (rc != MPI_SUCCESS) return rc;
+    int terr = 0;
+    for (int k = 1; k < g->n && terr == 0; k++) {
+        int src = (g->me - k + g->n) % g->n;
+        terr = post_recv(g, &q, area + (size_t)src * blk, blk, src, tag);
+    }
+    for (int k = 1; k < g->n && terr == 0; k++) {
+        int dst = (g->me + k) % g->n;
+        terr = post_send(g, &q, send + (per_dest ? (size_t)dst * blk : 0), blk, dst, tag);
+    }
+    int werr = reqs_wait(&q);
+    return tc_err(terr ? terr : werr);
+}
+
+int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                       MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+    acc_comm *c = block_comm(comm, block_bytes(rcount, rtype));
+    if (!c) return 0;
+    struct grp g = whole(c);
+    int me = g.me;
+    size_t blk = block_bytes(rcount, rtype);
+    struct acc_msg area, own;
+    if (acc_recv_area(rbuf, c->size * rcount, rtype, &area) != MPI_SUCCESS) return 0;
+    char *a = (char *)area.data;
+    /* The own block goes into the area first: it is also what is sent. */
+    int err = sbuf != MPI_IN_PLACE ? acc_pack(sbuf, scount, stype, comm, &own)
+                                   : acc_pack(block_at(rbuf, me, rcount, rtype), rcount, rtype,
+                                              comm, &own);
+    if (err != MPI_SUCCESS) {
+        free(area.tmp);
+        return 0;
+    }
+    /* A send signature that does not match the receive one is the
+     * program's error (MPI leaves it undefined): copy what fits, never
+     * past either buffer. */
+    size_t n_own = own.len < blk ? own.len : blk;
+    if (own.data != a + (size_t)me * blk) memcpy(a + (size_t)me * blk, own.data, n_own);
+    free(own.tmp);
+    err = exchange(&g, a + (size_t)me * blk, 0, a, blk, T_ALLGATHER);
+    if (err == MPI_SUCCESS)
+        err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
+    else
+        free(area.tmp);
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}
+
+int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                      MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+    acc_comm *c = block_comm(comm, block_bytes(rcount, rtype));
+    if (!c) return 0;
+    struct grp g = whole(c);
+    int me = g.me;
+    size_t blk = block_bytes(rcount, rtype);
+    struct acc_msg area, send;
+    if (acc_recv_area(rbuf, c->size * rcount, rtype, &area) != MPI_SUCCESS) return 0;
+    char *a = (char *)area.data;
+    int err;
+    if (sbuf != MPI_IN_PLACE) {
+        err = acc_pack(sbuf, c->size * scount, stype, comm, &send);
+    } else {
+        /* In place: the blocks to send are overwritten by those received,
+         * so they are sent from a copy. */
+        err = acc_pack(rbuf, c->size * rcount, rtype, comm, &send);
+        if (err == MPI_SUCCESS && !send.tmp) {
+            void *copy = malloc(send.len ? send.len : 1);
+            if (!copy) err = MPI_ERR_NO_MEM;
+            else {
+                memcpy(copy, send.data, send.len);
+                send.data = send.tmp = copy;
+            }
+        }
+    }
+    if (err == MPI_SUCCESS && send.len < (size_t)c->size * blk) {
+        /* Mismatched signatures (the program's error): send zeros for
+         * the missing bytes rather than read past the send buffer. */
+        void *pad = calloc(1, (size_t)c->size * blk);
+        if (!pad) err = MPI_ERR_NO_MEM;
+        else {
+            memcpy(pad, send.data, send.len);
+            free(send.tmp);
+            send.data = send.tmp = pad;
+        }
+    }
+    if (err != MPI_SUCCESS) {
+        free(send.tmp);
+        free(area.tmp);
+        return 0;
+    }
+    const char *s = (const char *)send.data;
+    if (s + (size_t)me * blk != a + (size_t)me * blk)
+        memmove(a + (size_t)me * blk, s + (size_t)me * blk, blk);
+    err = exchange(&g, s, 1, a, blk, T_ALLTOALL);
+    free(send.tmp);
+    if (err == MPI_SUCCESS)
+        err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
+    else
+        free(area.tmp);
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
     return 1;

@@ -1,5 +1,6 @@
 /* Collective semantics check for `topocomm accel` (crates/cli/tests/accel.rs):
- * MPI_Barrier, MPI_Bcast, MPI_Reduce and MPI_Allreduce on MPI_COMM_WORLD,
+ * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather, MPI_Scatter,
+ * MPI_Allgather and MPI_Alltoall on MPI_COMM_WORLD,
  * a duplicate and a split, with every root, MPI_IN_PLACE, a non-contiguous
  * broadcast type, MINLOC, a user operation that is not commutative (2x2
  * integer matrix product: only the rank order gives the right answer), and
@@ -189,17 +190,147 @@ static void check_comm(MPI_Comm comm, const char *name) {
     MPI_Allreduce(MPI_IN_PLACE, NULL, 0, MPI_INT, MPI_SUM, comm);
 }
 
+/* Gather, scatter, allgather and alltoall: block sizes from 0 to 5000 ints,
+ * every root, MPI_IN_PLACE, and a non-contiguous receive type (pairs of
+ * ints one int apart) against a contiguous send type of the same
+ * signature. Element k of the block from a to b is val(a, b, k). */
+static int val(int a, int b, int k) { return (a * 64 + b) * 8192 + k; }
+
+/* Element i of an in-place gather buffer of member r: its own block set,
+ * the others -1. */
+static int e_in_place(int r, int m, size_t i) {
+    return m > 0 && (int)(i / (size_t)m) == r ? val(r, 0, (int)(i % (size_t)m)) : -1;
+}
+
+/* Where element e of a buffer of pairs lies (the gap ints stay -7). */
+static int pair_at(int e) { return 3 * (e / 2) + 2 * (e % 2); }
+
+static void check_blocks(MPI_Comm comm, const char *name) {
+    int r, n;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    MPI_Datatype pair;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    const int counts[] = {0, 1, 3, 5000};
+    for (int ci = 0; ci < 4; ci++) {
+        int m = counts[ci];
+        size_t all = (size_t)n * (size_t)m;
+        int *s = malloc(sizeof(int) * (all + 1)), *b = malloc(sizeof(int) * (all + 1));
+        int *v = malloc(sizeof(int) * (3 * all / 2 + 3));
+        CHECK(s && b && v, "out of memory");
+#define FILL(buf, len, x) for (size_t i_ = 0; i_ < (len); i_++) (buf)[i_] = (x)
+        /* Allgather, then in place, then into pairs. */
+        FILL(s, (size_t)m, val(r, 0, (int)i_));
+        FILL(b, all, -1);
+        MPI_Allgather(s, m, MPI_INT, b, m, MPI_INT, comm);
+        for (size_t e = 0; e < all; e++)
+            CHECK(b[e] == val((int)e / m, 0, (int)e % m), "%s allgather %d: [%zu] = %d", name, m,
+                  e, b[e]);
+        FILL(b, all, e_in_place(r, m, i_));
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, m, MPI_INT, comm);
+        for (size_t e = 0; e < all; e++)
+            CHECK(b[e] == val((int)e / m, 0, (int)e % m), "%s allgather in place %d: [%zu] = %d",
+                  name, m, e, b[e]);
+        if (m % 2 == 0) {
+            FILL(v, 3 * all / 2, -7);
+            MPI_Allgather(s, m, MPI_INT, v, m / 2, pair, comm);
+            for (size_t e = 0; e < all; e++)
+                CHECK(v[pair_at((int)e)] == val((int)e / m, 0, (int)e % m),
+                      "%s allgather into pairs %d: element %zu", name, m, e);
+            for (size_t j = 0; j < all / 2; j++)
+                CHECK(v[3 * j + 1] == -7, "%s allgather into pairs %d: gap %zu written", name, m, j);
+        }
+        /* Gather and scatter from every root. */
+        for (int root = 0; root < n; root++) {
+            FILL(b, all, -1);
+            MPI_Gather(s, m, MPI_INT, b, m, MPI_INT, root, comm);
+            if (r == root)
+                for (size_t e = 0; e < all; e++)
+                    CHECK(b[e] == val((int)e / m, 0, (int)e % m), "%s gather %d root %d: [%zu] = %d",
+                          name, m, root, e, b[e]);
+            FILL(b, all, e_in_place(r, m, i_));
+            if (r == root)
+                MPI_Gather(MPI_IN_PLACE, m, MPI_INT, b, m, MPI_INT, root, comm);
+            else
+                MPI_Gather(s, m, MPI_INT, NULL, 0, MPI_INT, root, comm);
+            if (r == root)
+                for (size_t e = 0; e < all; e++)
+                    CHECK(b[e] == val((int)e / m, 0, (int)e % m),
+                          "%s gather in place %d root %d: [%zu] = %d", name, m, root, e, b[e]);
+            if (m % 2 == 0) {
+                FILL(v, 3 * all / 2, -7);
+                MPI_Gather(s, m, MPI_INT, v, m / 2, pair, root, comm);
+                if (r == root)
+                    for (size_t e = 0; e < all; e++)
+                        CHECK(v[pair_at((int)e)] == val((int)e / m, 0, (int)e % m),
+                              "%s gather into pairs %d root %d: element %zu", name, m, root, e);
+            }
+            /* The root sends block d to member d. */
+            if (r == root) FILL(b, all, val(root, (int)i_ / m, (int)i_ % m));
+            FILL(s, (size_t)m, -1);
+            MPI_Scatter(b, m, MPI_INT, s, m, MPI_INT, root, comm);
+            for (int k = 0; k < m; k++)
+                CHECK(s[k] == val(root, r, k), "%s scatter %d root %d: [%d] = %d", name, m, root, k,
+                      s[k]);
+            if (r == root) {
+                MPI_Scatter(b, m, MPI_INT, MPI_IN_PLACE, m, MPI_INT, root, comm);
+                for (size_t e = 0; e < all; e++)
+                    CHECK(b[e] == val(root, (int)e / m, (int)e % m), "%s scatter in place: [%zu]",
+                          name, e);
+            } else {
+                FILL(s, (size_t)m, -1);
+                MPI_Scatter(NULL, 0, MPI_INT, s, m, MPI_INT, root, comm);
+                for (int k = 0; k < m; k++)
+                    CHECK(s[k] == val(root, r, k), "%s scatter (root in place) %d: [%d] = %d", name,
+                          m, k, s[k]);
+            }
+            FILL(s, (size_t)m, val(r, 0, (int)i_));
+        }
+        /* Alltoall: block d of member r is val(r, d, .); in place; into pairs. */
+        int *t = malloc(sizeof(int) * (all + 1));
+        CHECK(t, "out of memory");
+        FILL(t, all, val(r, (int)i_ / m, (int)i_ % m));
+        FILL(b, all, -1);
+        MPI_Alltoall(t, m, MPI_INT, b, m, MPI_INT, comm);
+        for (size_t e = 0; e < all; e++)
+            CHECK(b[e] == val((int)e / m, r, (int)e % m), "%s alltoall %d: [%zu] = %d", name, m, e,
+                  b[e]);
+        FILL(b, all, val(r, (int)i_ / m, (int)i_ % m));
+        MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, m, MPI_INT, comm);
+        for (size_t e = 0; e < all; e++)
+            CHECK(b[e] == val((int)e / m, r, (int)e % m), "%s alltoall in place %d: [%zu] = %d",
+                  name, m, e, b[e]);
+        if (m % 2 == 0) {
+            FILL(v, 3 * all / 2, -7);
+            MPI_Alltoall(t, m, MPI_INT, v, m / 2, pair, comm);
+            for (size_t e = 0; e < all; e++)
+                CHECK(v[pair_at((int)e)] == val((int)e / m, r, (int)e % m),
+                      "%s alltoall into pairs %d: element %zu", name, m, e);
+        }
+#undef FILL
+        free(t);
+        free(s);
+        free(b);
+        free(v);
+    }
+    MPI_Type_free(&pair);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     check_comm(MPI_COMM_WORLD, "world");
+    check_blocks(MPI_COMM_WORLD, "world");
     MPI_Comm dup, half;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     check_comm(dup, "dup");
+    check_blocks(dup, "dup");
     /* Reverse order inside each half: comm ranks differ from world ranks. */
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &half);
     check_comm(half, "split");
+    check_blocks(half, "split");
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
     /* Communicators come and go with other members (a lane goes from one
