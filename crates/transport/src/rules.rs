@@ -337,16 +337,7 @@ fn field_at(text: &str, off: usize) -> Option<String> {
 /// A section or key name as it goes into a one-line error: a quoted TOML
 /// key may hold a newline (`"a\nb" = 1`), shown escaped as it was written.
 fn shown(name: &str) -> String {
-    name.chars()
-        .flat_map(|c| {
-            let esc: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            esc
-        })
-        .collect()
+    topocomm_topo::text::one_line(name)
 }
 
 fn line_of_offset(text: &str, off: usize) -> usize {
