@@ -8,6 +8,7 @@ use crate::matrix::CommMatrix;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use topocomm_topo::text::one_line;
 
 /// Latency and bandwidth of one locality class.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,9 +114,12 @@ impl Costs {
     }
 
     pub fn from_json(path: &str, text: &str) -> Result<Self, MapError> {
+        // Names from the file are escaped (`one_line`): a key holding "\n"
+        // must not split the error line.
         let f: CostsFile = serde_json::from_str(text)
-            .map_err(|e| MapError::syntax(path, e.line(), e.column(), format!("{e} (expected {{\"classes\": {{\"l3\": {{\"latency_us\": 0.3, \"bandwidth_gbs\": 15}}, ...}}}})")))?;
+            .map_err(|e| MapError::syntax(path, e.line(), e.column(), format!("{} (expected {{\"classes\": {{\"l3\": {{\"latency_us\": 0.3, \"bandwidth_gbs\": 15}}, ...}}}})", one_line(&e.to_string()))))?;
         for (name, c) in &f.classes {
+            let name = one_line(name);
             if !(c.latency_us.is_finite() && c.latency_us >= 0.0) {
                 return Err(MapError::Invalid(format!(
                     "{path}: classes.{name}.latency_us must be a non-negative number"
@@ -147,8 +151,9 @@ impl Costs {
             if !(present.contains(name) || topocomm_topo::is_known_class_name(name) || switch(name))
             {
                 return Err(MapError::Invalid(format!(
-                    "{}: classes.{name}: no such locality class on this target (its classes: {})",
+                    "{}: classes.{}: no such locality class on this target (its classes: {})",
                     self.source,
+                    one_line(name),
                     present.join(", ")
                 )));
             }
