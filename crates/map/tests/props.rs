@@ -20,9 +20,38 @@ fn one_line_naming(msg: &str, what: &str) {
 fn line_soup() -> impl Strategy<Value = String> {
     // A fixed vocabulary: regex strategies cost ~10 ms a case in debug builds.
     const WORDS: &[&str] = &[
-        "0", "1", "2", "3", "7", "12", "-1", "1e3", "nan", "inf", ",", ",", "#", " ", " ", "\t",
-        "src", "E", "I", "S", "C", "bytes", "msgs", "sent", "\n", "\n", "\r\n", "99999999999",
-        "16777216", "0.5", "x", "\u{e9}",
+        "0",
+        "1",
+        "2",
+        "3",
+        "7",
+        "12",
+        "-1",
+        "1e3",
+        "nan",
+        "inf",
+        ",",
+        ",",
+        "#",
+        " ",
+        " ",
+        "\t",
+        "src",
+        "E",
+        "I",
+        "S",
+        "C",
+        "bytes",
+        "msgs",
+        "sent",
+        "\n",
+        "\n",
+        "\r\n",
+        "99999999999",
+        "16777216",
+        "0.5",
+        "x",
+        "\u{e9}",
     ];
     prop::collection::vec(prop::sample::select(WORDS), 0..40).prop_map(|v| v.concat())
 }
@@ -98,6 +127,25 @@ proptest! {
     fn costs_never_panic(text in "\\PC{0,60}") {
         if let Err(e) = Costs::from_json("c.json", &text) {
             one_line_naming(&e.to_string(), "c.json");
+        }
+    }
+
+    /// Class names and values from the file, with JSON escapes, stay on one
+    /// line in errors (parse and the check against the target's classes).
+    #[test]
+    fn costs_class_names(name in "[a-z0-9\n\t\"\\\\]{1,8}", lat in "(-1|0\\.5|\"x\"|null)", unknown: bool) {
+        let mut class = serde_json::json!({ "latency_us": serde_json::from_str::<serde_json::Value>(&lat).unwrap(), "bandwidth_gbs": 10 });
+        if unknown {
+            class[name.as_str()] = serde_json::json!(1);
+        }
+        let doc = serde_json::json!({ "classes": { name.clone(): class } });
+        match Costs::from_json("k.json", &doc.to_string()) {
+            Ok(c) => {
+                if let Err(e) = c.check_classes(&["l3".to_string()]) {
+                    one_line_naming(&e.to_string(), "k.json");
+                }
+            }
+            Err(e) => one_line_naming(&e.to_string(), "k.json"),
         }
     }
 
