@@ -20,7 +20,10 @@ fn one_line_naming(msg: &str, what: &str) {
 }
 
 fn machine() -> Machine {
-    load(&TopologySpec::Synthetic("pack:2 l3:1 l2:2 core:1 pu:2".into())).unwrap()
+    load(&TopologySpec::Synthetic(
+        "pack:2 l3:1 l2:2 core:1 pu:2".into(),
+    ))
+    .unwrap()
 }
 
 fn scratch(name: &str, text: &str) -> PathBuf {
@@ -32,17 +35,62 @@ fn scratch(name: &str, text: &str) -> PathBuf {
 }
 
 const SECTIONS: &[&str] = &[
-    "default", "l3", "smt", "machine", "numa", "l2", "cluster", "group1", "bogus", "\"x\\ny\"",
-    "l3.sub", "", "[l3]",
+    "default",
+    "l3",
+    "smt",
+    "machine",
+    "numa",
+    "l2",
+    "cluster",
+    "group1",
+    "bogus",
+    "\"x\\ny\"",
+    "l3.sub",
+    "",
+    "[l3]",
 ];
 const KEYS: &[&str] = &[
-    "inline_max", "eager_max", "fragment", "depth", "cma", "cma_threshold", "adaptive",
-    "cma_chunk", "copy", "nt_threshold", "buffer_owner", "bogus", "\"a\\nb\"",
+    "inline_max",
+    "eager_max",
+    "fragment",
+    "depth",
+    "cma",
+    "cma_threshold",
+    "adaptive",
+    "cma_chunk",
+    "copy",
+    "nt_threshold",
+    "buffer_owner",
+    "bogus",
+    "\"a\\nb\"",
 ];
 const VALUES: &[&str] = &[
-    "0", "1", "64", "4096", "32768", "65536", "131072", "8", "-1", "18446744073709551615",
-    "99999999999999999999", "1.5", "true", "false", "\"memcpy\"", "\"nontemporal\"",
-    "\"sender\"", "\"receiver\"", "\"x\"", "[]", "{}", "nan", "inf", "", "\"\"\"", "1970-01-01",
+    "0",
+    "1",
+    "64",
+    "4096",
+    "32768",
+    "65536",
+    "131072",
+    "8",
+    "-1",
+    "18446744073709551615",
+    "99999999999999999999",
+    "1.5",
+    "true",
+    "false",
+    "\"memcpy\"",
+    "\"nontemporal\"",
+    "\"sender\"",
+    "\"receiver\"",
+    "\"x\"",
+    "[]",
+    "{}",
+    "nan",
+    "inf",
+    "",
+    "\"\"\"",
+    "1970-01-01",
 ];
 
 /// A rules document built from the real section and key names (and a few
