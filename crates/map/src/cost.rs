@@ -54,7 +54,7 @@ pub struct Costs {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // informative fields written by `bench matrix`, checked for type only
 struct CostsFile {
-    classes: BTreeMap<String, ClassCost>,
+    classes: BTreeMap<String, ClassCostFile>,
     #[serde(default)]
     source: Option<String>,
     #[serde(default)]
@@ -63,6 +63,21 @@ struct CostsFile {
     fingerprint: Option<String>,
     #[serde(default)]
     size: Option<u64>,
+}
+
+/// One class as written in a file: a misspelled key (`"latency": 1`
+/// beside `latency_us`) is an error rather than silently ignored; the
+/// `*_source` notes `bench matrix` writes are informative.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // the sources are checked for type only
+struct ClassCostFile {
+    latency_us: f64,
+    bandwidth_gbs: f64,
+    #[serde(default)]
+    latency_source: Option<String>,
+    #[serde(default)]
+    bandwidth_source: Option<String>,
 }
 
 /// Documented defaults (docs/formats/costs-json.md): rough orders of
@@ -132,7 +147,17 @@ impl Costs {
             }
         }
         Ok(Costs {
-            classes: f.classes,
+            classes: f
+                .classes
+                .into_iter()
+                .map(|(k, c)| {
+                    let cost = ClassCost {
+                        latency_us: c.latency_us,
+                        bandwidth_gbs: c.bandwidth_gbs,
+                    };
+                    (k, cost)
+                })
+                .collect(),
             source: path.to_string(),
         })
     }
