@@ -34,13 +34,22 @@ fn manifest(root: &Path) -> Vec<Entry> {
         .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|(i, l)| {
             let f: Vec<&str> = l.split('\t').collect();
-            assert_eq!(f.len(), 3, "MANIFEST.tsv:{}: expected 3 tab-separated columns", i + 1);
+            assert_eq!(
+                f.len(),
+                3,
+                "MANIFEST.tsv:{}: expected 3 tab-separated columns",
+                i + 1
+            );
             assert!(
                 f[1].starts_with("topocomm ") && f[1].contains("{}"),
                 "MANIFEST.tsv:{}: the command must start with `topocomm` and hold {{}}",
                 i + 1
             );
-            assert!(!f[2].is_empty(), "MANIFEST.tsv:{}: empty expected text", i + 1);
+            assert!(
+                !f[2].is_empty(),
+                "MANIFEST.tsv:{}: empty expected text",
+                i + 1
+            );
             Entry {
                 file: f[0].to_string(),
                 command: f[1].to_string(),
@@ -123,7 +132,9 @@ fn check(root: &Path, e: &Entry) -> Result<Duration, String> {
     }
     let n = stderr.lines().count();
     if n > 3 {
-        return Err(format!("{n} lines on stderr, at most 3 expected: {stderr:?}"));
+        return Err(format!(
+            "{n} lines on stderr, at most 3 expected: {stderr:?}"
+        ));
     }
     Ok(took)
 }
@@ -133,7 +144,11 @@ fn every_malformed_file_fails_with_one_clear_line() {
     let root = repo_root();
     let entries = manifest(&root);
     let listed: BTreeSet<String> = entries.iter().map(|e| e.file.clone()).collect();
-    assert_eq!(listed.len(), entries.len(), "a file is listed twice in MANIFEST.tsv");
+    assert_eq!(
+        listed.len(),
+        entries.len(),
+        "a file is listed twice in MANIFEST.tsv"
+    );
     let files = corpus_files(&root);
     let unlisted: Vec<&String> = files.difference(&listed).collect();
     let missing: Vec<&String> = listed.difference(&files).collect();

@@ -296,6 +296,21 @@ pub fn matrix_text(cm: &ClassMatrix) -> String {
     out
 }
 
+/// `text` with its control characters escaped (`\n`, `\t`, `\u{0}`), for a
+/// value quoted inside a one-line error: names and strings read from files
+/// (a JSON key `"a\nb"`, a quoted TOML key) must not split the line.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,19 +337,4 @@ mod tests {
         assert!(summary(&m, &cm, false).contains("run with --tree"));
         assert!(matrix_text(&cm).starts_with("legend: 0=smt 1=l3 2=machine\n"));
     }
-}
-
-/// `text` with its control characters escaped (`\n`, `\t`, `\u{0}`), for a
-/// value quoted inside a one-line error: names and strings read from files
-/// (a JSON key `"a\nb"`, a quoted TOML key) must not split the line.
-pub fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

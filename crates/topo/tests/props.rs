@@ -221,7 +221,7 @@ proptest! {
                 match op {
                     1 => format!("{}{}{}", &text[..at], value, &rest[len..]),
                     2 => format!("{}{}", &text[..at], &rest[len..]).replacen(": ,", ": 0,", 1),
-                    _ => format!("{}{}{}", &text[..at], &rest[..len], &rest[..]),
+                    _ => format!("{}{}{}", &text[..at], &rest[..len], rest),
                 }
             }
         };
