@@ -8,6 +8,7 @@ use crate::matrix::CommMatrix;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use topocomm_topo::text::one_line;
 
 /// Latency and bandwidth of one locality class.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,7 +54,7 @@ pub struct Costs {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // informative fields written by `bench matrix`, checked for type only
 struct CostsFile {
-    classes: BTreeMap<String, ClassCost>,
+    classes: BTreeMap<String, ClassCostFile>,
     #[serde(default)]
     source: Option<String>,
     #[serde(default)]
@@ -62,6 +63,21 @@ struct CostsFile {
     fingerprint: Option<String>,
     #[serde(default)]
     size: Option<u64>,
+}
+
+/// One class as written in a file: a misspelled key (`"latency": 1`
+/// beside `latency_us`) is an error rather than silently ignored; the
+/// `*_source` notes `bench matrix` writes are informative.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // the sources are checked for type only
+struct ClassCostFile {
+    latency_us: f64,
+    bandwidth_gbs: f64,
+    #[serde(default)]
+    latency_source: Option<String>,
+    #[serde(default)]
+    bandwidth_source: Option<String>,
 }
 
 /// Documented defaults (docs/formats/costs-json.md): rough orders of
@@ -113,9 +129,12 @@ impl Costs {
     }
 
     pub fn from_json(path: &str, text: &str) -> Result<Self, MapError> {
+        // Names from the file are escaped (`one_line`): a key holding "\n"
+        // must not split the error line.
         let f: CostsFile = serde_json::from_str(text)
-            .map_err(|e| MapError::syntax(path, e.line(), e.column(), format!("{e} (expected {{\"classes\": {{\"l3\": {{\"latency_us\": 0.3, \"bandwidth_gbs\": 15}}, ...}}}})")))?;
+            .map_err(|e| MapError::syntax(path, e.line(), e.column(), format!("{} (expected {{\"classes\": {{\"l3\": {{\"latency_us\": 0.3, \"bandwidth_gbs\": 15}}, ...}}}})", one_line(&e.to_string()))))?;
         for (name, c) in &f.classes {
+            let name = one_line(name);
             if !(c.latency_us.is_finite() && c.latency_us >= 0.0) {
                 return Err(MapError::Invalid(format!(
                     "{path}: classes.{name}.latency_us must be a non-negative number"
@@ -128,7 +147,17 @@ impl Costs {
             }
         }
         Ok(Costs {
-            classes: f.classes,
+            classes: f
+                .classes
+                .into_iter()
+                .map(|(k, c)| {
+                    let cost = ClassCost {
+                        latency_us: c.latency_us,
+                        bandwidth_gbs: c.bandwidth_gbs,
+                    };
+                    (k, cost)
+                })
+                .collect(),
             source: path.to_string(),
         })
     }
@@ -147,8 +176,9 @@ impl Costs {
             if !(present.contains(name) || topocomm_topo::is_known_class_name(name) || switch(name))
             {
                 return Err(MapError::Invalid(format!(
-                    "{}: classes.{name}: no such locality class on this target (its classes: {})",
+                    "{}: classes.{}: no such locality class on this target (its classes: {})",
                     self.source,
+                    one_line(name),
                     present.join(", ")
                 )));
             }

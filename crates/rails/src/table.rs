@@ -14,6 +14,7 @@ use crate::locality::Distance;
 use crate::weights::default_factor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use topocomm_topo::text::one_line;
 
 pub const TABLE_SCHEMA: &str = "topocomm.rails-table/1";
 
@@ -60,15 +61,19 @@ impl RailTable {
             line: e.line(),
             column: e.column(),
             // serde_json appends " at line L column C": already in front.
-            reason: e
-                .to_string()
-                .rsplit_once(" at line ")
-                .map_or_else(|| e.to_string(), |(r, _)| r.to_string()),
+            // One line even when it quotes a key holding "\n".
+            reason: one_line(
+                e.to_string()
+                    .rsplit_once(" at line ")
+                    .map_or_else(|| e.to_string(), |(r, _)| r.to_string())
+                    .as_str(),
+            ),
         })?;
+        // Names and values come from the file: escaped to keep one line.
         let field = |field: String, reason: String| RailsError::TableField {
             path: path.into(),
-            field,
-            reason,
+            field: one_line(&field),
+            reason: one_line(&reason),
         };
         if f.schema != TABLE_SCHEMA {
             return Err(field(
@@ -109,7 +114,7 @@ impl RailTable {
             if !nics.iter().any(|r| r.answers_to(key)) {
                 return Err(RailsError::TableField {
                     path: self.path.clone(),
-                    field: format!("rails.{key}"),
+                    field: format!("rails.{}", one_line(key)),
                     reason: format!(
                         "not a network rail of this machine (rails: {})",
                         if names.is_empty() {

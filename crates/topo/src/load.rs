@@ -179,9 +179,20 @@ fn read_file(path: &Path) -> Result<String, TopoError> {
             _ => e.to_string(),
         },
     })?;
-    String::from_utf8(bytes).map_err(|_| TopoError::BadXml {
-        path: path.display().to_string(),
-        reason: "the file is not UTF-8 text".into(),
+    let json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    String::from_utf8(bytes).map_err(|_| {
+        let (path, reason) = (
+            path.display().to_string(),
+            "the file is not UTF-8 text".into(),
+        );
+        // Named as what it was read as: a machine JSON is not "hwloc XML".
+        if json {
+            TopoError::BadJson { path, reason }
+        } else {
+            TopoError::BadXml { path, reason }
+        }
     })
 }
 

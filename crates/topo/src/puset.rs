@@ -9,6 +9,10 @@ use std::fmt;
 pub struct PuSet(Vec<u32>);
 
 impl PuSet {
+    /// The most indexes a parsed list may hold (as many leaves as the
+    /// largest synthetic topology accepted).
+    pub const MAX_LEN: usize = 1 << 20;
+
     /// Builds a set from any iterator of indexes (sorted and deduplicated here).
     pub fn from_indexes(indexes: impl IntoIterator<Item = u32>) -> Self {
         let mut v: Vec<u32> = indexes.into_iter().collect();
@@ -35,8 +39,11 @@ impl PuSet {
     }
 
     /// Parses the list syntax (`0-3,8`); whitespace around items is allowed.
+    /// At most [`PuSet::MAX_LEN`] indexes: the set is a vector of every index,
+    /// so `0-4294967295` would otherwise allocate 16 GiB before anything
+    /// could look at it.
     pub fn parse_list(text: &str) -> Result<Self, String> {
-        let mut out = Vec::new();
+        let mut out: Vec<u32> = Vec::new();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             match item.split_once('-') {
                 Some((a, b)) => {
@@ -50,6 +57,13 @@ impl PuSet {
                         .map_err(|_| format!("'{item}' is not a range like 0-3"))?;
                     if b < a {
                         return Err(format!("range '{item}' goes backwards"));
+                    }
+                    let width = u64::from(b) - u64::from(a) + 1;
+                    if out.len() as u64 + width > Self::MAX_LEN as u64 {
+                        return Err(format!(
+                            "range '{item}' makes the list longer than {} PUs",
+                            Self::MAX_LEN
+                        ));
                     }
                     out.extend(a..=b);
                 }

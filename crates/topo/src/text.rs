@@ -296,6 +296,21 @@ pub fn matrix_text(cm: &ClassMatrix) -> String {
     out
 }
 
+/// `text` with its control characters escaped (`\n`, `\t`, `\u{0}`), for a
+/// value quoted inside a one-line error: names and strings read from files
+/// (a JSON key `"a\nb"`, a quoted TOML key) must not split the line.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,7 +180,8 @@ pub fn load(dir: &Path, key: &Key, m: &Machine) -> Result<Option<Cached>, String
         return Err(format!(
             "{}: format '{}', expected '{FORMAT}'",
             path.display(),
-            entry.format
+            // Escaped: a "\n" in the file must not split the error line.
+            entry.format.escape_debug()
         ));
     }
     if entry.key != *key {

@@ -334,6 +334,12 @@ fn field_at(text: &str, off: usize) -> Option<String> {
     })
 }
 
+/// A section or key name as it goes into a one-line error: a quoted TOML
+/// key may hold a newline (`"a\nb" = 1`), shown escaped as it was written.
+fn shown(name: &str) -> String {
+    topocomm_topo::text::one_line(name)
+}
+
 fn line_of_offset(text: &str, off: usize) -> usize {
     text[..off.min(text.len())].matches('\n').count() + 1
 }
@@ -380,6 +386,7 @@ impl Rules {
         })?;
         let mut sections: BTreeMap<String, ParamsFile> = BTreeMap::new();
         for (name, value) in table {
+            let name_shown = shown(&name);
             let at = |key: Option<&str>| {
                 locate(text, &name, key)
                     .map(|l| format!("line {l}: "))
@@ -387,13 +394,13 @@ impl Rules {
             };
             if name != "default" && !known_class(&name) {
                 return Err(format!(
-                    "{file}: {}unknown locality class [{name}] (expected default, self, smt, l1..l5, numa, die, package, machine, network, groupN or cluster)",
+                    "{file}: {}unknown locality class [{name_shown}] (expected default, self, smt, l1..l5, numa, die, package, machine, network, groupN or cluster)",
                     at(None)
                 ));
             }
             let toml::Value::Table(t) = value else {
                 return Err(format!(
-                    "{file}: {}'{name}' must be a table like [{name}] with parameter keys",
+                    "{file}: {}'{name_shown}' must be a table like [{name_shown}] with parameter keys",
                     at(None)
                 ));
             };
@@ -404,8 +411,9 @@ impl Rules {
                 toml::Value::Table(one).try_into::<ParamsFile>().map_err(
                     |e: toml::de::Error| {
                         format!(
-                            "{file}: {}[{name}] {k}: {}",
+                            "{file}: {}[{name_shown}] {}: {}",
                             at(Some(k)),
+                            shown(k),
                             e.message().trim().replace('\n', " ")
                         )
                     },
@@ -415,7 +423,10 @@ impl Rules {
                 toml::Value::Table(t)
                     .try_into()
                     .map_err(|e: toml::de::Error| {
-                        format!("{file}: [{name}]: {}", e.message().trim())
+                        format!(
+                            "{file}: [{name_shown}]: {}",
+                            e.message().trim().replace('\n', " ")
+                        )
                     })?;
             sections.insert(name, parsed);
         }
