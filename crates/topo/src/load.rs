@@ -81,7 +81,7 @@ pub fn load(spec: &TopologySpec) -> Result<Machine, TopoError> {
         TopologySpec::Xml(path) => {
             let text = read_file(path)?;
             let shown = path.display().to_string();
-            check_hwloc_xml(&shown, &text)?;
+            let described = check_hwloc_xml(&shown, &text)?;
             let input = format!("topology file '{shown}'");
             let topo = builder(&input)?
                 .from_xml(&text)
@@ -97,7 +97,27 @@ pub fn load(spec: &TopologySpec) -> Result<Machine, TopoError> {
                         errno_text(&e.to_string())
                     ),
                 })?;
-            Ok(convert(&topo, Origin::Xml { path: shown }))
+            let m = convert(
+                &topo,
+                Origin::Xml {
+                    path: shown.clone(),
+                },
+            );
+            // hwloc checks these invariants only in debug builds, where a
+            // violation abort()s the process; a release build loads the
+            // file as it is and the model would silently be wrong.
+            let bad = |reason: String| TopoError::BadXml {
+                path: shown.clone(),
+                reason,
+            };
+            check_sets(&m).map_err(bad)?;
+            if m.pus.len() != described {
+                return Err(bad(format!(
+                    "it describes {described} PU objects but hwloc kept {}: the cpusets of the others contradict their ancestors' (hwloc drops such PUs without a word)",
+                    m.pus.len()
+                )));
+            }
+            Ok(m)
         }
         TopologySpec::Synthetic(desc) => {
             check_synthetic(desc)?;
@@ -215,6 +235,9 @@ fn errno_text(s: &str) -> String {
         .split_once("description: Some(\"")
         .and_then(|(_, r)| r.split_once('"'))
         .map(|(d, _)| d);
+    if s.contains("errno None") {
+        return "hwloc gave no reason".into();
+    }
     match (code, desc) {
         (Some(c), Some(d)) => format!("errno {c}, {d}"),
         (Some(c), None) => format!("errno {c}"),
@@ -310,6 +333,7 @@ fn validate(m: &Machine) -> Result<(), String> {
             return Err(format!("pus[{i}].object does not point to a PU object"));
         }
     }
+    check_sets(m)?;
     for (i, d) in m.devices.iter().enumerate() {
         if d.local_object >= n {
             return Err(format!("devices[{i}].local_object is out of range"));
@@ -318,6 +342,49 @@ fn validate(m: &Machine) -> Result<(), String> {
     for (i, nn) in m.numa_nodes.iter().enumerate() {
         if nn.attached_to >= n {
             return Err(format!("numa_nodes[{i}].attached_to is out of range"));
+        }
+    }
+    Ok(())
+}
+
+/// The tree's PU sets are consistent: at least one PU, every PU object
+/// holds exactly its own PU, once, and every object's PUs are among its
+/// parent's. The first violation, in words naming the objects.
+fn check_sets(m: &Machine) -> Result<(), String> {
+    if m.pus.is_empty() {
+        return Err("it has no PU objects".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, o) in m.objects.iter().enumerate() {
+        if o.kind == ObjectKind::Pu {
+            let own = o
+                .os_index
+                .and_then(|x| (o.cpuset.indexes() == [x]).then_some(x));
+            let Some(x) = own else {
+                return Err(format!(
+                    "PU object {} has cpuset {{{}}}, expected its own index only",
+                    o.label(),
+                    o.cpuset
+                ));
+            };
+            if !seen.insert(x) {
+                return Err(format!("PU P#{x} appears twice"));
+            }
+        }
+        if let Some(p) = o.parent {
+            let parent = &m.objects[p];
+            if let Some(&x) = o
+                .cpuset
+                .indexes()
+                .iter()
+                .find(|&&x| !parent.cpuset.contains(x))
+            {
+                return Err(format!(
+                    "object {} (objects[{i}]) holds PU P#{x}, which its parent {} does not hold",
+                    o.label(),
+                    parent.label()
+                ));
+            }
         }
     }
     Ok(())

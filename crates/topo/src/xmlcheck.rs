@@ -10,8 +10,11 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 
 /// Checks that `text` (the content of `path`) is a complete, well-formed
-/// hwloc XML topology of a version hwloc 2.x can read.
-pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
+/// hwloc XML topology of a version hwloc 2.x can read. Returns the number
+/// of PU objects it describes within the root's `allowed_cpuset` (hwloc
+/// keeps those, and drops PUs whose cpusets contradict their ancestors'
+/// without a word; the caller compares).
+pub fn check_hwloc_xml(path: &str, text: &str) -> Result<usize, TopoError> {
     // One line, whatever the parser quotes of the file.
     let bad = |reason: String| TopoError::BadXml {
         path: path.to_string(),
@@ -31,6 +34,10 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
     let mut open: Vec<String> = Vec::new();
     let mut saw_root = false;
     let mut saw_object = false;
+    let mut pus = 0;
+    let mut numa = 0;
+    // The root object's allowed_cpuset (None: every PU allowed).
+    let mut allowed: Option<Option<Bitmap>> = None;
     loop {
         let pos = reader.buffer_position();
         let event = match reader.read_event() {
@@ -46,7 +53,26 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
         };
         match event {
             Event::Start(ref e) | Event::Empty(ref e) if saw_root => {
-                saw_object |= e.name().as_ref() == b"object";
+                if e.name().as_ref() == b"object" {
+                    saw_object = true;
+                    let attr = |name: &str| {
+                        e.try_get_attribute(name)
+                            .ok()
+                            .flatten()
+                            .map(|a| String::from_utf8_lossy(&a.value).into_owned())
+                    };
+                    let root_allowed = allowed.get_or_insert_with(|| {
+                        attr("allowed_cpuset").and_then(|t| Bitmap::parse(&t))
+                    });
+                    numa += usize::from(attr("type").as_deref() == Some("NUMANode"));
+                    if attr("type").as_deref() == Some("PU") {
+                        let index = attr("os_index").and_then(|i| i.parse::<u32>().ok());
+                        pus += usize::from(match (root_allowed, index) {
+                            (Some(b), Some(i)) => b.contains(i),
+                            _ => true,
+                        });
+                    }
+                }
                 if matches!(event, Event::Start(_)) {
                     open.push(String::from_utf8_lossy(e.name().as_ref()).into_owned());
                 }
@@ -84,7 +110,53 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<(), TopoError> {
             "<topology> holds no <object> (hwloc needs at least the Machine object)".into(),
         ));
     }
-    Ok(())
+    // hwloc's own messages for these two are an abort notice on stderr and
+    // no errno.
+    if pus == 0 {
+        return Err(bad(
+            "it describes no PU object within the allowed cpuset (a topology needs at least one)"
+                .into(),
+        ));
+    }
+    if numa == 0 {
+        return Err(bad(
+            "it has no NUMANode object (hwloc 2 topologies attach memory to at least one)".into(),
+        ));
+    }
+    Ok(pus)
+}
+
+/// An hwloc bitmap as XML writes it: comma-separated 32-bit hex words, most
+/// significant first (`0xffffffff,0x0000ffff`); a leading `0xf...f` word
+/// sets every bit above the others.
+struct Bitmap {
+    /// Least significant word first.
+    words: Vec<u32>,
+    infinite: bool,
+}
+
+impl Bitmap {
+    fn parse(text: &str) -> Option<Bitmap> {
+        let mut words = Vec::new();
+        let mut infinite = false;
+        for (k, part) in text.trim().split(',').enumerate() {
+            let hex = part.trim().strip_prefix("0x")?;
+            if hex == "f...f" && k == 0 {
+                infinite = true;
+                continue;
+            }
+            words.push(u32::from_str_radix(hex, 16).ok()?);
+        }
+        words.reverse();
+        Some(Bitmap { words, infinite })
+    }
+
+    fn contains(&self, i: u32) -> bool {
+        match self.words.get((i / 32) as usize) {
+            Some(w) => w >> (i % 32) & 1 == 1,
+            None => self.infinite,
+        }
+    }
 }
 
 /// The root must be `<topology>`, of a format version below 3.
@@ -120,8 +192,7 @@ fn check_root(path: &str, e: &quick_xml::events::BytesStart<'_>) -> Result<(), T
 mod tests {
     use super::*;
 
-    const GOOD: &str =
-        r#"<?xml version="1.0"?><topology version="2.0"><object type="Machine"/></topology>"#;
+    const GOOD: &str = r#"<?xml version="1.0"?><topology version="2.0"><object type="Machine"><object type="NUMANode"/><object type="PU" os_index="0"/></object></topology>"#;
 
     #[test]
     fn accepts_complete_v2() {
@@ -162,5 +233,34 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("<html>"));
+    }
+
+    #[test]
+    fn hwloc_bitmaps_parse_as_hwloc_writes_them() {
+        let b = Bitmap::parse("0xffffffff,0x0000ffff").unwrap();
+        assert!(b.contains(0) && b.contains(15) && !b.contains(16) && b.contains(32));
+        assert!(b.contains(63) && !b.contains(64));
+        let inf = Bitmap::parse("0xf...f,0x00000001").unwrap();
+        assert!(inf.contains(0) && !inf.contains(1) && inf.contains(32) && inf.contains(4000));
+        assert!(Bitmap::parse("0xzz").is_none() && Bitmap::parse("ff").is_none());
+    }
+
+    #[test]
+    fn counts_the_allowed_pu_objects() {
+        let t = r#"<topology version="2.0"><object type="Machine" allowed_cpuset="0x00000005">
+            <object type="PU" os_index="0"/><object type="PU" os_index="1"/>
+            <object type="PU" os_index="2"/></object></topology>"#;
+        let e = check_hwloc_xml("t.xml", t).unwrap_err().to_string();
+        assert!(e.contains("no NUMANode"), "{e}");
+        let t = t.replace(
+            "<object type=\"PU\" os_index=\"0\"/>",
+            "<object type=\"NUMANode\"/><object type=\"PU\" os_index=\"0\"/>",
+        );
+        assert_eq!(check_hwloc_xml("t.xml", &t).unwrap(), 2);
+        let machine_only = r#"<topology version="2.0"><object type="Machine"><object type="NUMANode"/></object></topology>"#;
+        let e = check_hwloc_xml("t.xml", machine_only)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no PU object"), "{e}");
     }
 }

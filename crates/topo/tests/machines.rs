@@ -322,7 +322,7 @@ fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
 fn content_hwloc_rejects_is_one_readable_line() {
     let f = temp_file(
         "bad-cpuset.xml",
-        "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"zz\n0x1\"/>\n</topology>\n",
+        "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"zz\n0x1\">\n<object type=\"NUMANode\" os_index=\"0\"/>\n<object type=\"PU\" os_index=\"0\" cpuset=\"0x1\"/>\n</object>\n</topology>\n",
     );
     let spec = f.to_str().unwrap().to_string();
     let e = load(&spec.parse().unwrap()).unwrap_err().to_string();
