@@ -36,7 +36,8 @@ Acceptance checks, printed as PASS/FAIL per MPI:
   remote-path overhead   split/plain latency ratio at 8 B <= 1.03
 
 With --bench std_coll the program is mpi/bench/std_coll.c (barrier, bcast,
-reduce, allreduce latency in us on all --np ranks; docs/collectives.md) and
+reduce, allreduce latency in us on all --np ranks by default; gather, scatter,
+allgather, alltoall with --tests; docs/collectives.md) and
 the checks are issue 16's: 8 B allreduce and barrier <= 0.5x plain (also
 shown against the better MPI's plain median) and never slower from 8 B to
 16 MiB.
@@ -63,11 +64,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = ("latency", "bw", "bibw", "msgrate", "barrier", "bcast", "reduce", "allreduce")
+COLL_TESTS = ("barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall")
+TESTS = ("latency", "bw", "bibw", "msgrate") + COLL_TESTS
 UNITS = {"latency": "us", "bw": "GB/s", "bibw": "GB/s", "msgrate": "Mmsg/s",
-         "barrier": "us", "bcast": "us", "reduce": "us", "allreduce": "us"}
+         **{t: "us" for t in COLL_TESTS}}
 LOWER_BETTER = {"latency": True, "bw": False, "bibw": False, "msgrate": False,
-                "barrier": True, "bcast": True, "reduce": True, "allreduce": True}
+                **{t: True for t in COLL_TESTS}}
 # The benchmark programs (mpi/bench/<name>.c) and their default tests and sizes.
 BENCHES = {"std_p2p": ("latency,bw,bibw,msgrate", "1:16M"),
            "std_coll": ("barrier,bcast,reduce,allreduce", "4:16M")}

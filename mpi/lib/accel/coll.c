@@ -649,7 +649,11 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         }
         char *a = (char *)area.data;
         int terr = 0;
-        for (int i = 0; i < g.n && terr == 0; i++)
+        /* Small blocks are taken in member order by the latency path once
+         * the root's own block is in place (below); large ones are posted
+         * first so that every rendezvous can start at once. */
+        int small = blk <= XFER_EAGER;
+        for (int i = 0; i < g.n && terr == 0 && !small; i++)
             if (i != me) terr = post_recv(&g, &q, a + (size_t)i * blk, blk, i, T_GATHER);
         if (sbuf != MPI_IN_PLACE) {
             err = acc_pack(sbuf, scount, stype, comm, &m);
@@ -666,6 +670,8 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
                 free(m.tmp);
             }
         }
+        for (int i = 0; i < g.n && terr == 0 && small; i++)
+            if (i != me) terr = recv_from(&g, a + (size_t)i * blk, blk, i, T_GATHER);
         int werr = reqs_wait(&q);
         if (terr == 0) terr = werr;
         if (err == MPI_SUCCESS) err = tc_err(terr);
@@ -737,6 +743,23 @@ static int exchange(const struct grp *g, const char *send, int per_dest, char *a
     int rc = reqs_init(&q, 2 * g->n);
     if (rc != MPI_SUCCESS) return rc;
     int terr = 0;
+    if (blk <= XFER_EAGER) {
+        /* Small blocks: every send completes when posted (a cell or an
+         * eager slot) unless the channel is full, and the receives take the
+         * transport's latency path (a message already there needs no
+         * posted request): sends first, then the receives in order, then
+         * whatever send had to wait for room (receiving progresses it). */
+        for (int k = 1; k < g->n && terr == 0; k++) {
+            int dst = (g->me + k) % g->n;
+            terr = post_send(g, &q, send + (per_dest ? (size_t)dst * blk : 0), blk, dst, tag);
+        }
+        for (int k = 1; k < g->n && terr == 0; k++) {
+            int src = (g->me - k + g->n) % g->n;
+            terr = recv_from(g, area + (size_t)src * blk, blk, src, tag);
+        }
+        int werr = reqs_wait(&q);
+        return tc_err(terr ? terr : werr);
+    }
     for (int k = 1; k < g->n && terr == 0; k++) {
         int src = (g->me - k + g->n) % g->n;
         terr = post_recv(g, &q, area + (size_t)src * blk, blk, src, tag);
