@@ -254,8 +254,9 @@ fn collectives_run_over_the_transport_in_rank_order() {
     for imp in mpi_impls() {
         build_mpi(imp, &["libtopocomm-accel.so"]);
         let exe = check_program(imp, "coll", "coll").display().to_string();
-        // 3 ranks (the reduce + broadcast path) and 4 (recursive doubling).
-        for np in [3, 4] {
+        // 2 ranks (one per CPU on the 2-CPU CI machine), 3 (the reduce +
+        // broadcast path) and 4 (recursive doubling).
+        for np in [2, 3, 4] {
             let launch = mpirun(imp, np, &[&exe]);
             plain_verdict(&launch, "accel_coll: ok", &format!("{imp} coll, plain"));
             let runs = [
@@ -266,6 +267,9 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 ("3", "1", "1"),
             ];
             for (nodes, hier, lanes) in runs {
+                if nodes.parse::<usize>().unwrap() > np {
+                    continue;
+                }
                 let env = [
                     ("TOPOCOMM_ACCEL_COLL_HIER", hier),
                     ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
@@ -282,11 +286,21 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     // Every collective of the program on every rank; the
                     // small ones through the lanes when turned on (the
                     // 1000-double ones and the 70 communicators beyond the
-                    // 63 lanes through messages).
+                    // 63 lanes through messages). Under Open MPI with more
+                    // ranks than CPUs, gather, scatter, allgather and
+                    // alltoall are left to Open MPI (docs/collectives.md).
+                    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+                    let left = imp == "openmpi" && np > cpus;
                     assert!(
-                        c.iter().all(|v| v.0 > 300 && v.2 == 0),
+                        c.iter().all(|v| v.0 > 300 && (v.2 == 0 || left)),
                         "{what}: all through the transport:\n{t}"
                     );
+                    if left {
+                        assert!(
+                            c.iter().all(|v| v.2 > 0),
+                            "{what}: blocks to Open MPI:\n{t}"
+                        );
+                    }
                     let small = |v: &(u64, u64, u64)| {
                         if lanes == "1" {
                             v.1 > 200 && v.1 + 100 < v.0
