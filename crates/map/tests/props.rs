@@ -9,11 +9,9 @@ use topocomm_map::output::{parse_perm, perm, Format};
 use topocomm_map::parse::{parse_csv, parse_mat, parse_prof, read_inputs};
 use topocomm_map::{CommMatrix, Costs, Metric, Slot, Strategy as MapStrategy};
 
-/// The error is one line and names `what` (the file or the value given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::{mutate, one_line_naming};
 
 /// Lines made of the tokens the formats use, so that cases get past the
 /// first field often.
@@ -54,29 +52,6 @@ fn line_soup() -> impl Strategy<Value = String> {
         "\u{e9}",
     ];
     prop::collection::vec(prop::sample::select(WORDS), 0..40).prop_map(|v| v.concat())
-}
-
-/// A cut, a replaced byte range or a duplicated line of a valid text.
-fn mutate(text: &str, op: u8, at: usize, with: &str) -> String {
-    let mut at = at % (text.len() + 1);
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    match op {
-        0 => text[..at].to_string(),
-        1 => {
-            let mut end = (at + 3).min(text.len());
-            while !text.is_char_boundary(end) {
-                end += 1;
-            }
-            format!("{}{}{}", &text[..at], with, &text[end..])
-        }
-        _ => {
-            let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-            let end = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
-            format!("{}{}", &text[..end], &text[start..end])
-        }
-    }
 }
 
 fn scratch(name: &str, text: &str) -> PathBuf {
@@ -150,7 +125,7 @@ proptest! {
     }
 
     #[test]
-    fn valid_files_mutated(op in 0u8..3, at: usize, with in "(,|-1|x|\n|#|nan| |9{12}|\"|\\}|null)") {
+    fn valid_files_mutated(op in 0u8..5, at: usize, with in "(,|-1|x|\n|#|nan| |9{12}|\"|\\}|null)") {
         for (name, good) in [("m.csv", CSV), ("m.mat", MAT), ("m.prof", PROF), ("c.json", COSTS), ("p.txt", "0 1\n0 3\n")] {
             let text = mutate(good, op, at, &with);
             let r = match name {

@@ -16,11 +16,9 @@ use topocomm_measure::timer::TimerInfo;
 use topocomm_measure::{charact, SampleLine};
 use topocomm_topo::{load, TopologySpec};
 
-/// The error is one line and names `what` (the file, argument or text given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::{mutate, one_line_naming};
 
 const WORDS: &[&str] = &[
     "0",
@@ -83,24 +81,6 @@ fn sample_line() -> impl Strategy<Value = SampleLine> {
         })
 }
 
-fn mutate(text: &str, op: u8, at: usize, with: &str) -> String {
-    let mut at = at % (text.len() + 1);
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    match op {
-        0 => text[..at].to_string(),
-        1 => {
-            let mut end = (at + 4).min(text.len());
-            while !text.is_char_boundary(end) {
-                end += 1;
-            }
-            format!("{}{}{}", &text[..at], with, &text[end..])
-        }
-        _ => format!("{}{}", &text[..at], &text[at..].replacen(',', ",,", 1)),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -124,7 +104,7 @@ proptest! {
 
     /// A valid sample line cut, with a few bytes replaced, or a comma doubled.
     #[test]
-    fn sample_lines_mutated(l in sample_line(), op in 0u8..3, at: usize, with in "(-1|\\[\\]|null|\"|\\}|1e999|,)") {
+    fn sample_lines_mutated(l in sample_line(), op in 0u8..5, at: usize, with in "(-1|\\[\\]|null|\"|\\}|1e999|,)") {
         let text = mutate(&serde_json::to_string(&l).unwrap(), op, at, &with);
         if let Err(e) = SampleLine::parse_all(&text, "mpich job") {
             one_line_naming(&e.to_string(), "mpich job: line 1");
@@ -248,7 +228,7 @@ proptest! {
     /// bytes replaced or a comma doubled loads or fails naming the file;
     /// what loads gives class statistics and costs without a panic.
     #[test]
-    fn resume_file_mutated(op in 0u8..3, at: usize, with in "(-1|\\[\\]|null|\"|\\}|1e999|,|0|\"x\")") {
+    fn resume_file_mutated(op in 0u8..5, at: usize, with in "(-1|\\[\\]|null|\"|\\}|1e999|,|0|\"x\")") {
         let (m, params, text) = resume_file();
         let text = mutate(&text, op, at, &with);
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("measure-props");

@@ -6,11 +6,9 @@ use proptest::prelude::*;
 use topocomm_model::choice::parse_sizes;
 use topocomm_model::tune::SearchMode;
 
-/// The error is one line and names `what` (the option or value given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::one_line_naming;
 
 const WORDS: &[&str] = &[
     "0",

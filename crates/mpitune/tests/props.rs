@@ -14,11 +14,9 @@ use topocomm_mpitune::session::parse_mpi;
 use topocomm_mpitune::space::Layer;
 use topocomm_mpitune::verify::parse_cvars;
 
-/// The error is one line and names `what` (the file, line or value given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::one_line_naming;
 
 const WORDS: &[&str] = &[
     "btl_vader_eager_limit",

@@ -6,11 +6,9 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use topocomm_rails::{ClassRates, RailTable, TABLE_SCHEMA};
 
-/// The error is one line and names `what` (the file given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::one_line_naming;
 
 const GOOD: &str = r#"{ "schema": "topocomm.rails-table/1", "note": "measured",
   "rails": { "mlx5_0": { "local": 11.8, "package": 9.2, "remote": 9.1 },

@@ -10,11 +10,9 @@ use topocomm_topo::{
     check_hwloc_xml, load, parse_pair, ClassMatrix, LocalityClass, PuSet, TopologySpec, TreeView,
 };
 
-/// The error is one line and names `what` (the file, argument or text given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::one_line_naming;
 
 /// A scratch file under the target folder, one per test case name.
 fn scratch(name: &str, bytes: &[u8]) -> PathBuf {

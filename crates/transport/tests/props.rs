@@ -13,11 +13,9 @@ use topocomm_transport::launch::{read_map, Bind};
 use topocomm_transport::worker::p2p_spec;
 use topocomm_transport::{parse_timeout, Rules};
 
-/// The error is one line and names `what` (the file, option or value given).
-fn one_line_naming(msg: &str, what: &str) {
-    assert!(!msg.contains('\n'), "error spans lines: {msg:?}");
-    assert!(msg.contains(what), "error does not name {what:?}: {msg}");
-}
+#[path = "../../../tests/common/props_support.rs"]
+mod support;
+use support::{mutate, one_line_naming};
 
 fn machine() -> Machine {
     load(&TopologySpec::Synthetic(
@@ -119,35 +117,6 @@ fn rules_doc() -> impl Strategy<Value = String> {
     })
 }
 
-fn mutate(text: &str, op: u8, at: usize, with: &str) -> String {
-    let mut at = at % (text.len() + 1);
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    match op {
-        0 => text[..at].to_string(),
-        1 => {
-            let mut end = (at + 4).min(text.len());
-            while !text.is_char_boundary(end) {
-                end += 1;
-            }
-            format!("{}{}{}", &text[..at], with, &text[end..])
-        }
-        2 => {
-            // Delete the line holding `at`.
-            let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-            let end = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
-            format!("{}{}", &text[..start], &text[end..])
-        }
-        _ => {
-            // Duplicate it.
-            let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-            let end = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
-            format!("{}{}", &text[..end], &text[start..end])
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -181,7 +150,7 @@ proptest! {
     /// The built-in rules written out, then cut, with a few bytes replaced,
     /// or a line deleted or duplicated.
     #[test]
-    fn rules_mutated(op in 0u8..4, at: usize, with in "(-1|\"|\\[|\\]|=|\n|99999999999999999999|x|true|\\{)") {
+    fn rules_mutated(op in 0u8..5, at: usize, with in "(-1|\"|\\[|\\]|=|\n|99999999999999999999|x|true|\\{)") {
         let m = machine();
         let text = mutate(&Rules::builtin(&m).to_toml(), op, at, &with);
         if let Err(e) = Rules::from_toml(Path::new("cut.toml"), &text, &m) {
@@ -250,7 +219,7 @@ proptest! {
     /// A rules cache entry of this machine, cut or with bytes replaced:
     /// Ok(Some) with rules that validate, or one line naming the entry.
     #[test]
-    fn cache_entries(op in 0u8..4, at: usize, with in "(-1|\"|\\[|\\]|null|\\\\n|x|1e999|\\{|,)") {
+    fn cache_entries(op in 0u8..5, at: usize, with in "(-1|\"|\\[|\\]|null|\\\\n|x|1e999|\\{|,)") {
         let m = machine();
         let key = Key::of(&m);
         let entry = Entry::new(key.clone(), 2.5, vec!["l3".into()], "[l3]\ndepth = 4\n".into());
