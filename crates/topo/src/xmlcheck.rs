@@ -36,6 +36,7 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<usize, TopoError> {
     let mut saw_object = false;
     let mut pus = 0;
     let mut numa = 0;
+    let mut objects = 0;
     // The root object's allowed_cpuset (None: every PU allowed).
     let mut allowed: Option<Option<Bitmap>> = None;
     loop {
@@ -61,6 +62,9 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<usize, TopoError> {
                             .flatten()
                             .map(|a| String::from_utf8_lossy(&a.value).into_owned())
                     };
+                    objects += 1;
+                    check_attributes(e, objects, attr("type").as_deref().unwrap_or("?"))
+                        .map_err(bad)?;
                     let root_allowed = allowed.get_or_insert_with(|| {
                         attr("allowed_cpuset").and_then(|t| Bitmap::parse(&t))
                     });
@@ -126,8 +130,40 @@ pub fn check_hwloc_xml(path: &str, text: &str) -> Result<usize, TopoError> {
     Ok(pus)
 }
 
+/// The attributes hwloc reads as numbers of an `<object>` (the `k`-th, of
+/// type `kind`): bitmaps and the OS index are checked here, since hwloc
+/// takes a malformed value as an empty set or zero without a word, and
+/// every value must unescape (an undefined `&entity;` is kept verbatim).
+fn check_attributes(
+    e: &quick_xml::events::BytesStart<'_>,
+    k: usize,
+    kind: &str,
+) -> Result<(), String> {
+    for a in e.attributes() {
+        let a = a.map_err(|err| format!("<object> #{k} ({kind}): bad attribute: {err}"))?;
+        let name = String::from_utf8_lossy(a.key.as_ref()).into_owned();
+        let value = a
+            .unescape_value()
+            .map_err(|err| format!("<object> #{k} ({kind}): attribute {name}: {err}"))?;
+        let quoted = crate::text::one_line(&value);
+        if name.ends_with("cpuset") || name.ends_with("nodeset") {
+            if Bitmap::parse(&value).is_none() {
+                return Err(format!(
+                    "<object> #{k} ({kind}): {name}=\"{quoted}\" is not an hwloc bitmap (e.g. 0x000000ff or 0xffffffff,0x0000ffff)"
+                ));
+            }
+        } else if name == "os_index" && value.trim().parse::<u32>().is_err() {
+            return Err(format!(
+                "<object> #{k} ({kind}): os_index=\"{quoted}\" is not an integer from 0 to 4294967295"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// An hwloc bitmap as XML writes it: comma-separated 32-bit hex words, most
-/// significant first (`0xffffffff,0x0000ffff`); a leading `0xf...f` word
+/// significant first (`0xffffffff,0x0000ffff`), a zero word between others
+/// written as nothing (`0x00000001,,0x00010000`); a leading `0xf...f` word
 /// sets every bit above the others.
 struct Bitmap {
     /// Least significant word first.
@@ -140,6 +176,11 @@ impl Bitmap {
         let mut words = Vec::new();
         let mut infinite = false;
         for (k, part) in text.trim().split(',').enumerate() {
+            // hwloc writes a zero word between others as nothing: `0x1,,0x2`.
+            if part.trim().is_empty() && k > 0 {
+                words.push(0);
+                continue;
+            }
             let hex = part.trim().strip_prefix("0x")?;
             if hex == "f...f" && k == 0 {
                 infinite = true;
@@ -243,6 +284,9 @@ mod tests {
         let inf = Bitmap::parse("0xf...f,0x00000001").unwrap();
         assert!(inf.contains(0) && !inf.contains(1) && inf.contains(32) && inf.contains(4000));
         assert!(Bitmap::parse("0xzz").is_none() && Bitmap::parse("ff").is_none());
+        let gaps = Bitmap::parse("0x00000001,,0x00010000").unwrap();
+        assert!(gaps.contains(16) && !gaps.contains(32) && gaps.contains(64) && !gaps.contains(65));
+        assert!(Bitmap::parse(",0x1").is_none());
     }
 
     #[test]

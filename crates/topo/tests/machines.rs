@@ -316,13 +316,26 @@ fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
     p
 }
 
-/// Content hwloc refuses (a cpuset broken over two lines) is one line
-/// naming the file and hwloc's errno in words, not hwlocality's Debug.
+/// Content hwloc refuses (a second root object) is one line naming the
+/// file and hwloc's errno in words, not hwlocality's Debug; a malformed
+/// attribute value (a cpuset broken over two lines) is named before hwloc
+/// sees it.
 #[test]
 fn content_hwloc_rejects_is_one_readable_line() {
-    let f = temp_file(
+    let bad_cpuset = temp_file(
         "bad-cpuset.xml",
         "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"zz\n0x1\">\n<object type=\"NUMANode\" os_index=\"0\"/>\n<object type=\"PU\" os_index=\"0\" cpuset=\"0x1\"/>\n</object>\n</topology>\n",
+    );
+    let e = load(&bad_cpuset.to_str().unwrap().parse().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !e.contains('\n') && e.contains("is not an hwloc bitmap"),
+        "{e}"
+    );
+    let f = temp_file(
+        "two-roots.xml",
+        "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\">\n<object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\"/>\n<object type=\"PU\" os_index=\"0\" cpuset=\"0x1\"/>\n</object>\n<object type=\"Machine\" os_index=\"1\" cpuset=\"0x2\"/>\n</topology>\n",
     );
     let spec = f.to_str().unwrap().to_string();
     let e = load(&spec.parse().unwrap()).unwrap_err().to_string();
