@@ -33,6 +33,7 @@ mod recv;
 mod request;
 pub mod rules;
 mod segment;
+pub mod selftest;
 mod send;
 mod startup;
 mod wait;
