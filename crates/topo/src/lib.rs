@@ -18,6 +18,7 @@ mod load;
 pub use load::others_can_write;
 mod model;
 mod puset;
+mod synthetic;
 pub mod text;
 mod tree;
 mod xmlcheck;

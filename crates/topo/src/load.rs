@@ -121,23 +121,10 @@ pub fn load(spec: &TopologySpec) -> Result<Machine, TopoError> {
         }
         TopologySpec::Synthetic(desc) => {
             check_synthetic(desc)?;
-            let topo = builder("a synthetic topology")?
-                .from_synthetic(desc)
-                .map_err(|_| TopoError::Synthetic {
-                    description: desc.clone(),
-                    reason: "hwloc rejected it; levels are TYPE:COUNT from the root down, with TYPE among pack, numa, die, group, l1..l5, core, pu (e.g. 'pack:2 numa:2 l3:2 core:4 pu:2')".into(),
-                })?
-                .build()
-                .map_err(|e| TopoError::Synthetic {
-                    description: desc.clone(),
-                    reason: e.to_string(),
-                })?;
-            Ok(convert(
-                &topo,
-                Origin::Synthetic {
-                    description: desc.clone(),
-                },
-            ))
+            if let Some(m) = crate::synthetic::build(desc) {
+                return Ok(m);
+            }
+            synthetic_by_hwloc(desc)
         }
         TopologySpec::Json(path) => {
             let text = read_file(path)?;
@@ -162,6 +149,29 @@ pub fn load(spec: &TopologySpec) -> Result<Machine, TopoError> {
             })
         }
     }
+}
+
+/// A synthetic description built by hwloc (the native builder in
+/// `synthetic.rs` covers the plain grammar; this covers the rest).
+pub(crate) fn synthetic_by_hwloc(desc: &str) -> Result<Machine, TopoError> {
+    let desc = &desc.to_string();
+    let topo = builder("a synthetic topology")?
+                .from_synthetic(desc)
+                .map_err(|_| TopoError::Synthetic {
+                    description: desc.clone(),
+                    reason: "hwloc rejected it; levels are TYPE:COUNT from the root down, with TYPE among pack, numa, die, group, l1..l5, core, pu (e.g. 'pack:2 numa:2 l3:2 core:4 pu:2')".into(),
+                })?
+                .build()
+                .map_err(|e| TopoError::Synthetic {
+                    description: desc.clone(),
+                    reason: e.to_string(),
+                })?;
+    Ok(convert(
+        &topo,
+        Origin::Synthetic {
+            description: desc.clone(),
+        },
+    ))
 }
 
 /// Loads the topology named by `spec`, or by `$TOPOCOMM_TOPOLOGY`, or the live machine.

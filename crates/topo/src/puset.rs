@@ -21,6 +21,11 @@ impl PuSet {
         PuSet(v)
     }
 
+    /// The set of every index in `range` (no sorting needed).
+    pub fn from_range(range: std::ops::Range<u32>) -> Self {
+        PuSet(range.collect())
+    }
+
     /// The indexes in increasing order.
     pub fn indexes(&self) -> &[u32] {
         &self.0

@@ -259,6 +259,11 @@ pub fn classes_lines(cm: &ClassMatrix) -> String {
     out
 }
 
+/// The most PUs [`matrix_text`] is asked to print: 4096 PUs are 16.7 M
+/// cells (about 100 MB of text); beyond, `--classes` and `--pair` say the
+/// same in a few lines.
+pub const MATRIX_MAX_PUS: usize = 4096;
+
 /// Class matrix as text: a legend, then one row per PU in topology order,
 /// each cell the class number from the legend (`.` for the PU itself).
 pub fn matrix_text(cm: &ClassMatrix) -> String {

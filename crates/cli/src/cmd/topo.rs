@@ -2,9 +2,9 @@
 //! `topocomm_topo::text`'s; this module picks the view and prints it.
 
 use crate::common::GlobalOpts;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::process::ExitCode;
-use topocomm_topo::text::{classes_lines, matrix_text, summary};
+use topocomm_topo::text::{classes_lines, matrix_text, summary, MATRIX_MAX_PUS};
 use topocomm_topo::ClassMatrix;
 
 #[derive(clap::Args, Debug)]
@@ -43,6 +43,12 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if a.matrix {
+        if cm.len() > MATRIX_MAX_PUS {
+            bail!(
+                "--matrix: this topology has {} PUs, a {0}x{0} matrix; at most {MATRIX_MAX_PUS} PUs are printed (use --classes, or --pair P,Q for one pair)",
+                cm.len()
+            );
+        }
         print!("{}", matrix_text(&cm));
         return Ok(ExitCode::SUCCESS);
     }
