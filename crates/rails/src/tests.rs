@@ -107,7 +107,11 @@ fn no_devices_says_why() {
     ));
     let c = choose(&r, &loc, &w, &SplitParams::default(), 3).unwrap();
     assert!(c.gpu.is_none() && c.nics.is_none());
-    assert!(device_env(&r, &loc, &c).is_empty());
+    assert!(
+        device_env(&r, &loc, &c, None, &SplitParams::default(), false)
+            .vars
+            .is_empty()
+    );
 }
 
 #[test]
@@ -336,7 +340,7 @@ fn ranks_share_equally_near_devices() {
     assert_eq!(r.gpus[pick(2).gpu.unwrap()].name, "cuda0");
     assert_eq!(names(&pick(0)), ["mlx5_0", "mlx5_2", "mlx5_1"]);
     assert_eq!(names(&pick(1)), ["mlx5_2", "mlx5_0", "mlx5_1"]);
-    let env = device_env(&r, &l, &pick(1));
+    let env = device_env(&r, &l, &pick(1), Some(Stack::OpenMpi), &p, false).vars;
     let get = |k: &str| env.iter().find(|v| v.name == k).map(|v| v.value.clone());
     assert_eq!(
         get("CUDA_VISIBLE_DEVICES").as_deref(),
