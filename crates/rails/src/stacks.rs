@@ -205,7 +205,7 @@ fn ucx(p: &[(&Rail, f64, f64)], inp: &StackInput, out: &mut StackEnv) {
         .filter(|(r, _, _)| r.transport == Some(NicTransport::Verbs))
         .copied()
         .collect();
-    if n > 1 && !verbs.is_empty() {
+    if verbs.len() > 1 {
         let scale = if inp.measured { 1.0 } else { UCX_REF_GBPS };
         let bw: Vec<String> = verbs
             .iter()
@@ -368,7 +368,7 @@ fn mpich(p: &[(&Rail, f64, f64)], inp: &StackInput, out: &mut StackEnv) {
     out.vars.push(var(
         "MPIR_CVAR_OFI_USE_PROVIDER",
         prov.into(),
-        format!("libfabric provider of the rails (ch4:ofi builds; Debian's MPICH is ch4:ucx and reads the UCX variables)"),
+        "libfabric provider of the rails (ch4:ofi builds; Debian's MPICH is ch4:ucx and reads the UCX variables)".into(),
     ));
     let n = p.len();
     out.vars.push(var(

@@ -3,6 +3,7 @@
 //! printed (`--env`) or applied to a program (`rails exec`).
 //! See docs/commands/rails.md.
 
+pub use super::rails_report::report_section;
 use crate::common::{text_table, GlobalOpts};
 use anyhow::Result;
 use std::ffi::OsString;
@@ -13,7 +14,6 @@ use topocomm_rails::{
     weight_rows, Setup, SetupOptions, SplitParams, Stack,
 };
 use topocomm_topo::text::origin_text;
-pub use super::rails_report::report_section;
 
 /// Environment variable naming the location, like `--pu` (for `rails exec`
 /// under a launcher, or to force a PU when the topology is not this machine's).
