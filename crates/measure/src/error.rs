@@ -378,6 +378,57 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether this is a usage error: an argument (or the topology, a file
+    /// or a variable it names) that cannot be used, found before any
+    /// measurement. The CLI exits with status 2 for these, 1 for the rest.
+    pub fn is_usage(&self) -> bool {
+        use Error::*;
+        match self {
+            Pair { cause, .. } | Bench { cause, .. } => cause.is_usage(),
+            Topo(_)
+            | NotLive { .. }
+            | ForeignTopology { .. }
+            | UnknownPeer { .. }
+            | NoPeers
+            | UnknownTest { .. }
+            | DuplicateTest { .. }
+            | EmptyList { .. }
+            | BadSize { .. }
+            | BadSizeSuffix { .. }
+            | SizeTooLarge { .. }
+            | SizeOutOfRange { .. }
+            | TooManySizes { .. }
+            | UnknownState { .. }
+            | UnknownOp { .. }
+            | ClassNotPresent { .. }
+            | AtLeastOne { .. }
+            | BufferTooSmall { .. }
+            | SamePu { .. }
+            | PusOption { .. }
+            | TooFewPus
+            | LimitSamePu { .. }
+            | WorkerCount { .. }
+            | BadWorkload { .. }
+            | NotASize { .. }
+            | Arg { .. }
+            | ArgReason { .. }
+            | EmptyArgList { .. }
+            | MatrixSizeTooSmall
+            | CacheSizes
+            | NothingToMeasure
+            | WorkerArg { .. }
+            | PlacementArgs
+            | ResumeRead { .. }
+            | ResumeNotMatrix { .. }
+            | ResumeSchema { .. }
+            | ResumeMachine { .. }
+            | ResumeParams { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// `a, b, c` from paths, as the MPI build search reports where it looked.
 fn join_paths(paths: &[PathBuf]) -> String {
     paths

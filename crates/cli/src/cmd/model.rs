@@ -6,7 +6,7 @@
 
 use super::bench_cache;
 use super::charact;
-use crate::common::GlobalOpts;
+use crate::common::{json_stdout, usage, GlobalOpts};
 use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -38,8 +38,8 @@ pub struct Args {
     /// Minimum duration of one sample's batch, ms
     #[arg(long, default_value_t = 2.0)]
     pub min_time_ms: f64,
-    /// Write the results as JSON (docs/formats/model-json.md)
-    #[arg(long, value_name = "FILE")]
+    /// Write the results as JSON (docs/formats/model-json.md) to FILE, or on stdout instead of the tables without FILE
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// Write a log-log SVG plot per class into this folder
     #[arg(long, value_name = "DIR")]
@@ -83,7 +83,7 @@ pub fn load_cache(path: &Path) -> Result<CacheReport> {
 /// Cache points from `file`, or a quick load/store M/S run from PU `p`.
 pub fn cache_points(m: &Machine, file: Option<&Path>, p: u32) -> Result<(CacheReport, String)> {
     match file {
-        Some(f) => Ok((load_cache(f)?, f.display().to_string())),
+        Some(f) => Ok((load_cache(f).map_err(usage)?, f.display().to_string())),
         None => {
             let a = bench_cache::Args {
                 pu: Some(p),
@@ -104,7 +104,7 @@ pub fn cache_points(m: &Machine, file: Option<&Path>, p: u32) -> Result<(CacheRe
 /// Plans, checks the machine is live when measuring, reads (or measures)
 /// the bench cache points and computes; progress on stderr.
 pub fn compute(m: &Machine, a: &Args) -> Result<ModelReport> {
-    let plan = compare::plan(m, &a.options())?;
+    let plan = compare::plan(m, &a.options()).map_err(usage)?;
     if a.measure || a.cache.is_none() {
         charact::require_live(m)?;
     }
@@ -147,10 +147,16 @@ pub fn report_section(m: &Machine) -> Result<(String, serde_json::Value)> {
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     let r = compute(&m, a)?;
-    print!("{}", r.tables());
+    if !json_stdout(&a.json) {
+        print!("{}", r.tables());
+    }
     if let Some(f) = &a.json {
-        charact::write_json(f, &r)?;
-        eprintln!("json written to {}", f.display());
+        if json_stdout(&a.json) {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            charact::write_json(f, &r)?;
+            g.note(&format!("json written to {}", f.display()));
+        }
     }
     if let Some(d) = &a.plot {
         for c in &r.classes {

@@ -50,9 +50,6 @@ pub enum Sub {
 pub struct ExecArgs {
     #[command(flatten)]
     pub opts: Opts,
-    /// Print the variables set on stderr
-    #[arg(short, long)]
-    pub verbose: bool,
     /// Program and its arguments
     #[arg(
         trailing_var_arg = true,
@@ -220,7 +217,7 @@ fn exec(g: &GlobalOpts, e: &ExecArgs) -> Result<ExitCode> {
     let s = setup(g, &e.opts)?;
     let rank = local_rank(|k| std::env::var(k).ok())?;
     let name = prog.to_string_lossy();
-    let vars = s.exec_env(e.opts.pu.as_deref(), rank, &name, e.verbose, &mut note)?;
+    let vars = s.exec_env(e.opts.pu.as_deref(), rank, &name, g.verbose, &mut note)?;
     let err = std::process::Command::new(prog)
         .args(args)
         .envs(vars.iter().map(|v| (&v.name, &v.value)))

@@ -5,7 +5,7 @@
 //! document are `topocomm_measure::bench_p2p`'s; this module parses, shows
 //! progress and prints.
 
-use crate::common::{text_table, GlobalOpts};
+use crate::common::{text_table, usage, GlobalOpts};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,8 +53,8 @@ pub struct Args {
     /// Kill a backend job that runs longer than this (default: a bound computed from the settings)
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
-    /// Write the results (raw samples included) and metadata as JSON
-    #[arg(long, value_name = "FILE")]
+    /// Write the results (raw samples included) and metadata as JSON to FILE, or on stdout instead of the tables without FILE
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
 }
 
@@ -91,17 +91,12 @@ fn show(p: Progress) {
 
 /// Plans against `m`, checks the pairs exist here, and runs.
 fn measure(m: &Machine, o: &Options) -> Result<Outcome> {
-    let p = plan(m, o)?;
-    check_live(&p, &origin_text(m))?;
+    let p = plan(m, o).map_err(usage)?;
+    check_live(&p, &origin_text(m)).map_err(usage)?;
     let worker = topocomm_transport::worker::locate().map_err(|e| e.to_string());
     let exe = std::env::current_exe().ok();
-    Ok(bench_p2p::measure(
-        &p,
-        worker,
-        exe,
-        super::utc_now(),
-        &mut show,
-    )?)
+    let now = super::utc_now();
+    Ok(bench_p2p::measure(&p, worker, exe, now, &mut show)?)
 }
 
 /// The `--json` document (docs/formats/bench-json.md).
@@ -122,6 +117,9 @@ pub fn render_tables(o: &Outcome) -> String {
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     let o = measure(&m, &a.options())?;
+    if crate::common::json_stdout(&a.json) {
+        return crate::common::print_json(&to_json(&o, &m));
+    }
     let params = &o.plan.params;
     println!(
         "topocomm bench p2p: timer resolution {} ns, overhead {} ns; {} samples per point, LLC {}",
