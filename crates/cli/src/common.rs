@@ -90,3 +90,70 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<std::process::ExitCod
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// Progress of a long command on stderr: on a terminal one status line
+/// rewritten in place, with a spinner and the seconds elapsed; elsewhere
+/// one line every `every` steps (`--verbose`: every step); nothing under
+/// `--quiet`. [`Progress::finish`] ends the status line.
+pub struct Progress {
+    quiet: bool,
+    tty: bool,
+    every: usize,
+    n: usize,
+    start: std::time::Instant,
+}
+
+impl Progress {
+    /// `quiet`, `verbose`: [`GlobalOpts`]'s.
+    pub fn new(quiet: bool, verbose: bool, every: usize) -> Self {
+        Progress {
+            quiet,
+            tty: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            every: if verbose { 1 } else { every.max(1) },
+            n: 0,
+            start: std::time::Instant::now(),
+        }
+    }
+
+    pub fn step(&mut self, msg: &str) {
+        self.n += 1;
+        if self.quiet {
+            return;
+        }
+        let line = if self.tty {
+            let spin = ['|', '/', '-', '\\'][self.n % 4];
+            let t = self.start.elapsed().as_secs();
+            format!("\r\x1b[K{spin} {t:>4} s  {msg}")
+        } else if (self.n - 1) % self.every == 0 {
+            format!("{msg}\n")
+        } else {
+            return;
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+
+    pub fn finish(&mut self) {
+        if self.tty && !self.quiet && self.n > 0 {
+            eprintln!();
+        }
+    }
+}
+
+/// `--quiet` for code that has no [`GlobalOpts`] at hand (progress bars),
+/// set once by `main`.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_quiet(q: bool) {
+    QUIET.store(q, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A note line on stderr unless `--quiet` (see [`GlobalOpts::note`]).
+pub fn note(msg: &str) {
+    if !quiet() {
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{msg}\n").as_bytes());
+    }
+}

@@ -50,6 +50,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    common::set_quiet(cli.global.quiet);
     let result = match &cli.command {
         Command::Topo(a) => cmd::topo::run(&cli.global, a),
         Command::Report(a) => {

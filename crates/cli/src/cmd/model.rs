@@ -6,7 +6,7 @@
 
 use super::bench_cache;
 use super::charact;
-use crate::common::{json_stdout, usage, GlobalOpts};
+use crate::common::{json_stdout, usage, GlobalOpts, Progress};
 use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,7 +103,7 @@ pub fn cache_points(m: &Machine, file: Option<&Path>, p: u32) -> Result<(CacheRe
 
 /// Plans, checks the machine is live when measuring, reads (or measures)
 /// the bench cache points and computes; progress on stderr.
-pub fn compute(m: &Machine, a: &Args) -> Result<ModelReport> {
+pub fn compute(m: &Machine, a: &Args, quiet: bool) -> Result<ModelReport> {
     let plan = compare::plan(m, &a.options()).map_err(usage)?;
     if a.measure || a.cache.is_none() {
         charact::require_live(m)?;
@@ -121,14 +121,11 @@ pub fn compute(m: &Machine, a: &Args) -> Result<ModelReport> {
         plan.samples,
         plan.min_time_ms,
     )?;
-    let mut progress = |msg: &str| eprintln!("model: {msg}");
-    Ok(compare::compute(
-        m,
-        &plan,
-        input,
-        &mut runner,
-        &mut progress,
-    )?)
+    let mut bar = Progress::new(quiet, false, 1);
+    let mut progress = |msg: &str| bar.step(&format!("model: {msg}"));
+    let r = compare::compute(m, &plan, input, &mut runner, &mut progress)?;
+    bar.finish();
+    Ok(r)
 }
 
 /// Quick model with measurement for `topocomm report`.
@@ -140,13 +137,13 @@ pub fn report_section(m: &Machine) -> Result<(String, serde_json::Value)> {
         min_time_ms: 1.0,
         ..Default::default()
     };
-    let r = compute(m, &a)?;
+    let r = compute(m, &a, false)?;
     Ok((r.html(), serde_json::to_value(&r)?))
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
-    let r = compute(&m, a)?;
+    let r = compute(&m, a, g.quiet)?;
     if !json_stdout(&a.json) {
         print!("{}", r.tables());
     }
@@ -165,7 +162,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 c.plot().as_bytes(),
             )?;
         }
-        eprintln!("plots written to {}", d.display());
+        crate::common::note(&format!("plots written to {}", d.display()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@
 
 use super::charact;
 use super::model::cache_points;
-use crate::common::{json_stdout, usage, GlobalOpts};
+use crate::common::{json_stdout, usage, GlobalOpts, Progress};
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,16 +130,8 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         }
     }
     charact::require_live(&m)?;
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let mut n = 0;
-    let mut progress = |msg: &str| {
-        n += 1;
-        if tty {
-            eprint!("\r\x1b[K{msg}");
-        } else if n % 10 == 1 {
-            eprintln!("{msg}");
-        }
-    };
+    let mut bar = Progress::new(g.quiet, g.verbose, 10);
+    let mut progress = |msg: &str| bar.step(msg);
     let s = &plan.search;
     let cache = match s.mode {
         SearchMode::Grid => None,
@@ -150,9 +142,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         .map(|(c, src)| (c.points.as_slice(), src.as_str()));
     let mut runner = runner(&m, s.test, &s.sizes, s.samples, s.min_time_ms)?;
     let (rules, classes) = search(&m, &plan.targets, s, points, &mut runner, &mut progress)?;
-    if tty {
-        eprintln!();
-    }
+    bar.finish();
     charact::write_file(&out, rules_text(&plan, &classes, &rules).as_bytes())?;
     // What we wrote must load.
     Rules::load(&out, &m).map_err(|e| anyhow!("the written rules do not load: {e}"))?;
