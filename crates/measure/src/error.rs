@@ -452,6 +452,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn usage_errors_are_the_input_ones() {
+        let peer = Error::UnknownPeer { name: "x".into() };
+        assert!(peer.is_usage());
+        let nested = Error::Bench {
+            bench: "bench cache",
+            cause: Box::new(Error::WorkerArg {
+                text: "0".into(),
+                pus: 2,
+            }),
+        };
+        assert!(nested.is_usage());
+        let timeout = Error::JobTimeout {
+            what: "job".into(),
+            limit: Duration::from_secs(1),
+        };
+        assert!(!timeout.is_usage());
+        assert!(!Error::NoPoint.is_usage());
+    }
+
+    #[test]
     fn messages_with_computed_parts_read_as_before() {
         let e = Error::MpiBuildMissing {
             tried: vec![PathBuf::from("/a/mpi/build"), PathBuf::from("mpi/build")],
