@@ -29,9 +29,8 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Run an unmodified MPI program with same-node messages over topocomm's transport
     Accel(cmd::accel::Args),
-    /// Benchmarks: cache states, placement, per-pair matrix
+    /// Benchmarks: point-to-point (topocomm vs Open MPI, MPICH and the physical limits), cache states, placement, per-pair matrix
     Bench(cmd::bench::Args),
-    /// Benchmarks: `bench p2p` (topocomm vs Open MPI, MPICH and the physical limits)
     /// Launch N ranks of a program over the shared-memory transport
     Run(cmd::run::Args),
     /// Show the transport plan (protocol parameters) per locality class
@@ -51,6 +50,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    common::set_quiet(cli.global.quiet);
     let result = match &cli.command {
         Command::Topo(a) => cmd::topo::run(&cli.global, a),
         Command::Report(a) => {
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
             // The transport's rules for this machine are measured once and
             // cached (issue 14); later jobs load them.
             autotune::before_benchmarks(&cli.global);
-            cmd::accel::run(a)
+            cmd::accel::run(&cli.global, a)
         }
         Command::Bench(a) => {
             autotune::before_benchmarks(&cli.global);
@@ -85,7 +85,8 @@ fn main() -> ExitCode {
             // One write per line: ranks of a job share this stderr.
             let line = format!("topocomm: error: {}\n", msg.join(": "));
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            ExitCode::from(2)
+            // 2: usage error; 1: failure (docs/commands/README.md).
+            ExitCode::from(common::exit_status(&e))
         }
     }
 }

@@ -359,7 +359,8 @@ fn mpirun_openmpi_ranks_get_their_variables() {
                 "-x",
                 &format!("TOPOCOMM_RAILS_PU={pu}"),
             ])
-            .args([env!("CARGO_BIN_EXE_topocomm"), "rails", "exec", "--", "env"])
+            .args([env!("CARGO_BIN_EXE_topocomm"), "rails", "exec"])
+            .args(["--stack", "openmpi", "--", "env"])
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
             .output()

@@ -17,12 +17,17 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Runs a command expected to fail; returns its stderr after checking the
-/// exit code and that it is one line without a panic.
+/// Runs a command expected to fail with a usage error (exit status 2);
+/// returns its stderr after checking that it is one line without a panic.
 fn fails(args: &[&str]) -> String {
+    fails_with_status(args, 2)
+}
+
+/// [`fails`] with exit status `code` (1: a failure, not a usage error).
+fn fails_with_status(args: &[&str], code: i32) -> String {
     let out = topocomm(args);
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "topocomm {args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "topocomm {args:?}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.starts_with("topocomm: error: "), "{err}");
@@ -218,14 +223,18 @@ fn report_writes_html_and_json() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["schema"], "topocomm.report/1");
     assert_eq!(json["classes"].as_array().unwrap().len(), 3);
-    // An unwritable destination is a clear error, not a panic.
-    let e = fails(&[
-        "report",
-        "--topology",
-        &fixture_arg(),
-        "--out",
-        "/proc/topocomm-nope",
-    ]);
+    // An unwritable destination is a clear error, not a panic; a failure
+    // (exit status 1), not a usage error: the command line was valid.
+    let e = fails_with_status(
+        &[
+            "report",
+            "--topology",
+            &fixture_arg(),
+            "--out",
+            "/proc/topocomm-nope",
+        ],
+        1,
+    );
     assert!(e.contains("/proc/topocomm-nope"), "{e}");
 }
 

@@ -427,8 +427,10 @@ fn exit_codes_propagate() {
     assert_eq!(o.status.code(), Some(named), "{}", text(&o));
     let o = sh("3", "test $TOPOCOMM_SIZE = 3");
     assert!(o.status.success(), "{}", text(&o));
+    // A program that cannot be started is a failure of the job (1), not a
+    // usage error (2): the command line itself was valid.
     let o = topocomm(&["run", "-n", "1", "--", "/nonexistent/prog"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/prog"));
 }
 

@@ -378,6 +378,57 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether this is a usage error: an argument (or the topology, a file
+    /// or a variable it names) that cannot be used, found before any
+    /// measurement. The CLI exits with status 2 for these, 1 for the rest.
+    pub fn is_usage(&self) -> bool {
+        use Error::*;
+        match self {
+            Pair { cause, .. } | Bench { cause, .. } => cause.is_usage(),
+            Topo(_)
+            | NotLive { .. }
+            | ForeignTopology { .. }
+            | UnknownPeer { .. }
+            | NoPeers
+            | UnknownTest { .. }
+            | DuplicateTest { .. }
+            | EmptyList { .. }
+            | BadSize { .. }
+            | BadSizeSuffix { .. }
+            | SizeTooLarge { .. }
+            | SizeOutOfRange { .. }
+            | TooManySizes { .. }
+            | UnknownState { .. }
+            | UnknownOp { .. }
+            | ClassNotPresent { .. }
+            | AtLeastOne { .. }
+            | BufferTooSmall { .. }
+            | SamePu { .. }
+            | PusOption { .. }
+            | TooFewPus
+            | LimitSamePu { .. }
+            | WorkerCount { .. }
+            | BadWorkload { .. }
+            | NotASize { .. }
+            | Arg { .. }
+            | ArgReason { .. }
+            | EmptyArgList { .. }
+            | MatrixSizeTooSmall
+            | CacheSizes
+            | NothingToMeasure
+            | WorkerArg { .. }
+            | PlacementArgs
+            | ResumeRead { .. }
+            | ResumeNotMatrix { .. }
+            | ResumeSchema { .. }
+            | ResumeMachine { .. }
+            | ResumeParams { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// `a, b, c` from paths, as the MPI build search reports where it looked.
 fn join_paths(paths: &[PathBuf]) -> String {
     paths
@@ -399,6 +450,26 @@ fn join_points(points: &[(Test, u64)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_errors_are_the_input_ones() {
+        let peer = Error::UnknownPeer { name: "x".into() };
+        assert!(peer.is_usage());
+        let nested = Error::Bench {
+            bench: "bench cache",
+            cause: Box::new(Error::WorkerArg {
+                text: "0".into(),
+                pus: 2,
+            }),
+        };
+        assert!(nested.is_usage());
+        let timeout = Error::JobTimeout {
+            what: "job".into(),
+            limit: Duration::from_secs(1),
+        };
+        assert!(!timeout.is_usage());
+        assert!(!Error::NoPoint.is_usage());
+    }
 
     #[test]
     fn messages_with_computed_parts_read_as_before() {

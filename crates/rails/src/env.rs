@@ -2,9 +2,11 @@
 //! and one line saying why.
 
 use crate::assign::Choice;
-use crate::discover::{GpuVendor, NicTransport, Rails};
+use crate::discover::{GpuVendor, Rails};
 use crate::error::RailsError;
 use crate::locality::Location;
+use crate::split::SplitParams;
+use crate::stacks::{auto_stack, stack_env, Stack, StackEnv, StackInput};
 use serde::Serialize;
 
 /// Local rank variables of the launchers, in the order they are read:
@@ -49,8 +51,17 @@ fn var(name: &str, value: String, why: String) -> EnvVar {
     }
 }
 
-/// The variables of `choice` (empty when the machine has no rails).
-pub fn device_env(rails: &Rails, loc: &Location, choice: &Choice) -> Vec<EnvVar> {
+/// The GPU variables of `choice` and the network-rail variables of `stack`
+/// (see [`crate::stacks`]; `None`: [`crate::auto_stack`]), with the notes
+/// on what the stack cannot express. Empty when the machine has no rails.
+pub fn device_env(
+    rails: &Rails,
+    loc: &Location,
+    choice: &Choice,
+    stack: Option<Stack>,
+    params: &SplitParams,
+    measured: bool,
+) -> StackEnv {
     let mut out = Vec::new();
     if let Some(g) = choice.gpu.map(|i| &rails.gpus[i]) {
         let idx = g.gpu_index.unwrap_or(0);
@@ -75,58 +86,24 @@ pub fn device_env(rails: &Rails, loc: &Location, choice: &Choice) -> Vec<EnvVar>
             }
         }
     }
-    if let Some(plan) = &choice.nics {
-        let nics: Vec<&crate::Rail> = plan.chunks.iter().map(|c| &rails.nics[c.rail]).collect();
-        let shares: Vec<String> = plan
-            .chunks
-            .iter()
-            .map(|c| format!("{} {} {:.1}%", c.name, c.distance, c.share * 100.0))
-            .collect();
+    let input = StackInput {
+        rails,
+        choice,
+        single_below: params.single_rail_below,
+        measured,
+    };
+    let mut nic = stack_env(stack.unwrap_or_else(|| auto_stack(rails)), &input);
+    if let (Some(plan), Some(first)) = (&choice.nics, nic.vars.first_mut()) {
         let mode = if plan.mode == crate::SplitMode::Nearest {
             "contention mode, nearest rails only"
         } else {
             "large messages, split by NUIOA weight"
         };
-        out.push(var(
-            "UCX_NET_DEVICES",
-            nics.iter()
-                .map(|r| r.ucx_name())
-                .collect::<Vec<_>>()
-                .join(","),
-            format!("rails from PUs {} ({mode}): {}", loc.pus, shares.join(", ")),
-        ));
-        out.push(var(
-            "UCX_MAX_RNDV_RAILS",
-            nics.len().to_string(),
-            format!(
-                "UCX splits rendezvous messages over these {} rail(s)",
-                nics.len()
-            ),
-        ));
-        let verbs: Vec<&str> = nics
-            .iter()
-            .filter(|r| r.transport == Some(NicTransport::Verbs))
-            .map(|r| r.name.as_str())
-            .collect();
-        if !verbs.is_empty() {
-            out.push(var(
-                "OMPI_MCA_btl_openib_if_include",
-                verbs.join(","),
-                "the same HCAs for Open MPI's openib BTL (Open MPI < 5)".into(),
-            ));
-        }
-        let tcp: Vec<&str> = nics
-            .iter()
-            .filter(|r| r.transport == Some(NicTransport::Tcp))
-            .map(|r| r.name.as_str())
-            .collect();
-        if !tcp.is_empty() {
-            out.push(var(
-                "OMPI_MCA_btl_tcp_if_include",
-                tcp.join(","),
-                "the same IP interfaces for Open MPI's tcp BTL".into(),
-            ));
-        }
+        first.why = format!("from PUs {} ({mode}); {}", loc.pus, first.why);
     }
-    out
+    out.append(&mut nic.vars);
+    StackEnv {
+        vars: out,
+        notes: nic.notes,
+    }
 }

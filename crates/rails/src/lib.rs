@@ -29,6 +29,7 @@ mod error;
 mod locality;
 mod setup;
 mod split;
+mod stacks;
 mod table;
 mod weights;
 
@@ -45,6 +46,10 @@ pub use setup::{
     RailTableView, RailsDoc, Setup, SetupOptions,
 };
 pub use split::{split, Chunk, SplitMode, SplitParams, SplitPlan};
+pub use stacks::{
+    auto_stack, env_text, is_usnic, mca_file, stack_env, Stack, StackEnv, StackInput,
+    INTEL_MPI_VARS, UCX_REF_GBPS,
+};
 pub use table::{ClassRates, RailTable, TABLE_SCHEMA};
 pub use weights::{
     default_factor, weigh, RailWeight, WeightSource, GPU_REMOTE_FACTOR, NIC_REMOTE_FACTOR,

@@ -13,6 +13,7 @@ use crate::env::{device_env, local_rank, EnvVar, LOCAL_RANK_VARS};
 use crate::error::RailsError;
 use crate::locality::{Distance, Location};
 use crate::split::{split, SplitParams, SplitPlan};
+use crate::stacks::{auto_stack, Stack};
 use crate::table::RailTable;
 use crate::weights::{weigh, RailWeight};
 use serde::Serialize;
@@ -28,6 +29,8 @@ pub struct SetupOptions {
     pub table: Option<String>,
     /// Split parameters (checked by [`Setup::new`]).
     pub params: SplitParams,
+    /// The stack whose variables `--env` and `exec` write (`None`: auto).
+    pub stack: Option<Stack>,
 }
 
 /// A machine's rails with the table and parameters, loaded and checked once.
@@ -43,6 +46,8 @@ pub struct Setup {
     pub table: Option<RailTable>,
     /// The split parameters.
     pub params: SplitParams,
+    /// The stack of the device environment (`None`: [`crate::auto_stack`]).
+    pub stack: Option<Stack>,
 }
 
 /// The split of a large message from each NUMA node.
@@ -124,8 +129,12 @@ pub struct EnvDoc {
     pub location_from: String,
     /// Where the weights come from.
     pub weights_from: String,
+    /// The stack the network variables are written for.
+    pub stack: Stack,
     /// The variables.
     pub env: Vec<EnvVar>,
+    /// What the stack cannot express (uneven shares, rails it cannot drive).
+    pub notes: Vec<String>,
 }
 
 /// The environment document of a machine without rails.
@@ -169,6 +178,7 @@ impl Setup {
             rails,
             table,
             params: o.params.clone(),
+            stack: o.stack,
         })
     }
 
@@ -306,11 +316,23 @@ impl Setup {
         let (loc, what) = self.location(pu)?;
         let w = self.weigh(&loc);
         let choice = choose(&self.rails, &loc, &w, &self.params, rank)?;
+        let stack = self.stack.unwrap_or_else(|| auto_stack(&self.rails));
+        let measured = self.table.is_some();
+        let e = device_env(
+            &self.rails,
+            &loc,
+            &choice,
+            Some(stack),
+            &self.params,
+            measured,
+        );
         Ok(EnvDoc {
             schema: "topocomm.rails-env/1",
             local_rank: rank,
             local_rank_from: rank_from,
-            env: device_env(&self.rails, &loc, &choice),
+            stack,
+            env: e.vars,
+            notes: e.notes,
             location: loc,
             location_from: what,
             weights_from: self.source(),
@@ -361,6 +383,9 @@ impl Setup {
                 doc.location_from,
                 exports(&doc.env).trim_end()
             ));
+            for n in &doc.notes {
+                note(&format!("note: {n}"));
+            }
         }
         Ok(doc.env)
     }

@@ -107,7 +107,11 @@ fn no_devices_says_why() {
     ));
     let c = choose(&r, &loc, &w, &SplitParams::default(), 3).unwrap();
     assert!(c.gpu.is_none() && c.nics.is_none());
-    assert!(device_env(&r, &loc, &c).is_empty());
+    assert!(
+        device_env(&r, &loc, &c, None, &SplitParams::default(), false)
+            .vars
+            .is_empty()
+    );
 }
 
 #[test]
@@ -336,7 +340,7 @@ fn ranks_share_equally_near_devices() {
     assert_eq!(r.gpus[pick(2).gpu.unwrap()].name, "cuda0");
     assert_eq!(names(&pick(0)), ["mlx5_0", "mlx5_2", "mlx5_1"]);
     assert_eq!(names(&pick(1)), ["mlx5_2", "mlx5_0", "mlx5_1"]);
-    let env = device_env(&r, &l, &pick(1));
+    let env = device_env(&r, &l, &pick(1), Some(Stack::OpenMpi), &p, false).vars;
     let get = |k: &str| env.iter().find(|v| v.name == k).map(|v| v.value.clone());
     assert_eq!(
         get("CUDA_VISIBLE_DEVICES").as_deref(),
@@ -354,6 +358,11 @@ fn ranks_share_equally_near_devices() {
         Some("mlx5_2,mlx5_0,mlx5_1")
     );
     assert!(env.iter().all(|v| !v.why.is_empty()));
+    // The NUIOA weights reach UCX: 1.0 near (mlx5_2, mlx5_0), 0.77 far (mlx5_1).
+    assert_eq!(
+        get("UCX_IB_PCI_BW").as_deref(),
+        Some("mlx5_2:12.50GBps,mlx5_0:12.50GBps,mlx5_1:9.62GBps")
+    );
     // Contention mode: the two local HCAs only.
     let pc = SplitParams {
         contention: true,
@@ -464,5 +473,35 @@ mod shared {
             let (cands, _) = nearest(&l, &r.gpus);
             assert_eq!(cands, [2, 3]);
         }
+    }
+
+    /// Issue 18: usNIC's export is libfabric's (no UCX or openib variable),
+    /// and every stack names only its own variables.
+    #[test]
+    fn usnic_exports_the_stacks_own_variables() {
+        let Some(m) = load("intel-2x8c-usnic-vfs.xml") else {
+            return;
+        };
+        let r = discover(&m, &DiscoverOptions::default());
+        assert_eq!(auto_stack(&r), Stack::Libfabric);
+        let l = Location::new(&m, &PuSet::parse_list("0").unwrap()).unwrap();
+        let w = weigh(&m, &l, &r.nics, None);
+        let p = SplitParams::default();
+        let c = choose(&r, &l, &w, &p, 0).unwrap();
+        let names = |s: Option<Stack>| -> Vec<String> {
+            let e = device_env(&r, &l, &c, s, &p, false);
+            e.vars.into_iter().map(|v| v.name).collect()
+        };
+        let auto = names(None);
+        assert!(auto.iter().all(|n| n.starts_with("FI_")), "{auto:?}");
+        assert!(auto.contains(&"FI_OFI_MRAIL_ADDR".to_string()));
+        let ompi = names(Some(Stack::OpenMpi));
+        assert!(ompi.contains(&"OMPI_MCA_mtl_ofi_provider_include".to_string()));
+        assert!(ompi
+            .iter()
+            .all(|n| !n.starts_with("UCX_") && !n.contains("openib")));
+        // The uneven shares (36/36/28%) are not expressible: a note says so.
+        let e = device_env(&r, &l, &c, None, &p, false);
+        assert!(e.notes.iter().any(|n| n.contains("27.8%")), "{:?}", e.notes);
     }
 }

@@ -4,7 +4,8 @@
 //! transport (docs/commands/accel.md).
 
 use super::trace::launcher::{self, Impl};
-use anyhow::{bail, Context, Result};
+use crate::common::{usage, GlobalOpts};
+use anyhow::{anyhow, Context, Result};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
@@ -26,9 +27,6 @@ pub struct Args {
     /// mixed local/remote paths on one machine)
     #[arg(long, value_name = "N")]
     pub nodes: Option<u32>,
-    /// Print, per rank at MPI_Finalize, the messages and bytes of each path
-    #[arg(long, short)]
-    pub verbose: bool,
     /// The accelerator library to preload (default: searched in
     /// $TOPOCOMM_MPI_BUILD, <exe>/../../mpi/build, ./mpi/build)
     #[arg(long, value_name = "FILE")]
@@ -38,19 +36,22 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-pub fn run(a: &Args) -> Result<ExitCode> {
+/// `--verbose` (global): per rank at MPI_Finalize, the messages and bytes of each path.
+pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let launcher = &a.command[0];
     let imp = match &a.imp {
-        Some(s) => Impl::parse(s).context("--mpi")?,
-        None => launcher::detect(launcher)?,
+        Some(s) => Impl::parse(s).context("--mpi").map_err(usage)?,
+        None => launcher::detect(launcher).map_err(usage)?,
     };
     let lib = match &a.lib {
         Some(p) if p.is_file() => std::fs::canonicalize(p).unwrap_or(p.clone()),
-        Some(p) => bail!("--lib {}: no such file", p.display()),
+        Some(p) => return Err(usage(anyhow!("--lib {}: no such file", p.display()))),
         None => launcher::find_lib(imp, "accel")?,
     };
     if a.nodes == Some(0) {
-        bail!("--nodes: expected a number of nodes >= 1, got 0");
+        return Err(usage(anyhow!(
+            "--nodes: expected a number of nodes >= 1, got 0"
+        )));
     }
     let mut vars = vec![(
         "LD_PRELOAD".to_string(),
@@ -59,7 +60,7 @@ pub fn run(a: &Args) -> Result<ExitCode> {
     if let Some(n) = a.nodes {
         vars.push((NODES_ENV.to_string(), n.to_string()));
     }
-    if a.verbose {
+    if g.verbose {
         vars.push((VERBOSE_ENV.to_string(), "1".to_string()));
     }
     // Settings of the library the user exported: passed on explicitly, as
@@ -70,7 +71,7 @@ pub fn run(a: &Args) -> Result<ExitCode> {
         }
     }
     let argv = launcher::with_env(imp, &a.command, &vars);
-    if a.verbose {
+    if g.verbose {
         eprintln!(
             "accel: {} launcher, preloading {}",
             imp.name(),

@@ -137,7 +137,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         for (op, svg) in r.curves_svg() {
             charact::write_file(&dir.join(format!("cache-{op}.svg")), svg.as_bytes())?;
         }
-        eprintln!("results written to {}", dir.display());
+        crate::common::note(&format!("results written to {}", dir.display()));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -146,9 +146,9 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     }
     if let Some(c) = &a.costs_out {
         charact::write_json(c, &r.costs())?;
-        eprintln!("costs written to {}", c.display());
+        crate::common::note(&format!("costs written to {}", c.display()));
     }
-    eprintln!("results written to {}", dir.display());
+    crate::common::note(&format!("results written to {}", dir.display()));
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(ExitCode::SUCCESS);

@@ -99,7 +99,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let r = measure(&m, a)?;
     if let Some(dir) = &a.out {
         charact::write_json(&dir.join("placement.json"), &r)?;
-        eprintln!("results written to {}", dir.display());
+        crate::common::note(&format!("results written to {}", dir.display()));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -30,6 +30,9 @@ impl Progress {
     }
 
     pub fn tick(&mut self, done: usize) {
+        if crate::common::quiet() {
+            return;
+        }
         let el = self.start.elapsed().as_secs_f64();
         let eta = if done > 0 {
             el / done as f64 * (self.total.saturating_sub(done)) as f64
@@ -93,9 +96,9 @@ pub fn require_live(m: &topocomm_topo::Machine) -> Result<()> {
 /// The timer check, also printed so every run shows it.
 pub fn timer_checked() -> topocomm_measure::timer::TimerInfo {
     let t = topocomm_measure::timer::check();
-    eprintln!(
+    crate::common::note(&format!(
         "timer: resolution {:.0} ns, overhead {:.0} ns per reading",
         t.resolution_ns, t.overhead_ns
-    );
+    ));
     t
 }

@@ -2,7 +2,7 @@
 //! cluster (docs/commands/map.md). The work is `topocomm_map::request`'s;
 //! this module passes the options on and writes the results.
 
-use crate::common::GlobalOpts;
+use crate::common::{usage, GlobalOpts};
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use std::path::PathBuf;
@@ -59,9 +59,9 @@ pub struct Args {
     /// Write the mapping here (the summary then goes to stdout)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// No summary
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// The mapping as JSON (the same as `--format json`, which stays accepted)
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
 }
 
 impl Args {
@@ -69,7 +69,11 @@ impl Args {
     fn request(&self, g: &GlobalOpts) -> Request {
         Request {
             inputs: self.inputs.clone(),
-            format: self.format.clone(),
+            format: if self.json {
+                "json".into()
+            } else {
+                self.format.clone()
+            },
             metric: self.metric.clone(),
             strategy: self.strategy.clone(),
             nodes: self.nodes,
@@ -88,17 +92,17 @@ impl Args {
 }
 
 pub fn run(global: &GlobalOpts, a: &Args) -> Result<ExitCode> {
-    let o = a.request(global).run()?;
+    let o = a.request(global).run().map_err(usage)?;
     match &a.out {
         Some(p) => {
             std::fs::write(p, &o.mapping).with_context(|| format!("--out {}", p.display()))?;
-            if !a.quiet {
+            if !global.quiet {
                 print!("{}", o.summary);
             }
         }
         None => {
             print!("{}", o.mapping);
-            if !a.quiet {
+            if !global.quiet {
                 eprint!("{}", o.summary);
             }
         }

@@ -10,6 +10,7 @@ pub mod map;
 pub mod model;
 pub mod plan;
 pub mod rails;
+pub mod rails_report;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -6,7 +6,7 @@
 
 use super::bench_cache;
 use super::charact;
-use crate::common::GlobalOpts;
+use crate::common::{json_stdout, usage, GlobalOpts, Progress};
 use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -38,8 +38,8 @@ pub struct Args {
     /// Minimum duration of one sample's batch, ms
     #[arg(long, default_value_t = 2.0)]
     pub min_time_ms: f64,
-    /// Write the results as JSON (docs/formats/model-json.md)
-    #[arg(long, value_name = "FILE")]
+    /// Write the results as JSON (docs/formats/model-json.md) to FILE, or on stdout instead of the tables without FILE
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// Write a log-log SVG plot per class into this folder
     #[arg(long, value_name = "DIR")]
@@ -83,7 +83,7 @@ pub fn load_cache(path: &Path) -> Result<CacheReport> {
 /// Cache points from `file`, or a quick load/store M/S run from PU `p`.
 pub fn cache_points(m: &Machine, file: Option<&Path>, p: u32) -> Result<(CacheReport, String)> {
     match file {
-        Some(f) => Ok((load_cache(f)?, f.display().to_string())),
+        Some(f) => Ok((load_cache(f).map_err(usage)?, f.display().to_string())),
         None => {
             let a = bench_cache::Args {
                 pu: Some(p),
@@ -103,8 +103,8 @@ pub fn cache_points(m: &Machine, file: Option<&Path>, p: u32) -> Result<(CacheRe
 
 /// Plans, checks the machine is live when measuring, reads (or measures)
 /// the bench cache points and computes; progress on stderr.
-pub fn compute(m: &Machine, a: &Args) -> Result<ModelReport> {
-    let plan = compare::plan(m, &a.options())?;
+pub fn compute(m: &Machine, a: &Args, quiet: bool) -> Result<ModelReport> {
+    let plan = compare::plan(m, &a.options()).map_err(usage)?;
     if a.measure || a.cache.is_none() {
         charact::require_live(m)?;
     }
@@ -121,14 +121,11 @@ pub fn compute(m: &Machine, a: &Args) -> Result<ModelReport> {
         plan.samples,
         plan.min_time_ms,
     )?;
-    let mut progress = |msg: &str| eprintln!("model: {msg}");
-    Ok(compare::compute(
-        m,
-        &plan,
-        input,
-        &mut runner,
-        &mut progress,
-    )?)
+    let mut bar = Progress::new(quiet, false, 1);
+    let mut progress = |msg: &str| bar.step(&format!("model: {msg}"));
+    let r = compare::compute(m, &plan, input, &mut runner, &mut progress)?;
+    bar.finish();
+    Ok(r)
 }
 
 /// Quick model with measurement for `topocomm report`.
@@ -140,17 +137,23 @@ pub fn report_section(m: &Machine) -> Result<(String, serde_json::Value)> {
         min_time_ms: 1.0,
         ..Default::default()
     };
-    let r = compute(m, &a)?;
+    let r = compute(m, &a, false)?;
     Ok((r.html(), serde_json::to_value(&r)?))
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
-    let r = compute(&m, a)?;
-    print!("{}", r.tables());
+    let r = compute(&m, a, g.quiet)?;
+    if !json_stdout(&a.json) {
+        print!("{}", r.tables());
+    }
     if let Some(f) = &a.json {
-        charact::write_json(f, &r)?;
-        eprintln!("json written to {}", f.display());
+        if json_stdout(&a.json) {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            charact::write_json(f, &r)?;
+            g.note(&format!("json written to {}", f.display()));
+        }
     }
     if let Some(d) = &a.plot {
         for c in &r.classes {
@@ -159,7 +162,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 c.plot().as_bytes(),
             )?;
         }
-        eprintln!("plots written to {}", d.display());
+        crate::common::note(&format!("plots written to {}", d.display()));
     }
     Ok(ExitCode::SUCCESS)
 }

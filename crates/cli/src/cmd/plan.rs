@@ -1,7 +1,7 @@
 //! `topocomm plan`: the transport plan per locality class present, after the
 //! single-copy probe (docs/commands/plan.md).
 
-use crate::common::{text_table, GlobalOpts};
+use crate::common::{text_table, usage, GlobalOpts};
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +37,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         None => super::run::rules_from_env(),
     };
     let (rules, measured) = match &file {
-        Some(f) => (Rules::load(f, &m).map_err(|e| anyhow!(e))?, None),
+        Some(f) => (Rules::load(f, &m).map_err(|e| usage(anyhow!(e)))?, None),
         None => {
             let r = crate::autotune::job_rules(&m, a.measure)?;
             (r.rules, Some(r.measured))

@@ -3,17 +3,17 @@
 //! printed (`--env`) or applied to a program (`rails exec`).
 //! See docs/commands/rails.md.
 
+pub use super::rails_report::report_section;
 use crate::common::{text_table, GlobalOpts};
 use anyhow::Result;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use topocomm_measure::p2p::parse_size;
 use topocomm_rails::{
-    chunk_rows, exports, list_or_dash, local_rank, rail_tables, resolve_rank, to_json, weight_rows,
-    Setup, SetupOptions, SplitParams,
+    chunk_rows, env_text, list_or_dash, local_rank, rail_tables, resolve_rank, to_json,
+    weight_rows, Setup, SetupOptions, SplitParams, Stack,
 };
 use topocomm_topo::text::origin_text;
-use topocomm_topo::Machine;
 
 /// Environment variable naming the location, like `--pu` (for `rails exec`
 /// under a launcher, or to force a PU when the topology is not this machine's).
@@ -50,9 +50,6 @@ pub enum Sub {
 pub struct ExecArgs {
     #[command(flatten)]
     pub opts: Opts,
-    /// Print the variables set on stderr
-    #[arg(short, long)]
-    pub verbose: bool,
     /// Program and its arguments
     #[arg(
         trailing_var_arg = true,
@@ -83,6 +80,9 @@ pub struct Opts {
     /// Messages below this size use a single rail
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "64K")]
     pub single_below: u64,
+    /// Stack whose variables --env and exec write: auto (libfabric for usNIC, else ucx), ucx, openmpi (MCA file), mpich, libfabric, intelmpi
+    #[arg(long, value_name = "STACK", default_value = "auto")]
+    pub stack: String,
 }
 
 fn setup(g: &GlobalOpts, o: &Opts) -> Result<Setup> {
@@ -95,6 +95,7 @@ fn setup(g: &GlobalOpts, o: &Opts) -> Result<Setup> {
             single_rail_below: o.single_below,
             contention: o.contention,
         },
+        stack: Stack::parse("--stack", &o.stack)?,
     };
     Ok(Setup::new(m.clone(), origin_text(&m), &options)?)
 }
@@ -111,28 +112,6 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         Some(pu) => plan_mode(&s, pu, a.size.unwrap_or(4 << 20), a.json),
         None => machine_mode(&s, a.json),
     }
-}
-
-/// The report's rails section (HTML), for machines that have rails.
-pub fn report_section(m: &Machine) -> Option<String> {
-    use topocomm_report::{esc, html_table};
-    let s = Setup::new(m.clone(), origin_text(m), &SetupOptions::default()).ok()?;
-    if s.rails.is_empty() {
-        return None;
-    }
-    let split = s.numa_split().ok()?;
-    let head: Vec<&str> = split.head.iter().map(String::as_str).collect();
-    let mut h = String::new();
-    for (title, mut head, rows) in rail_tables(&s.rails) {
-        head[0] = "name";
-        h.push_str(&format!("<p>{title}:</p>{}", html_table(&head, &rows)));
-    }
-    h.push_str(&format!(
-        "<p>Split of a large message from each NUMA node (distance, weight, share per rail); weights: {} (<code>topocomm rails</code>, docs/commands/rails.md).</p>",
-        esc(&s.source())
-    ));
-    h.push_str(&html_table(&head, &split.rows));
-    Some(h)
 }
 
 fn machine_mode(s: &Setup, json: bool) -> Result<ExitCode> {
@@ -216,20 +195,20 @@ fn env_mode(s: &Setup, a: &Args) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&to_json(&doc))?);
         return Ok(ExitCode::SUCCESS);
     }
+    let (from, at) = (&doc.local_rank_from, &doc.location_from);
+    let stack = doc.stack.name();
     println!(
-        "# topocomm rails: local rank {rank} ({}) at {} on {}",
-        doc.local_rank_from, doc.location_from, s.origin
+        "# topocomm rails --stack {stack}: local rank {rank} ({from}) at {at} on {}",
+        s.origin
     );
-    print!("{}", exports(&doc.env));
+    print!("{}", env_text(doc.stack, &doc.env, &doc.notes));
     Ok(ExitCode::SUCCESS)
 }
 
 /// One stderr write per message: ranks of a job share the stream.
 fn note(msg: &str) {
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("topocomm rails exec: {msg}\n").as_bytes(),
-    );
+    let line = format!("topocomm rails exec: {msg}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 fn exec(g: &GlobalOpts, e: &ExecArgs) -> Result<ExitCode> {
@@ -238,7 +217,7 @@ fn exec(g: &GlobalOpts, e: &ExecArgs) -> Result<ExitCode> {
     let s = setup(g, &e.opts)?;
     let rank = local_rank(|k| std::env::var(k).ok())?;
     let name = prog.to_string_lossy();
-    let vars = s.exec_env(e.opts.pu.as_deref(), rank, &name, e.verbose, &mut note)?;
+    let vars = s.exec_env(e.opts.pu.as_deref(), rank, &name, g.verbose, &mut note)?;
     let err = std::process::Command::new(prog)
         .args(args)
         .envs(vars.iter().map(|v| (&v.name, &v.value)))

@@ -1,7 +1,7 @@
 //! `topocomm run`: launch N ranks of a program on this node over the
 //! shared-memory transport (docs/commands/run.md).
 
-use crate::common::GlobalOpts;
+use crate::common::{usage, GlobalOpts};
 use anyhow::{anyhow, bail, Result};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -37,6 +37,14 @@ pub struct Args {
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    // Everything before the launch checks the command line: usage errors.
+    let job = launch_of(g, a).map_err(usage)?;
+    let code = launch::run(&job).map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The job `a` asks for, checked: ranks, binding, rules, wait bound.
+fn launch_of(g: &GlobalOpts, a: &Args) -> Result<Launch> {
     if a.n == 0 || a.n > 4096 {
         bail!("-n {}: expected 1..=4096 ranks", a.n);
     }
@@ -75,7 +83,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     };
     let plans = topocomm_transport::plan::resolve(&m, &rules, &pus).map_err(|e| anyhow!(e))?;
     let (program, args) = a.command.split_first().expect("clap requires a program");
-    let code = launch::run(&Launch {
+    Ok(Launch {
         pus,
         plans,
         timeout: timeout.map(|d| d.as_secs_f64()),
@@ -83,8 +91,6 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         program: program.clone(),
         args: args.to_vec(),
     })
-    .map_err(|e| anyhow!(e))?;
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
 /// `$TOPOCOMM_RULES` when set and no `--rules` is given (the same variable

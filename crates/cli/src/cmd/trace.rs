@@ -3,6 +3,7 @@
 
 pub mod launcher;
 
+use crate::common::usage;
 use anyhow::{bail, Context, Result};
 use launcher::Impl;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,9 @@ pub struct Args {
     /// <exe>/../../mpi/build, ./mpi/build)
     #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
+    /// The summary as one JSON object on stdout instead of the text lines
+    #[arg(long)]
+    pub json: bool,
     /// The launch command, after `--`: e.g. `-- mpirun -np 16 ./app args`
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -38,12 +42,17 @@ pub struct Args {
 pub fn run(a: &Args) -> Result<ExitCode> {
     let launcher = &a.command[0];
     let imp = match &a.imp {
-        Some(s) => Impl::parse(s)?,
-        None => launcher::detect(launcher)?,
+        Some(s) => Impl::parse(s).map_err(usage)?,
+        None => launcher::detect(launcher).map_err(usage)?,
     };
     let lib = match &a.lib {
         Some(p) if p.is_file() => std::fs::canonicalize(p).unwrap_or(p.clone()),
-        Some(p) => bail!("--lib {}: no such file", p.display()),
+        Some(p) => {
+            return Err(usage(anyhow::anyhow!(
+                "--lib {}: no such file",
+                p.display()
+            )))
+        }
         None => launcher::find_lib(imp, "trace")?,
     };
     let out = absolute(&a.out)?;
@@ -88,6 +97,17 @@ pub fn run(a: &Args) -> Result<ExitCode> {
         );
     }
     let s = summarize(&out)?;
+    if a.json {
+        let heaviest = s
+            .heaviest
+            .map(|(src, dst, bytes)| serde_json::json!({ "src": src, "dst": dst, "bytes": bytes }));
+        let doc = serde_json::json!({
+            "file": out.display().to_string(), "mpi": imp.name(), "collectives": a.collectives,
+            "ranks": s.ranks, "pairs": s.pairs, "bytes": s.bytes, "msgs": s.msgs, "heaviest": heaviest,
+        });
+        println!("{doc}");
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "trace: {} ({}{}): {} ranks, {} pairs, {} bytes, {} messages",
         out.display(),

@@ -7,8 +7,8 @@
 
 use super::charact;
 use super::model::cache_points;
-use crate::common::GlobalOpts;
-use anyhow::{anyhow, bail, Result};
+use crate::common::{json_stdout, usage, GlobalOpts, Progress};
+use anyhow::{anyhow, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -67,8 +67,8 @@ pub struct Args {
     /// Rules file to write
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Write the full results as JSON (docs/formats/tune-json.md)
-    #[arg(long, value_name = "FILE")]
+    /// Write the full results as JSON (docs/formats/tune-json.md) to FILE, or on stdout instead of the tables without FILE
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// bench cache JSON for the model (default: a quick bench cache run)
     #[arg(long, value_name = "FILE")]
@@ -110,7 +110,7 @@ impl Args {
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     if let Some(mpi) = &a.mpi {
-        return crate::cmd::tune_mpi::run_mpi(g, &mpi_args(mpi, a)?);
+        return crate::cmd::tune_mpi::run_mpi(g, &mpi_args(mpi, a).map_err(usage)?);
     }
     let out = a
         .out
@@ -118,27 +118,20 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("tuned-rules.toml"));
     let start = Instant::now();
     let m: Machine = g.machine()?;
-    let plan = plan(&m, &a.options())?;
+    let plan = plan(&m, &a.options()).map_err(usage)?;
     if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         if !p.is_dir() {
-            bail!(
+            let e = anyhow!(
                 "--out {}: folder '{}' does not exist",
                 out.display(),
                 p.display()
             );
+            return Err(usage(e));
         }
     }
     charact::require_live(&m)?;
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let mut n = 0;
-    let mut progress = |msg: &str| {
-        n += 1;
-        if tty {
-            eprint!("\r\x1b[K{msg}");
-        } else if n % 10 == 1 {
-            eprintln!("{msg}");
-        }
-    };
+    let mut bar = Progress::new(g.quiet, g.verbose, 10);
+    let mut progress = |msg: &str| bar.step(msg);
     let s = &plan.search;
     let cache = match s.mode {
         SearchMode::Grid => None,
@@ -149,9 +142,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         .map(|(c, src)| (c.points.as_slice(), src.as_str()));
     let mut runner = runner(&m, s.test, &s.sizes, s.samples, s.min_time_ms)?;
     let (rules, classes) = search(&m, &plan.targets, s, points, &mut runner, &mut progress)?;
-    if tty {
-        eprintln!();
-    }
+    bar.finish();
     charact::write_file(&out, rules_text(&plan, &classes, &rules).as_bytes())?;
     // What we wrote must load.
     Rules::load(&out, &m).map_err(|e| anyhow!("the written rules do not load: {e}"))?;
@@ -163,10 +154,16 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         classes,
         start.elapsed().as_secs_f64(),
     );
-    print!("{}", report.tables());
+    if !json_stdout(&a.json) {
+        print!("{}", report.tables());
+    }
     if let Some(f) = &a.json {
-        charact::write_json(f, &report)?;
-        eprintln!("json written to {}", f.display());
+        if json_stdout(&a.json) {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            charact::write_json(f, &report)?;
+            g.note(&format!("json written to {}", f.display()));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

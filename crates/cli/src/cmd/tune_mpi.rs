@@ -5,7 +5,7 @@
 //! (docs/commands/tune-mpi.md, docs/formats/mpi-exports.md). The run is
 //! `topocomm_mpitune::session`; this module parses, prints and exits.
 
-use crate::common::{text_table, GlobalOpts};
+use crate::common::{json_stdout, text_table, usage, GlobalOpts};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -90,10 +90,20 @@ impl MpiArgs {
 
 pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     let m = g.machine()?;
-    let o =
-        session::run(&m, &a.options(), &mut |msg| eprintln!("{msg}")).map_err(|e| anyhow!(e))?;
-    print!("{}", text::report(&o, text_table));
-    if let Some(path) = &a.json {
+    // The options and the --verify file checked first: usage errors (2).
+    let opts = a.options();
+    let s = session::Setup::new(&m, &opts).map_err(|e| usage(anyhow!(e)))?;
+    if let Some(f) = &opts.verify {
+        let e = topocomm_mpitune::export::read_export(s.which, f);
+        e.map_err(|e| usage(anyhow!("--verify: {e}")))?;
+    }
+    let o = session::run(&m, &opts, &mut |msg| g.note(msg)).map_err(|e| anyhow!(e))?;
+    if json_stdout(&a.json) {
+        println!("{}", serde_json::to_string_pretty(&o.json())?);
+    } else {
+        print!("{}", text::report(&o, text_table));
+    }
+    if let Some(path) = a.json.as_ref().filter(|_| !json_stdout(&a.json)) {
         let doc = serde_json::to_string_pretty(&o.json())?;
         topocomm_report::write_atomic(path, doc.as_bytes())
             .with_context(|| format!("--json {}", path.display()))?;
@@ -101,8 +111,10 @@ pub fn run_mpi(g: &GlobalOpts, a: &MpiArgs) -> Result<ExitCode> {
     if let Some(e) = o.not_applied() {
         bail!(e);
     }
-    if let Some(line) = text::not_confirmed(&o) {
-        println!("{line}");
+    match text::not_confirmed(&o) {
+        Some(line) if json_stdout(&a.json) => g.note(&line),
+        Some(line) => println!("{line}"),
+        None => {}
     }
     Ok(if o.passed() {
         ExitCode::SUCCESS

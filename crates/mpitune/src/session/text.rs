@@ -109,16 +109,12 @@ pub fn header_lines(
     });
     match verified {
         None => h.push("Verification pending.".into()),
-        Some((vs, score, feasible)) => {
+        Some((vs, score, _)) => {
             h.push(String::new());
             h.push(format!(
-                "Verified (defaults vs this file, same run): weighted bw gain over {} x{score:.2}; {}.",
+                "Verified (defaults vs this file, same run, bw gain over {}): {}.",
                 s.objective.label(),
-                if feasible {
-                    "no size slower beyond the A/A noise".to_string()
-                } else {
-                    "SOME SIZE IS SLOWER THAN DEFAULT beyond the A/A noise (see below)".to_string()
-                }
+                verdict(slower_sizes(vs), score)
             ));
             if let Some(l) = load {
                 h.push(load_line(l));
@@ -195,7 +191,7 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
             if r.best.is_empty() {
                 out.push_str("\n(no setting beat the defaults: both columns are the defaults, an A/A test; their differences are the machine's noise)\n");
             }
-            out.push_str(&summary(&v.verdicts, o.score, o.feasible, &s.objective));
+            out.push_str(&summary(&v.verdicts, o.score, &s.objective));
             let _ = writeln!(
                 out,
                 "search: {} measurements, {} round(s){}; settings: {}",
@@ -229,7 +225,7 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
                     o.file.display()
                 );
             }
-            out.push_str(&summary(&v.verdicts, o.score, o.feasible, &s.objective));
+            out.push_str(&summary(&v.verdicts, o.score, &s.objective));
             out.push_str(&evidence(&v.verdicts, &v.once, &v.noise));
             out.push_str(&readback(&o.readback, &o.sources, table));
         }
@@ -243,7 +239,7 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
 /// the gain a search asks for; `None` otherwise.
 pub fn not_confirmed(o: &Outcome) -> Option<String> {
     let v = &o.verification;
-    (o.search.is_none() && !v.clean && o.feasible && !o.values.is_empty())
+    (o.search.is_none() && v.clean && o.score <= 1.0 + MIN_GAIN && !o.values.is_empty())
         .then(|| format!("not confirmed: {}", rejection(o.feasible, v.clean, o.score)))
 }
 
@@ -295,16 +291,46 @@ pub fn verdicts(which: MpiImpl, verdicts: &[ClassVerdict], table: TableFn) -> St
     out
 }
 
+/// The verdict of a comparison, worded from its own figures: `slower`
+/// sizes (the table's "slower" marks) and the weighted bw gain `score`.
+/// Slower sizes make it "slower" whatever the gain; otherwise the gain
+/// decides: above x(1 + MIN_GAIN) "faster", below x(1 - MIN_GAIN) "slower
+/// overall" (every size within the noise, but the objective's bandwidth
+/// lower), else "no difference".
+pub fn verdict(slower: usize, score: f64) -> String {
+    let gain = format!("weighted bw gain x{score:.2}");
+    if slower > 0 {
+        format!("SLOWER than default: {slower} size(s) slower beyond the A/A noise; {gain}")
+    } else if score > 1.0 + MIN_GAIN {
+        format!("faster than default: {gain}, no size slower beyond the A/A noise")
+    } else if score < 1.0 - MIN_GAIN {
+        format!(
+            "slower overall: {gain} (below x{:.2}), though no single size is slower beyond the A/A noise",
+            1.0 - MIN_GAIN
+        )
+    } else {
+        format!(
+            "no difference beyond the noise: {gain} (within x{:.2}-x{:.2}), no size slower",
+            1.0 - MIN_GAIN,
+            1.0 + MIN_GAIN
+        )
+    }
+}
+
+/// Sizes the table marks slower, over every class.
+pub fn slower_sizes(verdicts: &[ClassVerdict]) -> usize {
+    verdicts
+        .iter()
+        .map(|v| v.sizes.iter().filter(|c| c.slower).count())
+        .sum()
+}
+
 /// The weighted gain, the verdict and the noise floor.
-pub fn summary(verdicts: &[ClassVerdict], score: f64, feasible: bool, obj: &Objective) -> String {
+pub fn summary(verdicts: &[ClassVerdict], score: f64, obj: &Objective) -> String {
     let mut out = format!(
-        "\nweighted bw gain over {}: x{score:.2} (geometric mean); {}\n",
+        "\nweighted bw gain over {}: x{score:.2} (geometric mean)\nverdict: {}\n",
         obj.label(),
-        if feasible {
-            "no size slower than default beyond the A/A noise"
-        } else {
-            "some size is slower than default beyond the A/A noise"
-        }
+        verdict(slower_sizes(verdicts), score)
     );
     let noise: Vec<f64> = verdicts
         .iter()
@@ -365,4 +391,32 @@ pub fn readback(readback: &[ReadBack], sources: &[(String, String)], table: Tabl
         let _ = writeln!(out, "ompi_info: {v} (source: {src})");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_follows_the_figures() {
+        // A slower size makes it slower even with a large gain elsewhere.
+        let v = verdict(1, 1.40);
+        assert!(v.starts_with("SLOWER") && v.contains("x1.40"), "{v}");
+        // No size slower: the gain decides, in both directions.
+        assert!(
+            verdict(0, 1.20).starts_with("faster"),
+            "{}",
+            verdict(0, 1.20)
+        );
+        let v = verdict(0, 0.80);
+        assert!(
+            v.starts_with("slower overall") && !v.contains("faster"),
+            "{v}"
+        );
+        assert!(verdict(0, 1.01).starts_with("no difference"));
+        assert!(verdict(0, 0.98).starts_with("no difference"));
+        // At the edges: MIN_GAIN is the line.
+        assert!(verdict(0, 1.0 + MIN_GAIN + 1e-6).starts_with("faster"));
+        assert!(verdict(0, 1.0 - MIN_GAIN - 1e-6).starts_with("slower overall"));
+    }
 }

@@ -5,7 +5,7 @@
 //! document are `topocomm_measure::bench_p2p`'s; this module parses, shows
 //! progress and prints.
 
-use crate::common::{text_table, GlobalOpts};
+use crate::common::{text_table, usage, GlobalOpts};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,8 +53,8 @@ pub struct Args {
     /// Kill a backend job that runs longer than this (default: a bound computed from the settings)
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
-    /// Write the results (raw samples included) and metadata as JSON
-    #[arg(long, value_name = "FILE")]
+    /// Write the results (raw samples included) and metadata as JSON to FILE, or on stdout instead of the tables without FILE
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
 }
 
@@ -77,31 +77,29 @@ impl Args {
     }
 }
 
-/// Progress on stderr.
-fn show(p: Progress) {
+/// Progress on stderr (nothing under `--quiet`).
+fn show(quiet: bool, p: Progress) {
     match p {
+        _ if quiet => {}
         Progress::Start { label } => eprintln!("bench p2p: {label} ..."),
         Progress::Step { what } => eprintln!("bench p2p:   {what}"),
-        Progress::Done { label, elapsed_s } => {
-            eprintln!("bench p2p: {label}: done in {elapsed_s:.1} s")
-        }
+        Progress::Done {
+            label,
+            elapsed_s: t,
+        } => eprintln!("bench p2p: {label}: done in {t:.1} s"),
         Progress::Skipped { label, reason } => eprintln!("bench p2p: {label}: skipped: {reason}"),
     }
 }
 
 /// Plans against `m`, checks the pairs exist here, and runs.
-fn measure(m: &Machine, o: &Options) -> Result<Outcome> {
-    let p = plan(m, o)?;
-    check_live(&p, &origin_text(m))?;
+fn measure(m: &Machine, o: &Options, quiet: bool) -> Result<Outcome> {
+    let p = plan(m, o).map_err(usage)?;
+    check_live(&p, &origin_text(m)).map_err(usage)?;
     let worker = topocomm_transport::worker::locate().map_err(|e| e.to_string());
     let exe = std::env::current_exe().ok();
-    Ok(bench_p2p::measure(
-        &p,
-        worker,
-        exe,
-        super::utc_now(),
-        &mut show,
-    )?)
+    let now = super::utc_now();
+    let mut progress = |x: Progress| show(quiet, x);
+    Ok(bench_p2p::measure(&p, worker, exe, now, &mut progress)?)
 }
 
 /// The `--json` document (docs/formats/bench-json.md).
@@ -121,7 +119,10 @@ pub fn render_tables(o: &Outcome) -> String {
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
-    let o = measure(&m, &a.options())?;
+    let o = measure(&m, &a.options(), g.quiet)?;
+    if crate::common::json_stdout(&a.json) {
+        return crate::common::print_json(&to_json(&o, &m));
+    }
     let params = &o.plan.params;
     println!(
         "topocomm bench p2p: timer resolution {} ns, overhead {} ns; {} samples per point, LLC {}",
@@ -165,7 +166,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
 /// representative pair (about 10-30 s on 2 cores), bandwidth curves per class
 /// and a latency table. Returns the section's HTML and its JSON.
 pub fn report_section(m: &Machine) -> (String, serde_json::Value) {
-    match measure(m, &Options::report()) {
+    match measure(m, &Options::report(), false) {
         Ok(o) => (section_html(&o), to_json(&o, m)),
         Err(e) => {
             let msg = format!("{e:#}");
