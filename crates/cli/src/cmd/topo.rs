@@ -1,8 +1,8 @@
 //! `topocomm topo`: the machine model for people and scripts. The text is
 //! `topocomm_topo::text`'s; this module picks the view and prints it.
 
-use crate::common::GlobalOpts;
-use anyhow::{bail, Result};
+use crate::common::{usage, GlobalOpts};
+use anyhow::{anyhow, Result};
 use std::process::ExitCode;
 use topocomm_topo::text::{classes_lines, matrix_text, summary, MATRIX_MAX_PUS};
 use topocomm_topo::ClassMatrix;
@@ -44,10 +44,10 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     }
     if a.matrix {
         if cm.len() > MATRIX_MAX_PUS {
-            bail!(
+            return Err(usage(anyhow!(
                 "--matrix: this topology has {} PUs, a {0}x{0} matrix; at most {MATRIX_MAX_PUS} PUs are printed (use --classes, or --pair P,Q for one pair)",
                 cm.len()
-            );
+            )));
         }
         print!("{}", matrix_text(&cm));
         return Ok(ExitCode::SUCCESS);
