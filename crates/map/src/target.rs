@@ -256,7 +256,13 @@ pub struct Target {
 
 struct Builder<'a> {
     cluster: &'a Cluster,
-    by_pu: HashMap<(u32, u32), Vec<u32>>,
+    /// Slots sorted by (node, PU OS index), input order within a PU, so the
+    /// slots of one PU are one run found by binary search (a map of vectors
+    /// costs an allocation per PU: seconds at millions of slots).
+    by_pu: Vec<((u32, u32), u32)>,
+    /// Per topology, per object: its short name (`Package`, `L3`, `Core`),
+    /// formatted once instead of once per node.
+    names: Vec<Vec<String>>,
     tree: Vec<TNode>,
     leaves: Vec<Leaf>,
     leaf_tnode: Vec<u32>,
@@ -340,29 +346,34 @@ impl Builder<'_> {
 
     fn object(&mut self, node: u32, m: &Machine, obj: usize, top: bool) -> Option<u32> {
         let o = &m.objects[obj];
+        let topo = self.cluster.nodes[node as usize].topo;
         let name = if top {
             "Node".to_string()
         } else {
-            let l = o.label();
-            l.split(" L#").next().unwrap_or(&l).to_string()
+            self.names[topo][obj].clone()
         };
         if o.kind == ObjectKind::Pu {
             let os = o.os_index?;
-            let inputs = self.by_pu.get(&(node, os))?.clone();
-            let kids: Vec<u32> = if inputs.len() == 1 {
+            let start = self.by_pu.partition_point(|&(k, _)| k < (node, os));
+            let len = self.by_pu[start..].partition_point(|&(k, _)| k == (node, os));
+            if len == 0 {
+                return None;
+            }
+            let kids: Vec<u32> = if len == 1 {
                 let l = self.label(&name);
-                vec![self.leaf(node, os, inputs[0], l)]
+                vec![self.leaf(node, os, self.by_pu[start].1, l)]
             } else {
                 let l = self.label("Slot");
-                inputs.iter().map(|&i| self.leaf(node, os, i, l)).collect()
+                (start..start + len)
+                    .map(|k| self.leaf(node, os, self.by_pu[k].1, l))
+                    .collect()
             };
             return self.group(kids, &name);
         }
         let kids: Vec<u32> = o
             .children
-            .clone()
-            .into_iter()
-            .filter_map(|c| self.object(node, m, c, false))
+            .iter()
+            .filter_map(|&c| self.object(node, m, c, false))
             .collect();
         self.group(kids, &name)
     }
@@ -407,7 +418,7 @@ impl Target {
                     .collect()
             })
             .collect();
-        let mut by_pu: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        let mut by_pu: Vec<((u32, u32), u32)> = Vec::with_capacity(slots.len());
         for (i, s) in slots.iter().enumerate() {
             let node = cluster.nodes.get(s.node as usize).ok_or_else(|| {
                 MapError::Invalid(format!(
@@ -422,8 +433,22 @@ impl Target {
                     s.pu, s.node, node.host
                 )));
             }
-            by_pu.entry((s.node, s.pu)).or_default().push(i as u32);
+            by_pu.push(((s.node, s.pu), i as u32));
         }
+        by_pu.sort_unstable(); // (key, input index): input order within a PU
+        let names = cluster
+            .topologies
+            .iter()
+            .map(|m| {
+                m.objects
+                    .iter()
+                    .map(|o| {
+                        let l = o.label();
+                        l.split(" L#").next().unwrap_or(&l).to_string()
+                    })
+                    .collect()
+            })
+            .collect();
         // Network spans: nodes below one group at each level, root last.
         let mut span = vec![1usize];
         for &a in &cluster.network_levels {
@@ -436,6 +461,7 @@ impl Target {
         let mut b = Builder {
             cluster: &cluster,
             by_pu,
+            names,
             tree: Vec::new(),
             leaves: Vec::new(),
             leaf_tnode: Vec::new(),
