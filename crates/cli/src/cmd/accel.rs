@@ -29,8 +29,8 @@ pub struct Args {
     /// Print, per rank at MPI_Finalize, the messages and bytes of each path
     #[arg(long, short)]
     pub verbose: bool,
-    /// The accelerator library to preload (default: searched in
-    /// $TOPOCOMM_MPI_BUILD, <exe>/../../mpi/build, ./mpi/build)
+    /// The accelerator library to preload (default: searched in $TOPOCOMM_MPI_BUILD,
+    /// <exe>/../lib/topocomm, <exe>/../../mpi/build, ./mpi/build)
     #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
     /// The launch command, after `--`: e.g. `-- mpirun -n 8 ./app args`

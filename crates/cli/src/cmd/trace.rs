@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long = "impl", value_name = "openmpi|mpich")]
     pub imp: Option<String>,
     /// The tracer library to preload (default: searched in $TOPOCOMM_MPI_BUILD,
-    /// <exe>/../../mpi/build, ./mpi/build)
+    /// <exe>/../lib/topocomm, <exe>/../../mpi/build, ./mpi/build)
     #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
     /// The launch command, after `--`: e.g. `-- mpirun -np 16 ./app args`
