@@ -5,7 +5,7 @@
 #   scripts/install.sh install | uninstall
 #
 # Reads PREFIX BINDIR LIBDIR INCLUDEDIR DATADIR MANDIR DOCDIR VERSION DESTDIR
-# from the environment (the Makefile passes them). Installs what `make build`
+# STRIP from the environment (the Makefile passes them). Installs what `make build`
 # produced: target/release/{topocomm,topocomm-worker,libtopocomm.so,.a},
 # include/*.h and mpi/include/*.h, mpi/build/<impl>/libtopocomm-*.so and the
 # helper programs the CLI runs from there (tc_mpibench, tc_mpit_cvars), the
@@ -27,6 +27,7 @@ mode=${1:-}
 : "${DOCDIR:=$DATADIR/doc/topocomm}"
 : "${VERSION:=0.0.0}"
 DESTDIR=${DESTDIR:-}
+STRIP=${STRIP:-0}
 MPIS=(openmpi mpich)
 # Programs of mpi/build/<impl>/ that the CLI runs (bench p2p, tune --mpi).
 MPI_PROGS=(tc_mpibench tc_mpit_cvars)
@@ -91,10 +92,15 @@ mkdirs() {
   done
 }
 
-# put MODE SRC DEST: installs SRC as the file DEST (a path under PREFIX).
+# put MODE SRC DEST: installs SRC as the file DEST (a path under PREFIX);
+# with STRIP=1, programs and shared libraries (mode 755) lose their symbols.
 put() {
   mkdirs "$(dirname "$3")"
-  install -m "$1" -- "$2" "$DESTDIR$3"
+  if [ "$1" = 755 ] && [ "$STRIP" = 1 ]; then
+    install -s -m "$1" -- "$2" "$DESTDIR$3"
+  else
+    install -m "$1" -- "$2" "$DESTDIR$3"
+  fi
   files+=("$3")
 }
 
@@ -105,7 +111,10 @@ trap 'rm -rf "$tmp"' EXIT
 put 755 "$REL/topocomm" "$BINDIR/topocomm"
 put 755 "$REL/topocomm-worker" "$BINDIR/topocomm-worker"
 put 755 "$REL/libtopocomm.so" "$LIBDIR/libtopocomm.so"
-[ -f "$REL/libtopocomm.a" ] && put 644 "$REL/libtopocomm.a" "$LIBDIR/libtopocomm.a"
+if [ -f "$REL/libtopocomm.a" ]; then
+  put 644 "$REL/libtopocomm.a" "$LIBDIR/libtopocomm.a"
+  [ "$STRIP" = 1 ] && strip --strip-debug "$DESTDIR$LIBDIR/libtopocomm.a"
+fi
 for h in include/*.h mpi/include/*.h; do
   put 644 "$h" "$INCLUDEDIR/$(basename "$h")"
 done

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The shell: bash, zsh, fish, elvish or powershell
+    /// The shell to complete for
     #[arg(value_enum)]
     pub shell: Shell,
 }
