@@ -3,7 +3,9 @@
 # hwloc (headers, pkg-config file, lstopo), libudev (hwlocality links hwloc
 # statically through pkg-config), Open MPI and MPICH with their compilers,
 # Scotch (mapping baseline), ucx_info and fi_info (250 kB: the rails
-# export tests ask UCX and libfabric), a C toolchain; checks the Rust toolchain.
+# export tests ask UCX and libfabric), a C toolchain, CMake and man (the
+# install test builds the CMake example and renders a man page); checks the
+# Rust toolchain.
 # Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 
@@ -14,6 +16,7 @@ PACKAGES=(
   mpich libmpich-dev
   libscotch-dev scotch
   ucx-utils libfabric-bin
+  cmake man-db
 )
 
 missing=()

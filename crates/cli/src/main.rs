@@ -5,7 +5,7 @@ mod autotune;
 mod cmd;
 mod common;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -46,6 +46,11 @@ enum Command {
     BenchWorker(cmd::bench_worker::Args),
     /// Transport self-checks, run under `topocomm run`
     Selftest(cmd::selftest::Args),
+    /// Print the shell completion script (bash, zsh, fish, ...) to stdout
+    Completions(cmd::completions::Args),
+    /// Write the man pages (topocomm.1, topocomm-<command>.1) into a folder
+    #[command(hide = true)]
+    Manpages(cmd::completions::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +81,8 @@ fn main() -> ExitCode {
         Command::Rails(a) => cmd::rails::run(&cli.global, a),
         Command::BenchWorker(a) => cmd::bench_worker::run(&cli.global, a),
         Command::Selftest(a) => cmd::selftest::run(&cli.global, a),
+        Command::Completions(a) => cmd::completions::run(a, Cli::command()),
+        Command::Manpages(a) => cmd::completions::man(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

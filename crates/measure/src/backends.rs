@@ -75,11 +75,35 @@ pub fn parse_peers(text: &str) -> Result<Vec<MpiImpl>> {
     Ok(out)
 }
 
-/// Folder holding `openmpi/tc_mpibench` and `mpich/tc_mpibench`: the first of
-/// `$TOPOCOMM_MPI_BUILD`, `<dir of exe>/../../mpi/build`, `./mpi/build` that
-/// exists.
+/// Where an installed `topocomm` keeps its per-MPI folders
+/// (`<impl>/libtopocomm-*.so`, `<impl>/tc_mpibench`, ...), relative to the
+/// prefix that holds its `bin/` (`make install`, docs/install.md).
+pub const INSTALLED_MPI_DIR: &str = "lib/topocomm";
+
+/// The folders that may hold the per-MPI builds (`<impl>/...`), in search
+/// order, after `$TOPOCOMM_MPI_BUILD`: `<dir of exe>/../lib/topocomm` (an
+/// installed `topocomm`, `make install`), `<dir of exe>/../../mpi/build` (a
+/// checkout's `target/<profile>/topocomm`), `./mpi/build`. This is the one
+/// list every lookup of the MPI pieces uses (the benchmark, `tune --mpi`,
+/// and the libraries `trace` and `accel` preload).
+pub fn mpi_build_candidates(exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(bin) = exe.and_then(Path::parent) {
+        if let Some(prefix) = bin.parent() {
+            v.push(prefix.join(INSTALLED_MPI_DIR));
+            if let Some(root) = prefix.parent() {
+                v.push(root.join("mpi/build"));
+            }
+        }
+    }
+    v.push(PathBuf::from("mpi/build"));
+    v
+}
+
+/// Folder holding `openmpi/tc_mpibench` and `mpich/tc_mpibench`:
+/// `$TOPOCOMM_MPI_BUILD` when set (an error when it is not a folder), else
+/// the first of [`mpi_build_candidates`] that exists.
 pub fn locate_mpi_build(exe: Option<&Path>) -> Result<PathBuf> {
-    let mut tried = Vec::new();
     if let Some(d) = std::env::var_os(MPI_BUILD_ENV) {
         let d = PathBuf::from(d);
         if d.is_dir() {
@@ -87,10 +111,7 @@ pub fn locate_mpi_build(exe: Option<&Path>) -> Result<PathBuf> {
         }
         return Err(Error::MpiBuildNotFolder { path: d });
     }
-    if let Some(dir) = exe.and_then(Path::parent) {
-        tried.push(dir.join("../../mpi/build"));
-    }
-    tried.push(PathBuf::from("mpi/build"));
+    let tried = mpi_build_candidates(exe);
     for d in &tried {
         if d.is_dir() {
             return Ok(d.canonicalize().unwrap_or_else(|_| d.clone()));
@@ -330,6 +351,22 @@ pub fn run_limits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mpi_build_candidates_installed_then_checkout_then_cwd() {
+        let v = mpi_build_candidates(Some(Path::new("/opt/tc/bin/topocomm")));
+        assert_eq!(
+            v,
+            vec![
+                PathBuf::from("/opt/tc/lib/topocomm"),
+                PathBuf::from("/opt/mpi/build"),
+                PathBuf::from("mpi/build"),
+            ]
+        );
+        let v = mpi_build_candidates(Some(Path::new("/r/target/release/topocomm")));
+        assert_eq!(v[1], PathBuf::from("/r/mpi/build"));
+        assert_eq!(mpi_build_candidates(None), vec![PathBuf::from("mpi/build")]);
+    }
 
     #[test]
     fn peers_and_binding_options() {

@@ -5,7 +5,7 @@
 # and its MPI_ wrappers calling each other) bind inside it, with no PLT
 # indirection on the per-message path; the MPI_ symbols stay exported, and
 # preloaded first they are still what the application calls.
-LDLIBS_accel = -L$(abspath $(@D)) -ltopocomm-mpi -L$(TOPOCOMM_LIBDIR) -ltopocomm \
+LDLIBS_accel = -L$(abspath $(@D)) -ltopocomm-mpi -L$(TOPOCOMM_LIBDIR) -ltopocomm $(ORIGIN_RPATH) \
 	-Wl,--disable-new-dtags,-rpath,$(abspath $(@D)),-rpath,$(TOPOCOMM_LIBDIR) \
 	-Wl,-Bsymbolic-functions
 $(foreach i,$(IMPLS),$(eval build/$(i)/libtopocomm-accel.so: build/$(i)/libtopocomm-mpi.so))

@@ -6,6 +6,6 @@
 # --disable-new-dtags writes DT_RPATH, which (unlike DT_RUNPATH) wins over
 # LD_LIBRARY_PATH: the shim uses the libtopocomm it was built against even
 # when another one is on the path (cargo test puts target/debug/deps there).
-LDLIBS_reorder := -L$(TOPOCOMM_LIBDIR) -Wl,--no-as-needed -ltopocomm -Wl,--disable-new-dtags,-rpath,$(TOPOCOMM_LIBDIR)
+LDLIBS_reorder := -L$(TOPOCOMM_LIBDIR) -Wl,--no-as-needed -ltopocomm $(ORIGIN_RPATH) -Wl,--disable-new-dtags,-rpath,$(TOPOCOMM_LIBDIR)
 
 $(foreach i,$(IMPLS),build/$(i)/libtopocomm-reorder.so): $(TOPOCOMM_LIBDIR)/libtopocomm.so

@@ -27,8 +27,8 @@ pub struct Args {
     /// mixed local/remote paths on one machine)
     #[arg(long, value_name = "N")]
     pub nodes: Option<u32>,
-    /// The accelerator library to preload (default: searched in
-    /// $TOPOCOMM_MPI_BUILD, <exe>/../../mpi/build, ./mpi/build)
+    /// The accelerator library to preload (default: searched in $TOPOCOMM_MPI_BUILD,
+    /// <exe>/../lib/topocomm, <exe>/../../mpi/build, ./mpi/build)
     #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
     /// The launch command, after `--`: e.g. `-- mpirun -n 8 ./app args`

@@ -6,6 +6,7 @@ pub mod bench_placement;
 pub mod bench_report;
 pub mod bench_worker;
 pub mod charact;
+pub mod completions;
 pub mod map;
 pub mod model;
 pub mod plan;

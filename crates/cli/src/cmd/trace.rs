@@ -28,7 +28,7 @@ pub struct Args {
     #[arg(long = "impl", value_name = "openmpi|mpich")]
     pub imp: Option<String>,
     /// The tracer library to preload (default: searched in $TOPOCOMM_MPI_BUILD,
-    /// <exe>/../../mpi/build, ./mpi/build)
+    /// <exe>/../lib/topocomm, <exe>/../../mpi/build, ./mpi/build)
     #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
     /// The summary as one JSON object on stdout instead of the text lines

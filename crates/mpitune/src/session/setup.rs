@@ -44,8 +44,8 @@ pub struct Options {
     /// Sizes whose bandwidth is maximized, `MIN-MAX`.
     pub objective: Option<String>,
     /// The running program, from which the MPI build folder is looked for
-    /// (`measure::backends::locate_mpi_build`); `None`: only
-    /// `$TOPOCOMM_MPI_BUILD` and `./mpi/build`.
+    /// (`measure::backends::locate_mpi_build`: `<exe>/../lib/topocomm` when
+    /// installed); `None`: only `$TOPOCOMM_MPI_BUILD` and `./mpi/build`.
     pub exe: Option<PathBuf>,
 }
 

@@ -102,20 +102,19 @@ pub fn detect(launcher: &str) -> Result<Impl> {
     )
 }
 
-/// Candidate `mpi/build` folders, in search order: `$TOPOCOMM_MPI_BUILD`,
-/// `<exe>/../../mpi/build` (a `target/<profile>/topocomm` of a checkout),
-/// `./mpi/build`.
+/// Candidate folders holding `<impl>/libtopocomm-*.so`, in search order:
+/// `$TOPOCOMM_MPI_BUILD`, then `topocomm_measure::backends::mpi_build_candidates`
+/// of the running program (`<exe>/../lib/topocomm` of an installed
+/// `topocomm`, `<exe>/../../mpi/build` of a checkout, `./mpi/build`).
 pub fn build_dirs() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Some(d) = std::env::var_os(super::MPI_BUILD_ENV) {
         v.push(PathBuf::from(d));
     }
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
-            v.push(root.join("mpi/build"));
-        }
-    }
-    v.push(PathBuf::from("mpi/build"));
+    let exe = std::env::current_exe().ok();
+    v.extend(topocomm_measure::backends::mpi_build_candidates(
+        exe.as_deref(),
+    ));
     v
 }
 
@@ -137,7 +136,7 @@ pub fn find_lib(imp: Impl, lib: &str) -> Result<PathBuf> {
         .collect();
     bail!(
         "{file} for {} not found (tried {}); build it with `make -C mpi` (after `cargo build \
-         --release`), or point ${} at the mpi/build folder",
+         --release`), or point ${} at the folder holding <mpi>/",
         imp.name(),
         tried.join(", "),
         super::MPI_BUILD_ENV
