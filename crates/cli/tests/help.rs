@@ -9,11 +9,12 @@ use std::process::Command;
 
 /// Commands without `--json`, and why: their stdout is a launched program's
 /// or a group's, or they are internal.
-const NO_JSON: [(&str, &str); 5] = [
+const NO_JSON: [(&str, &str); 6] = [
     ("bench", "a group: each benchmark has --json"),
     ("run", "stdout is the launched ranks'"),
     ("accel", "stdout is the MPI program's"),
     ("rails exec", "replaced by the program (exec)"),
+    ("completions", "stdout is a shell script to source"),
     (
         "selftest",
         "transport checks run under `topocomm run`, for the tests",

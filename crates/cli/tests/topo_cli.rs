@@ -262,7 +262,12 @@ fn a_million_pus_load_and_the_matrix_is_refused_in_one_line() {
     let big = "synthetic:pack:16 core:256 pu:256";
     let out = ok(&["topo", "--topology", big, "--pair", "0,1048575"]);
     assert_eq!(out, "machine\n");
-    let err = fails(&["topo", "--topology", "synthetic:pack:2 core:64 pu:64", "--matrix"]);
+    let err = fails(&[
+        "topo",
+        "--topology",
+        "synthetic:pack:2 core:64 pu:64",
+        "--matrix",
+    ]);
     assert!(
         err.contains("--matrix: this topology has 8192 PUs") && err.contains("--classes"),
         "{err}"
