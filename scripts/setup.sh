@@ -2,7 +2,8 @@
 # Installs what topocomm needs on a Debian machine, only what is missing:
 # hwloc (headers, pkg-config file, lstopo), libudev (hwlocality links hwloc
 # statically through pkg-config), Open MPI and MPICH with their compilers,
-# Scotch (mapping baseline), a C toolchain; checks the Rust toolchain.
+# Scotch (mapping baseline), a C toolchain, Chromium (the report's render
+# test, headless); checks the Rust toolchain.
 # Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   mpich libmpich-dev
   libscotch-dev scotch
+  chromium
 )
 
 missing=()

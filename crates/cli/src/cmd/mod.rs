@@ -11,6 +11,7 @@ pub mod model;
 pub mod plan;
 pub mod rails;
 pub mod report;
+pub mod report_page;
 pub mod run;
 pub mod selftest;
 pub mod topo;
