@@ -48,9 +48,11 @@ fn page_from_json_has_the_verdict_first_and_the_header() {
     let first = page.find("<section id=").unwrap();
     assert!(page[first..].starts_with("<section id=\"verdict\">"));
     for h in [
-        "<th>Open MPI / limit</th>",
+        "<th>Open MPI % of limit</th>",
         "<th>what to change</th>",
         "<th>files to use</th>",
+        // This run's Open MPI streamed at 7% of the copy limit at 1 MiB.
+        "tune it: <code>topocomm tune --mpi openmpi --out tuned.conf</code>",
     ] {
         assert!(page.contains(h), "{h} missing");
     }

@@ -15,8 +15,8 @@ pub const FIGURE_HEADER: [&str; 7] = [
     "Open MPI",
     "MPICH",
     "limit",
-    "Open MPI / limit",
-    "MPICH / limit",
+    "Open MPI % of limit",
+    "MPICH % of limit",
 ];
 
 /// The MPIs the verdict speaks of: (implementation name in the rows, name
@@ -30,6 +30,22 @@ const GOOD_BW: f64 = 0.7;
 /// cache-line limit is called good.
 const GOOD_LAT: f64 = 4.0;
 
+/// The verdict on one MPI for one class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MpiVerdict {
+    /// `Open MPI` or `MPICH`.
+    pub name: String,
+    /// At least [`GOOD_BW`] of the copy limit and within [`GOOD_LAT`]x the
+    /// cache-line limit on every figure.
+    pub good: bool,
+    /// What was measured, in words, at its worst figure.
+    pub measured: String,
+    /// The commands to run (empty when good).
+    pub commands: Vec<String>,
+    /// The file to use (empty when good).
+    pub file: String,
+}
+
 /// The verdict of one locality class.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassVerdict {
@@ -38,14 +54,18 @@ pub struct ClassVerdict {
     pub pair: String,
     /// Rows under [`FIGURE_HEADER`].
     pub figures: Vec<Vec<String>>,
+    /// One per MPI measured with the limit.
+    pub mpis: Vec<MpiVerdict>,
+    /// Set when a figure's 95% CI is wider than its median: the run was
+    /// noisy and its verdict needs confirming.
+    pub noisy: Option<String>,
+}
+
+impl ClassVerdict {
     /// Whether every MPI measured on this class is good.
-    pub good: bool,
-    /// One sentence per MPI.
-    pub verdict: String,
-    /// What to change (commands), or that nothing needs to change.
-    pub change: String,
-    /// The files to use.
-    pub files: String,
+    pub fn good(&self) -> bool {
+        self.mpis.iter().all(|m| m.good)
+    }
 }
 
 fn row<'a>(
@@ -167,11 +187,8 @@ fn class_verdict(rows: &[ResultRow], pair: &str, class: &str) -> Option<ClassVer
 
     // The verdict per MPI: the worst efficiency over the figures, and
     // topocomm's measured advantage at that figure.
-    let mut sentences = Vec::new();
-    let mut changes = Vec::new();
-    let mut files = Vec::new();
-    let mut good = true;
-    let mut any = false;
+    let mut mpis = Vec::new();
+    let mut noisy = None;
     for (imp, name) in MPIS {
         let mut worst: Option<(f64, &str, u64, f64, Option<f64>)> = None;
         for (test, size) in &figs {
@@ -181,6 +198,16 @@ fn class_verdict(rows: &[ResultRow], pair: &str, class: &str) -> Option<ClassVer
             ) else {
                 continue;
             };
+            for r in [m, l] {
+                if noisy.is_none() && r.ci_high - r.ci_low > r.median {
+                    noisy = Some(format!(
+                        "{} {test} {}: {} (95% CI wider than the median)",
+                        r.implementation,
+                        bytes(*size),
+                        fmt_ci(r.median, r.ci_low, r.ci_high)
+                    ));
+                }
+            }
             let hi = test == "bw";
             let e = efficiency(m.median, l.median, hi);
             let bar = if hi { GOOD_BW } else { 1.0 / GOOD_LAT };
@@ -194,7 +221,6 @@ fn class_verdict(rows: &[ResultRow], pair: &str, class: &str) -> Option<ClassVer
         let Some((score, test, size, e, topo)) = worst else {
             continue;
         };
-        any = true;
         let at = format!("{test} {}", bytes(size));
         let of = if test == "bw" {
             format!("{:.0}% of the copy limit", e * 100.0)
@@ -202,15 +228,19 @@ fn class_verdict(rows: &[ResultRow], pair: &str, class: &str) -> Option<ClassVer
             format!("{}x the cache-line limit", num(1.0 / e))
         };
         if score >= 1.0 {
-            sentences.push(format!("{name}: good, at worst {of} ({at})."));
+            mpis.push(MpiVerdict {
+                name: name.into(),
+                good: true,
+                measured: format!("at worst {of} ({at})"),
+                commands: Vec::new(),
+                file: String::new(),
+            });
             continue;
         }
-        good = false;
         let gain = match topo {
             Some(g) if g > 1.0 => format!("; topocomm is {}x faster there", num(g)),
             _ => String::new(),
         };
-        sentences.push(format!("{name}: can improve, {of} at {at}{gain}."));
         let (file, use_it) = if imp == "openmpi" {
             ("tuned.conf", "mpirun --tune tuned.conf -n N ./app")
         } else {
@@ -219,30 +249,27 @@ fn class_verdict(rows: &[ResultRow], pair: &str, class: &str) -> Option<ClassVer
                 "set -a; . ./tuned.env; set +a; mpirun -n N ./app",
             )
         };
-        changes.push(format!(
-            "{name}: `topocomm tune --mpi {imp} --out {file}` searches its shared-memory settings and keeps only what a final check confirms; then `{use_it}`. Or run the unmodified program under `topocomm accel -- mpirun -n N ./app` (topocomm's transport for on-node messages)."
-        ));
-        files.push(format!("{file} ({name}, written by topocomm tune)"));
+        mpis.push(MpiVerdict {
+            name: name.into(),
+            good: false,
+            measured: format!("{of} at {at}{gain}"),
+            commands: vec![
+                format!("topocomm tune --mpi {imp} --out {file}"),
+                use_it.to_string(),
+                "topocomm accel -- mpirun -n N ./app".to_string(),
+            ],
+            file: file.to_string(),
+        });
     }
-    if !any {
+    if mpis.is_empty() {
         return None;
     }
     Some(ClassVerdict {
         class: class.to_string(),
         pair: pair.to_string(),
         figures,
-        good,
-        verdict: sentences.join(" "),
-        change: if changes.is_empty() {
-            "Nothing: the measured MPIs are near the limits of this pair.".into()
-        } else {
-            changes.join(" ")
-        },
-        files: if files.is_empty() {
-            "-".into()
-        } else {
-            files.join(", ")
-        },
+        mpis,
+        noisy,
     })
 }
 
@@ -341,7 +368,7 @@ mod tests {
         for (imp, lat, bw) in [
             ("topocomm", 0.07, 36.0),
             ("openmpi", 0.13, openmpi_bw),
-            ("mpich", 0.3, 30.0),
+            ("mpich", 0.12, 30.0),
             ("limit", 0.04, 40.0),
         ] {
             v.push(r("latency", 8, imp, lat));
@@ -363,31 +390,26 @@ mod tests {
         let names: Vec<&str> = c.figures.iter().map(|f| f[0].as_str()).collect();
         assert_eq!(names, ["latency 8 B (us)", "bw 64K (GB/s)", "bw 1M (GB/s)"]);
         assert_eq!(c.figures[1][5], "30%");
-        assert!(!c.good);
-        assert!(
-            c.verdict
-                .contains("Open MPI: can improve, 30% of the copy limit"),
-            "{}",
-            c.verdict
+        assert!(!c.good());
+        let (o, m) = (&c.mpis[0], &c.mpis[1]);
+        assert_eq!((o.name.as_str(), o.good), ("Open MPI", false));
+        assert_eq!(
+            o.measured,
+            "30% of the copy limit at bw 64K; topocomm is 3.00x faster there"
         );
-        assert!(
-            c.verdict.contains("topocomm is 3.00x faster"),
-            "{}",
-            c.verdict
+        assert_eq!(
+            o.commands[0],
+            "topocomm tune --mpi openmpi --out tuned.conf"
         );
-        assert!(c.verdict.contains("MPICH: good"), "{}", c.verdict);
-        assert!(c
-            .change
-            .contains("topocomm tune --mpi openmpi --out tuned.conf"));
-        assert!(!c.change.contains("--mpi mpich"));
-        assert!(c.files.starts_with("tuned.conf"));
+        assert_eq!(o.file, "tuned.conf");
+        assert!(m.good && m.commands.is_empty(), "{m:?}");
+        assert_eq!(c.noisy, None);
 
         let v = verdicts(&rows(35.0));
-        assert!(
-            v[0].good && v[0].change.starts_with("Nothing"),
-            "{:?}",
-            v[0]
-        );
+        assert!(v[0].good(), "{:?}", v[0]);
+        let mut wide = rows(35.0);
+        wide[5].ci_high = 10.0;
+        assert!(verdicts(&wide)[0].noisy.is_some());
     }
 
     #[test]
