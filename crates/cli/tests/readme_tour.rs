@@ -103,7 +103,7 @@ fn tour_commands_run_and_print_what_the_readme_shows() {
         }
         let t = Instant::now();
         let out = Command::new("timeout")
-            .args(["60", "bash", "-c", &format!("{} 2>&1", s.cmd)])
+            .args(["60", "bash", "-c", &format!("{{ {}\n}} 2>&1", s.cmd)])
             .current_dir(&root)
             .env("PATH", &path)
             .env("TOPOCOMM_AUTOTUNE", "0")
