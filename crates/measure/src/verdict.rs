@@ -7,6 +7,7 @@
 
 use crate::p2p::size_label;
 use crate::results::{fmt_ci, num, ResultRow};
+use topocomm_report::{esc, html_table};
 
 /// The columns of the figure table of a class.
 pub const FIGURE_HEADER: [&str; 7] = [
@@ -340,6 +341,73 @@ pub fn bw_curves(rows: &[ResultRow], pair: &str) -> Vec<BandCurve> {
         .collect()
 }
 
+/// The verdict section of the report: per class its figure table (and a
+/// note when the run was noisy), then one verdict table over classes and
+/// MPIs with what to change and the file to use.
+pub fn html(v: &[ClassVerdict]) -> String {
+    if v.is_empty() {
+        return "<p>No verdict: no MPI and limit were measured on the same pair.</p>".into();
+    }
+    let mut h = String::from(
+        "<p>Is this machine's MPI configuration good? Per locality class, the MPIs as installed \
+         (default settings) against topocomm and the physical limit of the same pinned pair; \
+         medians [95% CI] of this run. An MPI is called good when it streams at 70% of the \
+         copy limit or more and its latency is within 4x the cache-line limit \
+         (% of limit: MPI bandwidth / limit bandwidth, limit latency / MPI latency).</p>",
+    );
+    let mut t = String::from(
+        "<div class=\"tbl\"><table class=\"verdict\"><thead><tr><th>class</th><th>MPI</th><th>verdict</th>\
+         <th>measured</th><th>what to change</th><th>files to use</th></tr></thead><tbody>",
+    );
+    for c in v {
+        h.push_str(&format!(
+            "<h3>Class {} (PUs {})</h3>",
+            esc(&c.class),
+            esc(&c.pair)
+        ));
+        h.push_str(&html_table(&FIGURE_HEADER, &c.figures));
+        if let Some(n) = &c.noisy {
+            h.push_str(&format!(
+                "<p class=\"note\">Noisy run: {}; confirm with <code>topocomm bench p2p --class {}</code> on a quiet machine.</p>",
+                esc(n),
+                esc(&c.class)
+            ));
+        }
+        for m in &c.mpis {
+            let (cls, word) = if m.good {
+                ("good", "good")
+            } else {
+                ("improve", "can improve")
+            };
+            let change = if m.commands.is_empty() {
+                "nothing".to_string()
+            } else {
+                format!(
+                    "tune it: <code>{}</code>, then <code>{}</code>; or run the program unchanged on topocomm's transport: <code>{}</code>",
+                    esc(&m.commands[0]),
+                    esc(&m.commands[1]),
+                    esc(&m.commands[2])
+                )
+            };
+            let file = if m.file.is_empty() {
+                "-".to_string()
+            } else {
+                format!("<code>{}</code>", esc(&m.file))
+            };
+            t.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td class=\"{cls}\">{word}</td><td>{}</td><td>{change}</td><td>{file}</td></tr>",
+                esc(&c.class),
+                esc(&m.name),
+                esc(&m.measured)
+            ));
+        }
+    }
+    t.push_str("</tbody></table></div>");
+    h.push_str("<h3>Verdict</h3>");
+    h.push_str(&t);
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +472,14 @@ mod tests {
         assert_eq!(o.file, "tuned.conf");
         assert!(m.good && m.commands.is_empty(), "{m:?}");
         assert_eq!(c.noisy, None);
+        let h = html(&v);
+        assert!(h.contains("<td class=\"improve\">can improve</td>"), "{h}");
+        assert!(h.contains("tune it: <code>topocomm tune --mpi openmpi --out tuned.conf</code>"));
+        assert!(
+            h.contains("<td class=\"good\">good</td><td>at worst"),
+            "{h}"
+        );
+        assert!(html(&[]).starts_with("<p>No verdict"));
 
         let v = verdicts(&rows(35.0));
         assert!(v[0].good(), "{:?}", v[0]);

@@ -283,8 +283,9 @@ mod tests {
             w[..w.find('"').unwrap()].parse::<f64>().unwrap()
         };
         let (short, long) = (width("mpi"), width(&"x".repeat(40)));
-        // The text starts 40 px into the legend column and must end inside.
-        assert!(long - short >= 6.6 * 37.0, "{short} {long}");
-        assert!(490.0 + 40.0 + 6.6 * 40.0 <= long);
+        // The plot is 70 + 420 px; the text starts 40 px into the legend
+        // column and must end inside the SVG.
+        assert_eq!(short, 70.0 + 420.0 + 80.0);
+        assert!(70.0 + 420.0 + 40.0 + 6.6 * 40.0 <= long, "{long}");
     }
 }

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use topocomm_measure::p2p::{size_label, Test};
 use topocomm_measure::results::{table, Ratio, ResultRow};
-use topocomm_measure::verdict::{beyond_limit, bw_curves, verdicts, FIGURE_HEADER};
+use topocomm_measure::verdict::{beyond_limit, bw_curves, verdicts};
 use topocomm_report::{esc, html_table, svg_loglog, Report, Series};
 
 /// The point-to-point data of a report.
@@ -71,68 +71,7 @@ fn verdict_html(p: &Result<P2p, String>) -> String {
         Ok(p) => p,
         Err(why) => return format!("<p>No verdict: point-to-point {}.</p>", esc(why)),
     };
-    let v = verdicts(&p.rows);
-    if v.is_empty() {
-        return "<p>No verdict: no MPI and limit were measured on the same pair.</p>".into();
-    }
-    let mut h = String::from(
-        "<p>Is this machine's MPI configuration good? Per locality class, the MPIs as installed \
-         (default settings) against topocomm and the physical limit of the same pinned pair; \
-         medians [95% CI] of this run. An MPI is called good when it streams at 70% of the \
-         copy limit or more and its latency is within 4x the cache-line limit \
-         (% of limit: MPI bandwidth / limit bandwidth, limit latency / MPI latency).</p>",
-    );
-    let mut t = String::from(
-        "<div class=\"tbl\"><table class=\"verdict\"><thead><tr><th>class</th><th>MPI</th><th>verdict</th>\
-         <th>measured</th><th>what to change</th><th>files to use</th></tr></thead><tbody>",
-    );
-    for c in &v {
-        h.push_str(&format!(
-            "<h3>Class {} (PUs {})</h3>",
-            esc(&c.class),
-            esc(&c.pair)
-        ));
-        h.push_str(&html_table(&FIGURE_HEADER, &c.figures));
-        if let Some(n) = &c.noisy {
-            h.push_str(&format!(
-                "<p class=\"note\">Noisy run: {}; confirm with <code>topocomm bench p2p --class {}</code> on a quiet machine.</p>",
-                esc(n),
-                esc(&c.class)
-            ));
-        }
-        for m in &c.mpis {
-            let (cls, word) = if m.good {
-                ("good", "good")
-            } else {
-                ("improve", "can improve")
-            };
-            let change = if m.commands.is_empty() {
-                "nothing".to_string()
-            } else {
-                format!(
-                    "tune it: <code>{}</code>, then <code>{}</code>; or run the program unchanged on topocomm's transport: <code>{}</code>",
-                    esc(&m.commands[0]),
-                    esc(&m.commands[1]),
-                    esc(&m.commands[2])
-                )
-            };
-            let file = if m.file.is_empty() {
-                "-".to_string()
-            } else {
-                format!("<code>{}</code>", esc(&m.file))
-            };
-            t.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td class=\"{cls}\">{word}</td><td>{}</td><td>{change}</td><td>{file}</td></tr>",
-                esc(&c.class),
-                esc(&m.name),
-                esc(&m.measured)
-            ));
-        }
-    }
-    t.push_str("</tbody></table></div>");
-    h.push_str("<h3>Verdict</h3>");
-    h.push_str(&t);
-    h
+    topocomm_measure::verdict::html(&verdicts(&p.rows))
 }
 
 /// The point-to-point section: per pair a bandwidth chart with 95% CI
