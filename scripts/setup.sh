@@ -4,8 +4,8 @@
 # statically through pkg-config), Open MPI and MPICH with their compilers,
 # Scotch (mapping baseline), ucx_info and fi_info (250 kB: the rails
 # export tests ask UCX and libfabric), a C toolchain, CMake and man (the
-# install test builds the CMake example and renders a man page); checks the
-# Rust toolchain.
+# install test builds the CMake example and renders a man page), Chromium
+# (the report's render test, headless); checks the Rust toolchain.
 # Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 
@@ -17,6 +17,7 @@ PACKAGES=(
   libscotch-dev scotch
   ucx-utils libfabric-bin
   cmake man-db
+  chromium
 )
 
 missing=()

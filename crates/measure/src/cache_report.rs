@@ -281,6 +281,12 @@ impl CacheReport {
                             .map(|p| (p.size as f64, p.summary.median))
                             .collect(),
                         dashed: false,
+                        band: self
+                            .points
+                            .iter()
+                            .filter(|p| p.op == op && &curve_key(p) == c)
+                            .map(|p| (p.size as f64, p.summary.ci_low, p.summary.ci_high))
+                            .collect(),
                     })
                     .filter(|s| !s.points.is_empty())
                     .collect();

@@ -30,6 +30,7 @@ pub mod results;
 pub mod stats;
 pub mod target;
 pub mod timer;
+pub mod verdict;
 
 pub use error::{Error, PinError, Result};
 pub use record::SampleLine;

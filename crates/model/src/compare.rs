@@ -481,6 +481,7 @@ impl ClassModel {
                     .map(|r| (r.size as f64, r.fitted.unwrap_or(r.pure) * 1e6))
                     .collect(),
                 dashed: true,
+                band: Vec::new(),
             });
             if rs.iter().any(|r| r.measured.is_some()) {
                 series.push(Series {
@@ -492,6 +493,13 @@ impl ClassModel {
                         })
                         .collect(),
                     dashed: false,
+                    band: rs
+                        .iter()
+                        .filter_map(|r| {
+                            let m = r.measured.as_ref()?;
+                            Some((r.size as f64, m.ci_low * 1e6, m.ci_high * 1e6))
+                        })
+                        .collect(),
                 });
             }
         }

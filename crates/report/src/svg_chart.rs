@@ -5,12 +5,15 @@ use std::fmt::Write as _;
 
 /// One curve: a name for the legend and its (x, y) points (positive values;
 /// others are dropped).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     /// Dashed line (e.g. for a physical limit).
     pub dashed: bool,
+    /// Confidence band: (x, low, high), drawn as a shaded area behind the
+    /// curve (empty: none).
+    pub band: Vec<(f64, f64, f64)>,
 }
 
 const COLORS: [&str; 10] = [
@@ -29,8 +32,23 @@ pub fn bytes_label(v: f64) -> String {
     format!("{v}")
 }
 
-/// A log-log chart, 640x400, axes labelled with powers of 2 on x (bytes)
-/// and decades on y; `x_fmt` turns an x tick into a label.
+/// Width in pixels of the legend column: the longest name at about 6.6 px
+/// per character (11 px sans-serif) after the 40 px sample line.
+fn legend_width(series: &[Series]) -> f64 {
+    let longest = series
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    50.0 + 6.6 * longest as f64
+}
+
+/// A log-log chart, 490 px of plot plus a legend column as wide as its
+/// longest name, 400 high, axes labelled with powers of 2 on x (bytes) and
+/// decades on y; `x_fmt` turns an x tick into a label. Series with a
+/// `band` get it shaded behind their curve. The legend is the
+/// `<g class="legend">` element (the render test checks it lies inside the
+/// SVG).
 pub fn svg_loglog(
     title: &str,
     x_label: &str,
@@ -38,11 +56,16 @@ pub fn svg_loglog(
     series: &[Series],
     x_fmt: &dyn Fn(f64) -> String,
 ) -> String {
-    let (w, h) = (640.0, 400.0);
-    let (l, r, t, b) = (70.0, 150.0, 30.0, 50.0);
+    let (l, r, t, b) = (70.0, legend_width(series).max(80.0), 30.0, 50.0);
+    let (w, h) = ((l + 420.0 + r).round(), 400.0);
     let pts: Vec<(f64, f64)> = series
         .iter()
-        .flat_map(|s| s.points.iter().copied())
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .chain(s.band.iter().flat_map(|(x, lo, hi)| [(*x, *lo), (*x, *hi)]))
+        })
         .filter(|(x, y)| *x > 0.0 && *y > 0.0 && x.is_finite() && y.is_finite())
         .collect();
     let mut s = String::new();
@@ -119,13 +142,34 @@ pub fn svg_loglog(
         (t + h - b) / 2.0,
         esc(y_label)
     );
+    let ok = |x: f64, y: f64| x > 0.0 && y > 0.0 && x.is_finite() && y.is_finite();
     for (i, se) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
+        let mut band: Vec<(f64, f64, f64)> = se
+            .band
+            .iter()
+            .copied()
+            .filter(|(x, lo, hi)| ok(*x, *lo) && ok(*x, *hi))
+            .collect();
+        band.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if band.len() >= 2 {
+            let upper = band.iter().map(|(x, _, hi)| (*x, *hi));
+            let lower = band.iter().rev().map(|(x, lo, _)| (*x, *lo));
+            let poly: Vec<String> = upper
+                .chain(lower)
+                .map(|(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+                .collect();
+            let _ = write!(
+                s,
+                "<polygon class=\"band\" fill=\"{c}\" fill-opacity=\"0.15\" stroke=\"none\" points=\"{}\"/>",
+                poly.join(" ")
+            );
+        }
         let mut p: Vec<(f64, f64)> = se
             .points
             .iter()
             .copied()
-            .filter(|(x, y)| *x > 0.0 && *y > 0.0 && x.is_finite() && y.is_finite())
+            .filter(|(x, y)| ok(*x, *y))
             .collect();
         p.sort_by(|a, b| a.0.total_cmp(&b.0));
         let path: Vec<String> = p
@@ -150,6 +194,15 @@ pub fn svg_loglog(
                 py(*y)
             );
         }
+    }
+    s.push_str("<g class=\"legend\">");
+    for (i, se) in series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let dash = if se.dashed {
+            " stroke-dasharray=\"5,3\""
+        } else {
+            ""
+        };
         let ly = t + 14.0 + 18.0 * i as f64;
         let _ = write!(
             s,
@@ -161,7 +214,7 @@ pub fn svg_loglog(
             esc(&se.name)
         );
     }
-    s.push_str("</svg>");
+    s.push_str("</g></svg>");
     s
 }
 
@@ -189,11 +242,13 @@ mod tests {
                     name: "openmpi".into(),
                     points: vec![(1.0, 0.01), (1024.0, 5.0), (1048576.0, 20.0)],
                     dashed: false,
+                    band: vec![(1.0, 0.008, 0.012), (1048576.0, 18.0, 22.0)],
                 },
                 Series {
                     name: "limit".into(),
                     points: vec![(1.0, 0.1), (1048576.0, 40.0), (4.0, -1.0)],
                     dashed: true,
+                    ..Series::default()
                 },
             ],
             &|v| format!("{v}"),
@@ -204,5 +259,33 @@ mod tests {
         assert!(s.contains(">openmpi</text>") && s.contains("stroke-dasharray"));
         assert!(!s.contains("NaN"));
         assert!(svg_loglog("t", "x", "y", &[], &|v| v.to_string()).contains("no data"));
+        // One band (the limit has none), drawn before the curves.
+        assert_eq!(s.matches("<polygon class=\"band\"").count(), 1);
+        assert!(s.find("<polygon").unwrap() < s.find("<polyline").unwrap());
+        assert!(s.contains("<g class=\"legend\">"));
+    }
+
+    #[test]
+    fn legend_column_grows_with_the_longest_name() {
+        let width = |name: &str| {
+            let s = svg_loglog(
+                "t",
+                "x",
+                "y",
+                &[Series {
+                    name: name.into(),
+                    points: vec![(1.0, 1.0), (2.0, 2.0)],
+                    ..Series::default()
+                }],
+                &|v| v.to_string(),
+            );
+            let w = s.split("width=\"").nth(1).unwrap();
+            w[..w.find('"').unwrap()].parse::<f64>().unwrap()
+        };
+        let (short, long) = (width("mpi"), width(&"x".repeat(40)));
+        // The plot is 70 + 420 px; the text starts 40 px into the legend
+        // column and must end inside the SVG.
+        assert_eq!(short, 70.0 + 420.0 + 80.0);
+        assert!(70.0 + 420.0 + 40.0 + 6.6 * 40.0 <= long, "{long}");
     }
 }

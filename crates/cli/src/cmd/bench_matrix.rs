@@ -97,6 +97,9 @@ pub fn measure(m: &Machine, a: &Args) -> Result<MatrixReport> {
     matrix_report::measure(m, &plan, transport, timer, resume, &mut progress)
 }
 
+/// The report draws heatmaps only for at least this many PUs.
+pub const MIN_HEATMAP_PUS: usize = 4;
+
 pub fn html(m: &Machine, r: &MatrixReport) -> String {
     let mut s = format!(
         "<p>{} pairs, {} samples per metric{}. Lines between rows/columns mark L2, L3, NUMA-node and package boundaries (thicker = higher level).</p>",
@@ -104,8 +107,17 @@ pub fn html(m: &Machine, r: &MatrixReport) -> String {
         r.params.samples,
         if r.params.quick { ", quick mode" } else { "" }
     );
-    for (_, h) in r.heatmaps(m) {
-        s.push_str(&format!("<div class=\"svgbox\">{}</div>", h.svg()));
+    // A heatmap of fewer than 4 PUs (1 pair on 2 PUs) says nothing the
+    // table below does not; `bench matrix` still writes them as files.
+    if r.pus.len() >= MIN_HEATMAP_PUS {
+        for (_, h) in r.heatmaps(m) {
+            s.push_str(&format!("<div class=\"svgbox\">{}</div>", h.svg()));
+        }
+    } else {
+        s.push_str(&format!(
+            "<p class=\"note\">Heatmaps are drawn from {MIN_HEATMAP_PUS} PUs on; with {} PUs the table says it all.</p>",
+            r.pus.len()
+        ));
     }
     s.push_str(&topocomm_report::html_table(
         &SUMMARY_HEADER,

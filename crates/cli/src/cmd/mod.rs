@@ -13,6 +13,7 @@ pub mod plan;
 pub mod rails;
 pub mod rails_report;
 pub mod report;
+pub mod report_page;
 pub mod run;
 pub mod selftest;
 pub mod topo;

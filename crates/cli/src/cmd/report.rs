@@ -1,7 +1,9 @@
 //! `topocomm report`: the main job. Discovers the machine and writes one
 //! self-contained HTML page plus the same content as JSON. Later stages
-//! (measurements, model, tuning) add their sections here.
+//! (measurements, model, tuning) add their sections here; the page itself
+//! is drawn from the JSON (`cmd::report_page`), so `--from` redraws it.
 
+use crate::cmd::report_page;
 use crate::common::GlobalOpts;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -24,9 +26,17 @@ pub struct Args {
     /// (tuning takes longer than a report should; docs/commands/report.md)
     #[arg(long, value_name = "FILE")]
     pub tune: Option<PathBuf>,
+    /// Draw the page again from a report.json of an earlier run (measures nothing)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["no_bench", "tune"])]
+    pub from: Option<PathBuf>,
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
+    if let Some(f) = &a.from {
+        let (r, doc) = report_page::from_file(f)?;
+        return write(&r, &doc, a);
+    }
     let m = g.machine()?;
     let cm = ClassMatrix::new(&m);
     let tree = TreeView::new(&m);
@@ -40,6 +50,23 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         ),
     );
 
+    let date = crate::cmd::bench::utc_now();
+    r.fact("date (UTC)", date.replace('T', " ").replace('Z', ""));
+    r.fact(
+        "host",
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+    );
+    r.fact("CPU", m.cpu_model.as_deref().unwrap_or("unknown"));
+    r.fact(
+        "kernel",
+        kernel_release().unwrap_or_else(|| "unknown".into()),
+    );
+    let (ompi, mpich) = report_page::mpi_versions();
+    r.fact("Open MPI", ompi);
+    r.fact("MPICH", mpich);
+    r.fact("topocomm", env!("CARGO_PKG_VERSION"));
     let mut summary = format!(
         "<p>{}</p><p>Levels: <code>{}</code>{}</p>",
         esc(&inventory(&m)),
@@ -67,7 +94,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     r.add(
         "tree",
         "Topology",
-        format!("<div class=\"svgbox\">{}</div>", svg_tree(&m)),
+        format!("<div class=\"svgbox tree\">{}</div>", svg_tree(&m)),
     );
     if !m.devices.is_empty() {
         let rows: Vec<Vec<String>> = m.devices.iter().map(|d| device_row(&m, d)).collect();
@@ -85,13 +112,13 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let p2p = if a.no_bench {
         serde_json::Value::Null
     } else {
-        let (html, json) = crate::cmd::bench::p2p::report_section(&m);
+        // Drawn from its JSON by report_page.
         r.add(
             "p2p",
             "Point-to-point: topocomm, MPI peers, physical limits",
-            html,
+            String::new(),
         );
-        json
+        crate::cmd::bench::p2p::report_section(&m)
     };
     let bench = if a.no_bench {
         serde_json::Value::Null
@@ -138,6 +165,18 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         }
         None => serde_json::Value::Null,
     };
+    let secs = started.elapsed().as_secs_f64();
+    r.fact(
+        "report runtime",
+        format!(
+            "{secs:.1} s ({})",
+            if a.no_bench {
+                "--no-bench"
+            } else {
+                "with the quick measurements"
+            }
+        ),
+    );
     let json = serde_json::json!({
         "schema": "topocomm.report/1",
         "version": env!("CARGO_PKG_VERSION"),
@@ -150,9 +189,19 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "p2p": p2p,
         "model": model,
         "tune": tune,
+        "date": date,
+        "runtime_s": secs,
+        "page": report_page::page_json(&r),
     });
+    let page = report_page::page(&json)?;
+    write(&page, &json, a)?;
+    println!("report runtime {secs:.1} s");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(r: &Report, json: &serde_json::Value, a: &Args) -> Result<ExitCode> {
     let path = r
-        .write(&a.out, &json)
+        .write(&a.out, json)
         .with_context(|| format!("cannot write the report into '{}'", a.out.display()))?;
     println!("report written to {}", path.display());
     println!("json written to {}", a.out.join("report.json").display());

@@ -10,9 +10,7 @@ use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use topocomm_measure::bench_p2p::{self, check_live, plan, Options, Outcome, Progress};
-use topocomm_measure::p2p::{size_label, Test};
-use topocomm_measure::results::{num, table};
-use topocomm_report::{esc, html_table, svg_loglog, Series};
+use topocomm_measure::results::num;
 use topocomm_topo::text::origin_text;
 use topocomm_topo::Machine;
 
@@ -162,62 +160,15 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The p2p section of `topocomm report`: a quick run on every class's
-/// representative pair (about 10-30 s on 2 cores), bandwidth curves per class
-/// and a latency table. Returns the section's HTML and its JSON.
-pub fn report_section(m: &Machine) -> (String, serde_json::Value) {
+/// The point-to-point data of `topocomm report`: a quick run on every
+/// class's representative pair (about 10-30 s on 2 cores), as the
+/// `topocomm.bench.p2p/1` document, or `{"error": ...}` when it cannot run.
+/// `cmd::report_page` draws it.
+pub fn report_section(m: &Machine) -> serde_json::Value {
     match measure(m, &Options::report(), false) {
-        Ok(o) => (section_html(&o), to_json(&o, m)),
-        Err(e) => {
-            let msg = format!("{e:#}");
-            let html = format!("<p>Not measured: {}</p>", esc(&msg));
-            (html, serde_json::json!({ "error": msg }))
-        }
+        Ok(o) => to_json(&o, m),
+        Err(e) => serde_json::json!({ "error": format!("{e:#}") }),
     }
-}
-
-/// HTML for a finished run: per class a log-log bandwidth chart (every
-/// implementation and the limit), then the latency table, then notes.
-pub fn section_html(o: &Outcome) -> String {
-    let mut h = String::from(
-        "<p>Quick run: medians of few samples, hot cache, both processes pinned. \
-         Reproduce precisely with <code>topocomm bench p2p</code> (docs/commands/bench-p2p.md).</p>",
-    );
-    for c in &o.plan.pairs {
-        let pair = c.label();
-        let series: Vec<Series> = o
-            .bw_curves(&pair)
-            .into_iter()
-            .map(|(name, points)| Series {
-                dashed: name == "limit",
-                name,
-                points,
-            })
-            .collect();
-        if !series.is_empty() {
-            let title = format!("bw, class {}, PUs {pair}", c.class);
-            let svg = svg_loglog(&title, "message size (bytes)", "GB/s", &series, &|v| {
-                size_label(v as u64)
-            });
-            h.push_str(&format!(
-                "<h3>Streaming bandwidth, class {} (PUs {pair})</h3><div class=\"svgbox\">{svg}</div>",
-                esc(&c.class),
-            ));
-        }
-        let (hd, lines) = table(&o.rows, &o.ratios, &pair, "hot", Test::Latency);
-        if !lines.is_empty() {
-            let hr: Vec<&str> = hd.iter().map(String::as_str).collect();
-            h.push_str(&format!(
-                "<h3>One-way latency, class {} (PUs {pair}), median [95% CI]</h3>{}",
-                esc(&c.class),
-                html_table(&hr, &lines)
-            ));
-        }
-    }
-    for note in o.backend_notes() {
-        h.push_str(&format!("<p>Note: {}</p>", esc(&note)));
-    }
-    h
 }
 
 #[cfg(test)]
