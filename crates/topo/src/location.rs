@@ -98,6 +98,8 @@ enum Index {
 struct Tuple {
     kind: Kind,
     index: Index,
+    /// As written, for messages.
+    raw: String,
 }
 
 /// One location (an item of a comma-separated list).
@@ -240,6 +242,7 @@ fn parse_item(location: &str) -> Result<Item, TopoError> {
         chain.push(Tuple {
             kind,
             index: parse_index(location, idx.trim())?,
+            raw: part.trim().to_string(),
         });
     }
     Ok(Item::Chain(chain))
@@ -431,7 +434,12 @@ fn resolve_item(m: &Machine, text: &str, item: &Item) -> Result<Objects, TopoErr
                             ),
                         };
                         let prefix = if n == 0 { "here" } else { "there" };
-                        syntax(text, format!("does not exist {prefix}: {have}"))
+                        let which = if chain.len() > 1 {
+                            format!(" (no {})", t.raw)
+                        } else {
+                            String::new()
+                        };
+                        syntax(text, format!("does not exist {prefix}: {have}{which}"))
                     })?;
                     for (rel, o) in picked {
                         let name = if n == 0 {

@@ -102,7 +102,7 @@ fn errors_are_one_line_naming_the_location() {
         ),
         (
             "numa:1.core:8",
-            "numa:1.core:8 does not exist there: numa:1 has cores 0-7",
+            "numa:1.core:8 does not exist there: numa:1 has cores 0-7 (no core:8)",
         ),
         (
             "l2:0",
