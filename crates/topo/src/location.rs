@@ -455,7 +455,7 @@ fn resolve_item(m: &Machine, text: &str, item: &Item) -> Result<Objects, TopoErr
             Ok(scopes
                 .iter()
                 .filter_map(|(_, s)| s.as_ref())
-                .map(|s| ordered(s))
+                .map(ordered)
                 .collect())
         }
     }
@@ -519,9 +519,9 @@ fn select<'a, 'b>(
             let want = if open {
                 None
             } else {
-                Some(b.unwrap_or(a) - a + 1)
+                Some(u64::from(b.unwrap_or(a)) - u64::from(a) + 1)
             };
-            if v.is_empty() || want.is_some_and(|w| (v.len() as u32) < w) {
+            if v.is_empty() || want.is_some_and(|w| (v.len() as u64) < w) {
                 return Err(Missing::Os);
             }
             pick(v)

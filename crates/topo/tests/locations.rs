@@ -289,3 +289,26 @@ fn agrees_with_hwloc_calc() {
     }
     assert!(compared > 50, "only {compared} comparisons");
 }
+
+proptest::proptest! {
+    /// Arbitrary location-like text never panics: it resolves (to PUs that
+    /// exist) or gives one line.
+    #[test]
+    fn arbitrary_text_resolves_or_gives_one_line(
+        text in "((core|pu|numa|package|l3|l2|foo|all|0x|P#|[0-9]{1,10}|:|-|\\.|,| |even|odd)){0,8}"
+    ) {
+        let m = synth();
+        match Locations::parse(&text).and_then(|l| {
+            let per_rank = l.per_rank(&m)?;
+            Ok((l.pu_set(&m)?, per_rank))
+        }) {
+            Ok((set, per_rank)) => {
+                proptest::prop_assert!(!set.is_empty() && set.indexes().iter().all(|&p| p < 64));
+                proptest::prop_assert!(per_rank.iter().all(|&p| set.contains(p)));
+            }
+            Err(e) => proptest::prop_assert_eq!(e.to_string().lines().count(), 1, "{}", e),
+        }
+        let _ = resolve_pair(&m, &text);
+        let _ = resolve_pu(&m, &text);
+    }
+}
