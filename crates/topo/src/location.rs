@@ -552,15 +552,14 @@ fn first_of(objs: &Objects) -> Result<u32, TopoError> {
 
 /// A pair `A,B` of locations, each side its first PU (see [`resolve_pu`]).
 pub fn resolve_pair(m: &Machine, text: &str) -> Result<(u32, u32), TopoError> {
-    let l = Locations::parse(text)?;
-    if l.len() != 2 {
+    if text.split(',').count() != 2 {
         return Err(TopoError::BadPair {
             text: text.to_string(),
             reason: "expected two locations as A,B (e.g. 0,4 for PU OS indexes, or core:0,core:1)"
                 .into(),
         });
     }
-    let r = l.resolve(m)?;
+    let r = Locations::parse(text)?.resolve(m)?;
     Ok((first_of(&r[0])?, first_of(&r[1])?))
 }
 
