@@ -198,9 +198,16 @@ impl Request {
             }
         };
         if let Some(list) = &self.slots {
-            let set = PuSet::parse_list(list).map_err(|e| invalid(format!("--slots: {e}")))?;
+            // Bare OS indexes as before; else hwloc locations, resolved
+            // on each node's topology (core:0-3, package:0).
+            let plain = PuSet::parse_list(list);
             for n in &mut cluster.nodes {
-                n.usable = Some(set.clone());
+                let set = match &plain {
+                    Ok(s) => s.clone(),
+                    Err(_) => topocomm_topo::resolve_set(&cluster.topologies[n.topo], list)
+                        .map_err(|e| invalid(format!("--slots: {e}")))?,
+                };
+                n.usable = Some(set);
             }
         }
         if let Some(levels) = &self.network_levels {

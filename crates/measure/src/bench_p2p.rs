@@ -12,9 +12,7 @@ use crate::{Error, PinError, SampleLine, Summary};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use topocomm_topo::{
-    pair_class, parse_pair, ClassMatrix, LocalityClass, Machine, PuSet, TopoError,
-};
+use topocomm_topo::{pair_class, ClassMatrix, LocalityClass, Machine, PuSet, TopoError};
 
 /// Why a p2p run could not be planned or produced nothing; every message
 /// names the argument at fault, as the CLI prints it.
@@ -155,7 +153,13 @@ pub fn plan(m: &Machine, a: &Options) -> Result<Plan, BenchP2pError> {
         class: class.to_string(),
     };
     let pairs = if let Some(text) = &a.pair {
-        let (p, q) = parse_pair(text).map_err(|cause| E::PairSyntax { cause })?;
+        let (p, q) = topocomm_topo::resolve_pair(m, text).map_err(|cause| match cause {
+            TopoError::BadPair { .. } => E::PairSyntax { cause },
+            cause => E::PairAbsent {
+                text: text.clone(),
+                cause,
+            },
+        })?;
         if p == q {
             return Err(E::SamePu { text: text.clone() });
         }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 use topocomm_report::heatmap::{Boundaries, Heatmap};
-use topocomm_topo::{ClassMatrix, Machine, ObjectKind, PuSet};
+use topocomm_topo::{ClassMatrix, Machine, ObjectKind};
 
 /// The schema of [`MatrixReport`].
 pub const SCHEMA: &str = "topocomm.bench-matrix/1";
@@ -112,21 +112,22 @@ pub fn plan(m: &Machine, a: &MatrixOptions) -> Result<MatrixPlan> {
     if size < 64 {
         return Err(Error::MatrixSizeTooSmall);
     }
-    let sel = match (&a.pus, a.per_class) {
-        (Some(l), _) => {
-            PairSelection::Pus(PuSet::parse_list(l).map_err(|reason| Error::ArgReason {
-                arg: "--pus",
-                reason,
-            })?)
-        }
-        (None, Some(0)) => {
-            return Err(Error::AtLeastOne {
-                what: "--per-class",
-            })
-        }
-        (None, Some(k)) => PairSelection::PerClass(k),
-        (None, None) => PairSelection::All,
-    };
+    let sel =
+        match (&a.pus, a.per_class) {
+            (Some(l), _) => PairSelection::Pus(topocomm_topo::resolve_set(m, l).map_err(|e| {
+                Error::ArgReason {
+                    arg: "--pus",
+                    reason: e.to_string(),
+                }
+            })?),
+            (None, Some(0)) => {
+                return Err(Error::AtLeastOne {
+                    what: "--per-class",
+                })
+            }
+            (None, Some(k)) => PairSelection::PerClass(k),
+            (None, None) => PairSelection::All,
+        };
     let pairs = matrix::select_pairs(m, &sel)?;
     let samples = a.samples.unwrap_or(if a.quick { 5 } else { 21 });
     let rounds = a.rounds.unwrap_or(if a.quick { 300 } else { 2000 });

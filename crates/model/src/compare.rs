@@ -64,7 +64,8 @@ pub fn plan(m: &Machine, o: &Options) -> Result<Plan, ModelError> {
     let sizes = parse_sizes(o.sizes.as_deref().unwrap_or(DEFAULT_SIZES))?;
     let targets: Vec<ClassPair> = match (&o.pair, &o.class) {
         (Some(p), _) => {
-            let pair = topocomm_topo::parse_pair(p).map_err(|cause| ModelError::Pair { cause })?;
+            let pair =
+                topocomm_topo::resolve_pair(m, p).map_err(|cause| ModelError::Pair { cause })?;
             if pair.0 == pair.1 {
                 return Err(ModelError::SamePu { text: p.clone() });
             }

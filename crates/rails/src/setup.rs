@@ -195,10 +195,16 @@ impl Setup {
     pub fn location(&self, pu: Option<&str>) -> Result<(Location, String), RailsError> {
         let (set, what) = match pu {
             Some(t) => (
-                PuSet::parse_list(t).map_err(|reason| RailsError::BadPuList {
-                    text: t.into(),
-                    reason,
-                })?,
+                // Bare OS indexes as before; else hwloc locations (core:2, numa:0).
+                match PuSet::parse_list(t) {
+                    Ok(s) => s,
+                    Err(_) => topocomm_topo::resolve_set(&self.machine, t).map_err(|e| {
+                        RailsError::BadPuList {
+                            text: t.into(),
+                            reason: e.to_string(),
+                        }
+                    })?,
+                },
                 format!("--pu {t}"),
             ),
             None => {

@@ -19,6 +19,8 @@ pub enum TopoError {
     Hwloc { input: String, reason: String },
     #[error("PU with OS index {os_index} does not exist on this topology (PUs: {available})")]
     NoSuchPu { os_index: u32, available: String },
+    #[error("{location} {problem}")]
+    Location { location: String, problem: String },
     #[error("invalid PU pair '{text}': {reason}")]
     BadPair { text: String, reason: String },
 }

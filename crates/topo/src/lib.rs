@@ -15,6 +15,7 @@
 mod class;
 mod error;
 mod load;
+pub mod location;
 pub use load::others_can_write;
 mod model;
 mod puset;
@@ -29,6 +30,7 @@ pub use class::{
 };
 pub use error::TopoError;
 pub use load::{load, load_default, TopologySpec, TOPOLOGY_ENV};
+pub use location::{resolve_pair, resolve_pu, resolve_set, Locations};
 pub use model::*;
 pub use puset::PuSet;
 pub use tree::{Level, TreeView};

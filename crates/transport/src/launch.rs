@@ -23,6 +23,9 @@ pub enum Bind {
     Pu,
     /// Explicit PU OS indexes, one per rank (cycled if shorter).
     List(Vec<u32>),
+    /// hwloc locations (`core:0,core:1`, `pu:0-1`, `numa:1`), resolved
+    /// against the machine by [`topocomm_topo::Locations::per_rank`].
+    Locations(topocomm_topo::Locations),
 }
 
 impl FromStr for Bind {
@@ -32,18 +35,24 @@ impl FromStr for Bind {
             "none" => Ok(Bind::None),
             "core" => Ok(Bind::Core),
             "pu" => Ok(Bind::Pu),
-            list => list
-                .split(',')
-                .map(|x| x.trim().parse::<u32>())
-                .collect::<Result<Vec<_>, _>>()
-                .ok()
-                .filter(|v| !v.is_empty())
-                .map(Bind::List)
-                .ok_or_else(|| {
-                    format!(
-                        "--bind '{s}': expected none, core, pu or a list of PU OS indexes like 0,4"
-                    )
-                }),
+            list => {
+                if let Some(v) = list
+                    .split(',')
+                    .map(|x| x.trim().parse::<u32>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                {
+                    return Ok(Bind::List(v));
+                }
+                topocomm_topo::Locations::parse(list)
+                    .map(Bind::Locations)
+                    .map_err(|e| {
+                        format!(
+                            "--bind '{s}': {e} (expected none, core, pu, PU OS indexes like 0,4 or hwloc locations like core:0,core:1 or pu:0-1)"
+                        )
+                    })
+            }
         }
     }
 }
@@ -102,6 +111,21 @@ pub fn bind_pus(m: &Machine, policy: &Bind, n: usize) -> Result<Vec<Option<u32>>
                 }
             }
             v.clone()
+        }
+        Bind::Locations(l) => {
+            let v = l
+                .per_rank(m)
+                .map_err(|e| format!("--bind {}: {e}", l.text()))?;
+            if let Some(p) = v
+                .iter()
+                .find(|p| !allowed.is_empty() && !allowed.contains(p))
+            {
+                return Err(format!(
+                    "--bind {}: PU {p} is not in the CPUs this process may use ({allowed:?})",
+                    l.text()
+                ));
+            }
+            v
         }
     };
     if order.is_empty() {

@@ -12,9 +12,10 @@ use topocomm_topo::Machine;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Args {
-    /// PU whose loads/stores are timed (OS index; default: the first PU)
-    #[arg(long, value_name = "P")]
-    pub pu: Option<u32>,
+    /// PU whose loads/stores are timed: a PU OS index or an hwloc location
+    /// such as core:2 (its first PU; docs/concepts/locations.md); default: the first PU
+    #[arg(long, value_name = "LOCATION")]
+    pub pu: Option<String>,
     /// Locality classes of the holder core, e.g. `self,l3,package` (default: all present, plus `none` for I)
     #[arg(long, value_name = "LIST")]
     pub classes: Option<String>,
@@ -45,10 +46,16 @@ pub struct Args {
 }
 
 impl Args {
-    /// The library's options.
-    pub fn options(&self) -> CacheOptions {
-        CacheOptions {
-            pu: self.pu,
+    /// The library's options, `--pu` resolved against `m`.
+    pub fn options(&self, m: &Machine) -> Result<CacheOptions> {
+        let pu = match &self.pu {
+            Some(l) => {
+                Some(topocomm_topo::resolve_pu(m, l).map_err(|e| anyhow::anyhow!("--pu: {e}"))?)
+            }
+            None => None,
+        };
+        Ok(CacheOptions {
+            pu,
             classes: self.classes.clone(),
             states: self.states.clone(),
             ops: self.ops.clone(),
@@ -56,7 +63,7 @@ impl Args {
             max_size: self.max_size.clone(),
             samples: self.samples,
             quick: self.quick,
-        }
+        })
     }
 }
 
@@ -73,7 +80,7 @@ pub fn measure(m: &Machine, a: &Args) -> Result<CacheReport> {
         }
         bar.tick(d);
     };
-    Ok(cache_report::measure(m, &a.options(), timer, &mut tick)?)
+    Ok(cache_report::measure(m, &a.options(m)?, timer, &mut tick)?)
 }
 
 /// One text table per operation (rows = sizes, columns = (class, state)),

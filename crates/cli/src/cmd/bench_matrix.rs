@@ -18,7 +18,8 @@ use topocomm_topo::{Machine, PuSet};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Args {
-    /// Only pairs among these PUs (OS indexes, e.g. `0-3,8`)
+    /// Only pairs among these PUs: OS indexes, e.g. `0-3,8`, or hwloc locations,
+    /// e.g. `core:0-3` or `package:0` (docs/concepts/locations.md)
     #[arg(long, value_name = "LIST")]
     pub pus: Option<String>,
     /// At most N pairs per locality class (for big machines)

@@ -36,7 +36,8 @@ pub struct Args {
     /// switch, 8 leaf switches per group); default: one flat level
     #[arg(long, value_name = "A,B,...")]
     pub network_levels: Option<String>,
-    /// PUs (OS indexes) that may hold ranks on every node, e.g. `0-7,16-23`
+    /// PUs that may hold ranks on every node: OS indexes, e.g. `0-7,16-23`, or hwloc
+    /// locations, e.g. `core:0-3` or `package:0` (docs/concepts/locations.md)
     #[arg(long, value_name = "LIST")]
     pub slots: Option<String>,
     /// Allow several ranks per PU when there are more ranks than PUs

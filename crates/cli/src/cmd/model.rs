@@ -23,8 +23,9 @@ pub struct Args {
     /// Also measure the transport forced into each protocol and print the error
     #[arg(long)]
     pub measure: bool,
-    /// One PU pair (OS indexes) instead of one representative pair per class
-    #[arg(long, value_name = "P,Q", conflicts_with = "class")]
+    /// One PU pair instead of one representative pair per class: PU OS indexes like
+    /// 0,4 or hwloc locations like core:0,core:1 (docs/concepts/locations.md)
+    #[arg(long, value_name = "A,B", conflicts_with = "class")]
     pub pair: Option<String>,
     /// One locality class (its representative pair)
     #[arg(long, value_name = "CLASS")]
@@ -86,7 +87,7 @@ pub fn cache_points(m: &Machine, file: Option<&Path>, p: u32) -> Result<(CacheRe
         Some(f) => Ok((load_cache(f).map_err(usage)?, f.display().to_string())),
         None => {
             let a = bench_cache::Args {
-                pu: Some(p),
+                pu: Some(p.to_string()),
                 quick: true,
                 ops: "load,store".into(),
                 states: Some("M,S".into()),

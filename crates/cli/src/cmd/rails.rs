@@ -62,7 +62,8 @@ pub struct ExecArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    /// Process location: PU OS index(es), e.g. 8 or 8-15 (default for --env and exec: this process's binding)
+    /// Process location: PU OS index(es), e.g. 8 or 8-15, or hwloc locations such as
+    /// core:4 or numa:1 (docs/concepts/locations.md) (default for --env and exec: this process's binding)
     #[arg(long, env = PU_ENV, value_name = "PUS")]
     pub pu: Option<String>,
     /// All-to-all / contention mode: use only the nearest rails (seed 002 §4.5)

@@ -16,7 +16,8 @@ pub struct Args {
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub n: usize,
     /// Pinning: none, core (round-robin over cores in topology order), pu,
-    /// or PU OS indexes per rank like 0,4 (default: core when there are at
+    /// PU OS indexes per rank like 0,4, or hwloc locations like core:0,core:2
+    /// or pu:0-1 (docs/concepts/locations.md) (default: core when there are at
     /// least N cores, else none)
     #[arg(long, value_name = "POLICY", conflicts_with = "map")]
     pub bind: Option<String>,

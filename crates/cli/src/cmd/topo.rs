@@ -12,8 +12,9 @@ pub struct Args {
     /// List the classes present, one per line: `<class> <pair-count> <P>,<Q>` (OS indexes)
     #[arg(long, conflicts_with_all = ["pair", "matrix", "json"])]
     pub classes: bool,
-    /// Print the locality class of two PUs given by OS index, e.g. `--pair 0,4`
-    #[arg(long, value_name = "P,Q", conflicts_with_all = ["matrix", "json"])]
+    /// Print the locality class of two PUs: OS indexes, e.g. `--pair 0,4`, or hwloc
+    /// locations, e.g. `--pair core:0,core:1` (docs/concepts/locations.md)
+    #[arg(long, value_name = "A,B", conflicts_with_all = ["matrix", "json"])]
     pub pair: Option<String>,
     /// Print the class of every PU pair, rows and columns in topology order
     #[arg(long, conflicts_with = "json")]
@@ -29,7 +30,8 @@ pub struct Args {
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     if let Some(pair) = &a.pair {
-        let (p, q) = topocomm_topo::parse_pair(pair)?;
+        let (p, q) =
+            topocomm_topo::resolve_pair(&m, pair).map_err(|e| anyhow::anyhow!("--pair: {e}"))?;
         println!("{}", topocomm_topo::pair_class(&m, p, q)?);
         return Ok(ExitCode::SUCCESS);
     }

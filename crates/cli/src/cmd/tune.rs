@@ -27,9 +27,10 @@ pub struct Args {
     /// mpich. See docs/commands/tune-mpi.md
     #[arg(long, value_name = "openmpi|mpich")]
     pub mpi: Option<String>,
-    /// With --mpi: tune on this PU pair only (OS indexes); default: one
+    /// With --mpi: tune on this PU pair only (PU OS indexes like 0,1 or hwloc
+    /// locations like core:0,core:1); default: one
     /// representative pair per class, equally weighted
-    #[arg(long, value_name = "P,Q", requires = "mpi", conflicts_with_all = ["matrix", "map"])]
+    #[arg(long, value_name = "A,B", requires = "mpi", conflicts_with_all = ["matrix", "map"])]
     pub pair: Option<String>,
     /// With --mpi: weight the classes by this communication matrix (CSV
     /// src,dst,bytes,msgs) placed by --map

@@ -16,9 +16,10 @@ pub struct MpiArgs {
     /// The MPI to tune: openmpi or mpich (the Debian packages' mpirun.<name>)
     #[arg(long, value_name = "openmpi|mpich")]
     pub mpi: String,
-    /// Tune on this PU pair only (OS indexes), e.g. 0,1; default: the
+    /// Tune on this PU pair only: PU OS indexes, e.g. 0,1, or hwloc locations,
+    /// e.g. core:0,core:1; default: the
     /// representative pair of every locality class, equally weighted
-    #[arg(long, value_name = "P,Q", conflicts_with_all = ["matrix", "map"])]
+    #[arg(long, value_name = "A,B", conflicts_with_all = ["matrix", "map"])]
     pub pair: Option<String>,
     /// Message sizes (K, M, G suffixes), comma-separated; default powers of 4
     /// from 1 B to 64 MiB (--quick: 4K,64K,1M)

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use topocomm_measure::backends::MpiImpl;
 use topocomm_measure::p2p::{default_sizes, parse_sizes, P2pParams};
-use topocomm_topo::{pair_class, parse_pair, Machine};
+use topocomm_topo::{pair_class, Machine};
 
 /// The options of `topocomm tune --mpi` (docs/commands/tune-mpi.md), as
 /// given: `None` takes the default (which `quick` changes).
@@ -123,7 +123,8 @@ impl Setup {
 /// equally; each pair on PUs this process may use.
 fn classes(m: &Machine, a: &Options) -> Result<Vec<ClassWeight>, String> {
     let classes = if let Some(text) = &a.pair {
-        let (p, q) = parse_pair(text).map_err(|e| format!("--pair: {}", chain(&e)))?;
+        let (p, q) =
+            topocomm_topo::resolve_pair(m, text).map_err(|e| format!("--pair: {}", chain(&e)))?;
         if p == q {
             return Err(format!("--pair {text}: the two PUs must differ"));
         }

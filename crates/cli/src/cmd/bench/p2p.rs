@@ -16,8 +16,9 @@ use topocomm_topo::Machine;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// Measure this pair of PUs (OS indexes), e.g. 0,1
-    #[arg(long, value_name = "P,Q", conflicts_with = "class")]
+    /// Measure this pair of PUs: OS indexes, e.g. 0,1, or hwloc locations, e.g.
+    /// core:0,core:1 (a location of several PUs: its first; docs/concepts/locations.md)
+    #[arg(long, value_name = "A,B", conflicts_with = "class")]
     pub pair: Option<String>,
     /// Measure the representative pair of this locality class (see `topocomm topo`);
     /// default: one representative pair per class present
