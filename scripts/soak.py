@@ -64,7 +64,7 @@ def cmdline(pid):
 # Named segments of other programs (an MPI job running beside the soak):
 # listed in the JSON, not counted. topocomm itself names nothing in
 # /dev/shm (its segment is an inherited memfd), so any other new entry counts.
-FOREIGN_SHM = re.compile(r"^(vader_segment\.|sm_segment\.|mpich|ompi|sem\.|psm)")
+FOREIGN_SHM = re.compile(r"^(vader_segment\.|sm_segment\.|mpich|ompi|ucx_shm|sem\.|psm|\.org\.chromium)")
 
 
 def shm_entries():
