@@ -231,6 +231,28 @@ pub(crate) struct Leaf {
     pub pu_os: u32,
 }
 
+/// Node topologies with at most this many PUs get a table of every pair's
+/// class (2 bytes a pair: 32 MiB at 4096 PUs), the fastest lookup; larger
+/// ones look the class up through the pair's common ancestor, in memory
+/// linear in the PUs (a million-PU node would need 2 TB of table).
+const DENSE_MAX_PUS: usize = 4096;
+
+/// The class ids of the PU pairs of one node topology.
+#[derive(Clone, Debug)]
+enum PairClasses {
+    /// No node uses this topology.
+    Unused,
+    /// Row-major by PU position.
+    Dense { npu: usize, ids: Vec<u16> },
+    /// Per object that may be a common ancestor, the id for PUs in different
+    /// / the same NUMA node; `numa` is each PU's node.
+    Tree {
+        index: ClassIndex,
+        by_object: Vec<[u16; 2]>,
+        numa: Vec<Option<u32>>,
+    },
+}
+
 /// Slots as a tree, with the locality class of any two slots.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -244,8 +266,8 @@ pub struct Target {
     pub(crate) leaf_tnode: Vec<u32>,
     pub(crate) labels: Vec<String>,
     pub(crate) class_names: Vec<String>,
-    topo_npu: Vec<usize>,
-    topo_class: Vec<Vec<u16>>,
+    /// Per node topology, the class id of its PU pairs.
+    topo_class: Vec<PairClasses>,
     self_class: u16,
     /// Class of two nodes whose lowest common network group is at level k
     /// (0 = the root = `network`, k >= 1 = `switchK`).
@@ -490,7 +512,6 @@ impl Target {
             leaf_tnode,
             labels,
             class_names: Vec::new(),
-            topo_npu: Vec::new(),
             topo_class: Vec::new(),
             self_class: 0,
             net_class: Vec::new(),
@@ -527,19 +548,37 @@ impl Target {
         for (t, &in_use) in used.iter().enumerate() {
             let m = self.cluster.topologies[t].clone();
             let npu = m.pus.len();
-            let mut table = Vec::new();
-            if in_use {
-                table = vec![self.self_class; npu * npu];
-                let index = ClassIndex::new(&m);
+            let index = ClassIndex::new(&m);
+            let table = if !in_use {
+                PairClasses::Unused
+            } else if npu <= DENSE_MAX_PUS {
+                let mut ids = vec![self.self_class; npu * npu];
                 for a in 0..npu {
                     for b in (a + 1)..npu {
                         let c = self.intern(index.classify(&m, a, b).0.to_string());
-                        table[a * npu + b] = c;
-                        table[b * npu + a] = c;
+                        ids[a * npu + b] = c;
+                        ids[b * npu + a] = c;
                     }
                 }
-            }
-            self.topo_npu.push(npu);
+                PairClasses::Dense { npu, ids }
+            } else {
+                let mut by_object = vec![[self.self_class; 2]; m.objects.len()];
+                for (o, obj) in m.objects.iter().enumerate() {
+                    if obj.kind == ObjectKind::Pu {
+                        continue; // never the common ancestor of two distinct PUs
+                    }
+                    for same in [false, true] {
+                        let c = self.intern(index.class_at_lca(&m, o, same).to_string());
+                        by_object[o][usize::from(same)] = c;
+                    }
+                }
+                let numa = m.pus.iter().map(|p| p.numa_node).collect();
+                PairClasses::Tree {
+                    index,
+                    by_object,
+                    numa,
+                }
+            };
             self.topo_class.push(table);
         }
         let net = self.intern("network".into());
@@ -581,7 +620,19 @@ impl Target {
             return self.self_class;
         }
         let t = self.cluster.nodes[la.node as usize].topo;
-        self.topo_class[t][la.pu_pos as usize * self.topo_npu[t] + lb.pu_pos as usize]
+        let (a, b) = (la.pu_pos as usize, lb.pu_pos as usize);
+        match &self.topo_class[t] {
+            PairClasses::Dense { npu, ids } => ids[a * npu + b],
+            PairClasses::Tree {
+                index,
+                by_object,
+                numa,
+            } => {
+                let same = numa[a].is_some() && numa[a] == numa[b];
+                by_object[index.lca(a, b)][usize::from(same)]
+            }
+            PairClasses::Unused => self.self_class, // no leaf lies on it
+        }
     }
 
     /// The slot (node, PU OS index) of a leaf.
@@ -670,5 +721,45 @@ impl Target {
             self.len(),
             lv.join(" ")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Above DENSE_MAX_PUS the class comes from the common ancestor: it
+    /// must name the same class as the topology's own pair classification.
+    #[test]
+    fn large_nodes_classify_through_the_tree_like_the_topology() {
+        let desc = "pack:2 numa:2 l3:2 core:320 pu:2"; // 5120 PUs
+        let m = topocomm_topo::load(&format!("synthetic:{desc}").parse().unwrap()).unwrap();
+        assert!(m.pus.len() > DENSE_MAX_PUS);
+        let index = ClassIndex::new(&m);
+        let c = Cluster::uniform(m.clone(), 1);
+        let slots = c.default_slots(m.pus.len(), false).unwrap();
+        let t = Target::new(c, &slots).unwrap();
+        assert!(matches!(t.topo_class[0], PairClasses::Tree { .. }));
+        let mut h = 12345u64;
+        for _ in 0..20_000 {
+            h = h
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let (a, b) = (
+                (h >> 20) as u32 % t.len() as u32,
+                (h >> 40) as u32 % t.len() as u32,
+            );
+            let (pa, pb) = (t.leaves[a as usize].pu_pos, t.leaves[b as usize].pu_pos);
+            let want = if pa == pb {
+                "self".to_string()
+            } else {
+                index.classify(&m, pa as usize, pb as usize).0.to_string()
+            };
+            assert_eq!(
+                t.class_names()[t.class(a, b) as usize],
+                want,
+                "PUs {pa},{pb}"
+            );
+        }
     }
 }

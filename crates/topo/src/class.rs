@@ -153,6 +153,13 @@ impl ClassIndex {
         lca
     }
 
+    /// The class of two distinct PUs whose lowest common ancestor is object
+    /// `lca`, in the same NUMA node or not: lets a caller tabulate
+    /// classes per object (linear) instead of per pair (quadratic).
+    pub fn class_at_lca(&self, machine: &Machine, lca: usize, same_numa: bool) -> LocalityClass {
+        self.class_of(machine, data_ancestor(machine, lca), same_numa)
+    }
+
     /// Class and LCA depth of two PUs given by position in `machine.pus`.
     pub fn classify(&self, machine: &Machine, a: usize, b: usize) -> (LocalityClass, u32) {
         let lca = data_ancestor(machine, self.lca(a, b));
