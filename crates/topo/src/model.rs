@@ -250,7 +250,13 @@ impl Machine {
 
     /// Position in [`Machine::pus`] (logical order) of the PU with this OS index.
     pub fn pu_position(&self, os_index: u32) -> Option<usize> {
-        self.pus.iter().position(|p| p.os_index == os_index)
+        // Most machines number PUs in topology order (every synthetic one
+        // does): then the position is the index itself, and callers that
+        // look up every PU stay linear at a million PUs. Otherwise a scan.
+        match self.pus.get(os_index as usize) {
+            Some(p) if p.os_index == os_index => Some(os_index as usize),
+            _ => self.pus.iter().position(|p| p.os_index == os_index),
+        }
     }
 
     /// Same as [`Machine::pu_position`] but with an error naming the PU and
