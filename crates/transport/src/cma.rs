@@ -5,17 +5,22 @@ use std::io;
 
 /// Lets the job's peers read this process's memory (`process_vm_readv`)
 /// where Yama requires it: under `ptrace_scope = 1` a process may read only
-/// its descendants, and ranks are siblings. Yama accepts one declared
-/// tracer pid or any process, and a rank has several peers, so it must be
-/// any process of this user — for the length of the job; Open MPI's and
-/// MPICH's single copy do the same. Nothing is changed under scope 0 (every
-/// process of the user may read already) or 2-3 (no declaration helps), and
-/// nothing when single copy is switched off ([`enabled`]).
+/// its descendants, and ranks are siblings. Yama also lets a process name
+/// one tracer with `PR_SET_PTRACER`, and then lets that process *and its
+/// descendants* read it. The ranks of a job on a node are children of one
+/// process (`topocomm run`'s launcher, `mpirun`, Hydra's proxy), so each
+/// rank names its parent: its siblings may read it, other processes of the
+/// user may not (Open MPI's vader names "any process" instead). Ranks of
+/// other parents cannot read it: their trial read at start-up fails and the
+/// job uses two-copy, saying so once. Nothing is changed under scope 0
+/// (every process of the user may read already) or 2-3 (no declaration
+/// helps), and nothing when single copy is switched off ([`enabled`]).
 pub fn allow_peers() {
     if ptrace_scope() == Some(1) {
-        // SAFETY: prctl with integer arguments only.
+        // SAFETY: getppid cannot fail; prctl with integer arguments only.
         unsafe {
-            libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+            let parent = libc::getppid() as libc::c_ulong;
+            libc::prctl(libc::PR_SET_PTRACER, parent, 0, 0, 0);
         }
     }
 }
