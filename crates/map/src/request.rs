@@ -14,6 +14,10 @@ use std::path::PathBuf;
 use topocomm_topo::text::text_table;
 use topocomm_topo::PuSet;
 
+/// Most nodes of a cluster (`--nodes`, and each `--network-levels` arity):
+/// a node entry is kept per node, and spans of network levels multiply.
+pub const MAX_NODES: usize = 1 << 20;
+
 /// The options of one mapping request, as given on the command line
 /// (docs/commands/map.md); every error names the option at fault.
 #[derive(Clone, Debug)]
@@ -194,6 +198,11 @@ impl Request {
                 if n == 0 {
                     return Err(invalid("--nodes must be at least 1".into()));
                 }
+                if n > MAX_NODES {
+                    return Err(invalid(format!(
+                        "--nodes {n}: at most {MAX_NODES} nodes are supported"
+                    )));
+                }
                 Cluster::uniform(load()?, n)
             }
         };
@@ -213,11 +222,17 @@ impl Request {
         if let Some(levels) = &self.network_levels {
             cluster.network_levels = levels
                 .split(',')
-                .map(|x| x.trim().parse::<usize>().ok().filter(|&v| v >= 1))
+                .map(|x| {
+                    x.trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&v| (1..=MAX_NODES).contains(&v))
+                })
                 .collect::<Option<Vec<_>>>()
+                .filter(|v| v.len() <= 16)
                 .ok_or_else(|| {
                     invalid(format!(
-                        "--network-levels '{levels}': expected positive arities like 16,8"
+                        "--network-levels '{levels}': expected up to 16 arities from 1 to {MAX_NODES}, like 16,8"
                     ))
                 })?;
         }
@@ -420,6 +435,25 @@ mod tests {
         .run()
         .unwrap_err();
         assert_eq!(e.to_string(), "--nodes must be at least 1");
+        let e = Request {
+            nodes: Some(MAX_NODES + 1),
+            ..r.clone()
+        }
+        .run()
+        .unwrap_err();
+        assert!(e.to_string().starts_with("--nodes 1048577: at most"), "{e}");
+        for levels in ["0", "1048577", "2,x", &["2"; 17].join(",")] {
+            let e = Request {
+                network_levels: Some(levels.to_string()),
+                ..r.clone()
+            }
+            .run()
+            .unwrap_err();
+            assert!(
+                e.to_string().contains("expected up to 16 arities"),
+                "{levels}: {e}"
+            );
+        }
         let e = Request {
             format: "x".into(),
             ..r

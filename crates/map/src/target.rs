@@ -474,7 +474,7 @@ impl Target {
         // Network spans: nodes below one group at each level, root last.
         let mut span = vec![1usize];
         for &a in &cluster.network_levels {
-            span.push(span.last().unwrap() * a.max(1));
+            span.push(span.last().unwrap().saturating_mul(a.max(1)));
         }
         let nodes = cluster.nodes.len();
         if *span.last().unwrap() < nodes || span.len() == 1 {
