@@ -49,9 +49,10 @@ impl Args {
     /// The library's options, `--pu` resolved against `m`.
     pub fn options(&self, m: &Machine) -> Result<CacheOptions> {
         let pu = match &self.pu {
-            Some(l) => {
-                Some(topocomm_topo::resolve_pu(m, l).map_err(|e| anyhow::anyhow!("--pu: {e}"))?)
-            }
+            Some(l) => Some(
+                topocomm_topo::resolve_pu(m, l)
+                    .map_err(|e| crate::common::usage(anyhow::anyhow!("--pu: {e}")))?,
+            ),
             None => None,
         };
         Ok(CacheOptions {

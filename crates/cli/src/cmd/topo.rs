@@ -30,8 +30,8 @@ pub struct Args {
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let m = g.machine()?;
     if let Some(pair) = &a.pair {
-        let (p, q) =
-            topocomm_topo::resolve_pair(&m, pair).map_err(|e| anyhow::anyhow!("--pair: {e}"))?;
+        let (p, q) = topocomm_topo::resolve_pair(&m, pair)
+            .map_err(|e| usage(anyhow::anyhow!("--pair: {e}")))?;
         println!("{}", topocomm_topo::pair_class(&m, p, q)?);
         return Ok(ExitCode::SUCCESS);
     }
