@@ -80,17 +80,7 @@ fn write_pages(cmd: &clap::Command, out: &Path, written: &mut Vec<PathBuf>) -> s
 /// `YYYY-MM-DD` of a `SOURCE_DATE_EPOCH` value (reproducible builds).
 fn date_of(epoch: &str) -> Option<String> {
     let secs: i64 = epoch.trim().parse().ok()?;
-    let days = secs.div_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d, ..) = topocomm_measure::meta::civil_utc(secs);
     Some(format!("{y:04}-{m:02}-{d:02}"))
 }
 
