@@ -108,13 +108,14 @@ def one_job(a, rng, kill, totals):
     wall = time.monotonic() - t0
     out = out.decode(errors="replace")
     time.sleep(0.05)
-    left = [q for q in descendants(p.pid)]
-    try:  # the whole session: ranks re-parented to init would escape descendants()
+    # The launcher is reaped, so its leftover ranks were re-parented to init
+    # and only the session (process group) still finds them.
+    try:
         os.killpg(p.pid, 0)
-        left_group = True
+        left = True
         os.killpg(p.pid, signal.SIGKILL)
     except ProcessLookupError:
-        left_group = False
+        left = False
     new_all = sorted(shm_entries() - shm_before)
     new_shm = [e for e in new_all if not FOREIGN_SHM.match(e)]
     foreign = [e for e in new_all if FOREIGN_SHM.match(e)]
@@ -144,7 +145,7 @@ def one_job(a, rng, kill, totals):
         else:
             totals["other_failures"] += 1
             job["verdict"] = "failed"
-    if left or left_group:
+    if left:
         totals["leaked_processes"] += 1
         job["leaked_processes"] = True
     if new_shm:
