@@ -5,7 +5,8 @@
 # Scotch (mapping baseline), ucx_info and fi_info (250 kB: the rails
 # export tests ask UCX and libfabric), a C toolchain, CMake and man (the
 # install test builds the CMake example and renders a man page), Chromium
-# (the report's render test, headless); checks the Rust toolchain.
+# (the report's render test, headless), HPC Challenge (hpcc: the independent
+# ping-pong of scripts/tune-crosscheck.py); checks the Rust toolchain.
 # Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ PACKAGES=(
   ucx-utils libfabric-bin
   cmake man-db
   chromium
+  hpcc
 )
 
 missing=()

@@ -256,24 +256,28 @@ fn check_c_builds(prefix: &Path, work: &Path) {
         );
         assert!(t.contains("0,1 smt\n") && t.contains("0,2 "), "{t}");
         // It runs the installed libtopocomm, not the checkout's.
-        let ldd = text(&run(Command::new("ldd")
-            .arg(&exe)
-            .env_remove("LD_LIBRARY_PATH")));
-        let line = ldd
-            .lines()
-            .find(|l| l.contains("libtopocomm.so"))
-            .unwrap_or_default();
-        let used = line
-            .split("=>")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("");
+        let (ldd, used) = resolved_by_ldd(&exe, "libtopocomm.so");
         assert_eq!(
-            Path::new(used).canonicalize().ok().as_deref(),
+            used.as_deref(),
             Some(expect_lib.as_path()),
             "{exe:?}: {ldd}"
         );
     }
+}
+
+/// `ldd FILE` (without LD_LIBRARY_PATH) and the canonical path it resolves
+/// the library named `lib` (e.g. `libtopocomm.so`) to, if any.
+fn resolved_by_ldd(file: &Path, lib: &str) -> (String, Option<PathBuf>) {
+    let ldd = text(&run(Command::new("ldd")
+        .arg(file)
+        .env_remove("LD_LIBRARY_PATH")));
+    let used = ldd
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{lib} ")))
+        .and_then(|l| l.split("=>").nth(1))
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|p| Path::new(p).canonicalize().ok());
+    (ldd, used)
 }
 
 fn cmake_build(prefix: &Path, work: &Path) -> PathBuf {
@@ -319,20 +323,8 @@ fn check_mpi_libraries(prefix: &Path, work: &Path) {
             dir.display()
         );
     }
-    let ldd = text(&run(Command::new("ldd")
-        .arg(&accel)
-        .env_remove("LD_LIBRARY_PATH")));
     for lib in ["libtopocomm.so", "libtopocomm-mpi.so"] {
-        let line = ldd
-            .lines()
-            .find(|l| l.contains(&format!("{lib} ")))
-            .unwrap_or_default();
-        let used = line
-            .split("=>")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("");
-        let used = Path::new(used).canonicalize().ok();
+        let (ldd, used) = resolved_by_ldd(&accel, lib);
         assert!(
             used.as_deref()
                 .is_some_and(|u| u.starts_with(prefix.canonicalize().unwrap())),
