@@ -180,6 +180,46 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
             assert!(stdout.contains(&part), "'{part}' not in:\n{stdout}");
         }
     }
+    // The report's section from the file.
+    let rep = dir.join("report");
+    let out = topocomm(&[
+        "report",
+        "--no-bench",
+        "--coll",
+        json.to_str().unwrap(),
+        "--out",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(rep.join("index.html")).unwrap();
+    assert!(
+        html.contains("Collectives: topocomm accel vs"),
+        "no section"
+    );
+    assert!(
+        html.contains("<h3>alltoall</h3>") && html.contains("<svg"),
+        "no table/plot"
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(rep.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["coll"]["schema"], "topocomm.bench.coll/1");
+    // A file of another kind: one line, exit 2.
+    let out = topocomm(&[
+        "report",
+        "--no-bench",
+        "--coll",
+        rep.join("index.html").to_str().unwrap(),
+        "--out",
+        rep.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--coll "), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
