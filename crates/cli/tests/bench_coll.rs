@@ -159,6 +159,7 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
         let (pm, am) = (median(&mut plain), median(&mut accel));
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
         assert_eq!(r["better"], imp);
+        assert_eq!(r["compared"], serde_json::json!([imp]));
         assert_eq!(r["paired_jobs"], 2);
         assert!(close(r["better_us"].as_f64().unwrap(), pm), "{r}");
         assert!(close(r["topocomm_us"].as_f64().unwrap(), am), "{r}");

@@ -20,8 +20,8 @@ pub const SLOWER_ABOVE: f64 = 1.05;
 
 /// How the ratio and its CI are computed, as the document and the tables say.
 pub const RATIO_METHOD: &str = "topocomm = `topocomm accel` over the better MPI (lower plain median); \
-     ratio = its median over the better MPI's plain median, over the jobs where every MPI's plain \
-     and accel runs succeeded; 95% CI: paired percentile bootstrap over job indices (a job's runs \
+     ratio = its median over the better MPI's plain median, over the jobs where every compared \
+     MPI's plain and accel runs succeeded (an MPI with no plain or no accel value is not compared); 95% CI: paired percentile bootstrap over job indices (a job's runs \
      resampled together), the better MPI re-chosen in each resample; medians' CIs: order statistics";
 
 /// One MPI at one point: its plain and accelerated medians over jobs.
@@ -39,6 +39,9 @@ pub struct Row {
     /// Bytes (per rank for allgather and alltoall); 0 for barrier.
     pub size: u64,
     pub mpis: Vec<MpiCell>,
+    /// The MPIs the ratio compares with: those with plain and accel values.
+    #[serde(default)]
+    pub compared: Vec<String>,
     /// The MPI with the lower plain median (over the paired jobs).
     pub better: Option<String>,
     /// Median of accel over `better`, us.
@@ -162,10 +165,18 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
                 accel: Summary::of(&col(m, "accel")),
             })
             .collect();
-        // Paired jobs: every MPI's plain and accel present.
+        // Compared: the MPIs with plain and accel values (an MPI whose
+        // jobs all failed is left out, and said); paired jobs: every
+        // compared MPI's plain and accel present.
+        let compared: Vec<&str> = mpis
+            .iter()
+            .zip(&cells)
+            .filter(|(_, c)| c.plain.is_some() && c.accel.is_some())
+            .map(|(m, _)| *m)
+            .collect();
         let paired: Vec<u32> = (0..plan.jobs)
             .filter(|&j| {
-                mpis.iter().all(|m| {
+                compared.iter().all(|m| {
                     ["plain", "accel"]
                         .iter()
                         .all(|c| value(jobs, j, m, c, &coll, size).is_some())
@@ -173,7 +184,8 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
             })
             .collect();
         let series = |cfg: &str| -> Vec<Vec<f64>> {
-            mpis.iter()
+            compared
+                .iter()
                 .map(|m| {
                     paired
                         .iter()
@@ -186,6 +198,7 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
             collective: coll.clone(),
             size,
             mpis: cells,
+            compared: compared.iter().map(|m| m.to_string()).collect(),
             better: None,
             topocomm_us: None,
             better_us: None,
@@ -194,12 +207,12 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
             slower: false,
             paired_jobs: paired.len(),
         };
-        if !paired.is_empty() {
+        if !compared.is_empty() && !paired.is_empty() {
             let (plain, accel) = (series("plain"), series("accel"));
             let (k, ratio, ci) = paired_ratio(&plain, &accel, plan.resamples, plan.seed);
             let all: Vec<usize> = (0..paired.len()).collect();
             let med = |v: &Vec<f64>| median(&mut all.iter().map(|&i| v[i]).collect::<Vec<_>>());
-            row.better = Some(mpis[k].to_string());
+            row.better = Some(compared[k].to_string());
             row.topocomm_us = Some(med(&accel[k]));
             row.better_us = Some(med(&plain[k]));
             row.ratio = Some(ratio);
@@ -460,6 +473,57 @@ mod tests {
         // One job: the CI is the point.
         let (_, r1, ci) = paired_ratio(&[vec![2.0]], &[vec![3.0]], 100, 1);
         assert_eq!((r1, ci), (1.5, [1.5, 1.5]));
+    }
+
+    #[test]
+    fn an_mpi_whose_plain_jobs_failed_is_not_compared() {
+        use crate::bench_coll::{plan, Options, Point};
+        let p = plan(
+            &Options {
+                jobs: 2,
+                ..Options::default()
+            },
+            2,
+        )
+        .unwrap();
+        let job = |j: u32, mpi: &str, config: &str, v: Option<f64>| JobRecord {
+            job: j,
+            mpi: mpi.into(),
+            config: config.into(),
+            status: if v.is_some() { "ok" } else { "failed" }.into(),
+            wall_s: 1.0,
+            reason: v.is_none().then(|| "killed".into()),
+            stderr_tail: None,
+            meta: serde_json::Value::Null,
+            results: v
+                .map(|v| Point {
+                    collective: "allreduce".into(),
+                    size: 8,
+                    value_us: v,
+                    samples_us: vec![v],
+                })
+                .into_iter()
+                .collect(),
+        };
+        let jobs = vec![
+            job(0, "openmpi", "plain", Some(2.0)),
+            job(0, "openmpi", "accel", Some(1.0)),
+            job(0, "mpich", "plain", None),
+            job(0, "mpich", "accel", Some(0.5)),
+            job(1, "openmpi", "accel", Some(1.0)),
+            job(1, "openmpi", "plain", Some(4.0)),
+            job(1, "mpich", "accel", Some(0.5)),
+            job(1, "mpich", "plain", None),
+        ];
+        let rows = summarize(&p, &jobs);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r.compared, ["openmpi"]);
+        assert_eq!((r.better.as_deref(), r.paired_jobs), (Some("openmpi"), 2));
+        assert_eq!((r.topocomm_us, r.better_us), (Some(1.0), Some(3.0)));
+        assert!((r.ratio.unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert!(r.mpis[1].plain.is_none() && r.mpis[1].accel.is_some());
+        assert_eq!(failures(&jobs).len(), 2);
     }
 
     #[test]
