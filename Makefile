@@ -8,7 +8,7 @@ CARGO ?= cargo
 REPORT_DIR ?= topocomm-report
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup build report test lint test-rust test-conformance clean pkgconfig \
+.PHONY: setup build report test lint test-rust test-conformance test-conformance-coll clean pkgconfig \
 	install install-files uninstall
 
 setup:
@@ -77,7 +77,9 @@ test-rust: setup
 # (tests/mpich-suite/plain-failures.txt). Tests of more than 4 ranks are left
 # out on CI's 2 cores (docs/conformance.md says why).
 SUITE := ../shared/suites/mpich-tests
-SUITE_FOLDERS ?= pt2pt,f77/pt2pt
+# f77/coll (the collectives through the Fortran bridge, ~2 min) fits CI's
+# budget; coll does not (~15 min on 2 cores): `make test-conformance-coll`.
+SUITE_FOLDERS ?= pt2pt,f77/pt2pt,f77/coll
 test-conformance: build
 	@if [ ! -d $(SUITE) ]; then echo "notice: $(SUITE) is absent, skipping the conformance suite"; exit 0; fi; \
 	PATH=$(CURDIR)/target/release:$$PATH TOPOCOMM_AUTOTUNE=0; export PATH TOPOCOMM_AUTOTUNE; \
@@ -85,6 +87,10 @@ test-conformance: build
 	python3 scripts/mpich-suite.py compare --mpi openmpi,mpich --folders $(SUITE_FOLDERS) \
 	  --max-np 4 --wrap 'topocomm accel --' --config accel: --config nodes2:TOPOCOMM_ACCEL_NODES=2 \
 	  --expect tests/mpich-suite/plain-failures.txt --json target/mpich-suite/compare.json
+
+# MPICH's coll and f77/coll folders, plain vs accelerated (docs/conformance.md).
+test-conformance-coll:
+	$(MAKE) test-conformance SUITE_FOLDERS=coll,f77/coll
 
 test: lint build test-rust test-conformance
 

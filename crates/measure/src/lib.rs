@@ -8,13 +8,16 @@
 //! states), `matrix` (per-pair latency) and `placement` (CG + triad); the
 //! commands over them, with their result files, in `cache_report`,
 //! `matrix_report` and `placement_report` (shared parts in `charact`).
-//! `bench_p2p` plans and runs `topocomm bench p2p`.
+//! `bench_p2p` plans and runs `topocomm bench p2p`; `bench_coll` and
+//! `coll_summary` run and summarize `topocomm bench coll`.
 
 pub mod backends;
+pub mod bench_coll;
 pub mod bench_p2p;
 pub mod cache;
 pub mod cache_report;
 pub mod charact;
+pub mod coll_summary;
 pub mod error;
 pub mod limits;
 pub mod matrix;

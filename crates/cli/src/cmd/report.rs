@@ -26,8 +26,11 @@ pub struct Args {
     /// (tuning takes longer than a report should; docs/commands/report.md)
     #[arg(long, value_name = "FILE")]
     pub tune: Option<PathBuf>,
+    /// Add a Collectives section from the results of `topocomm bench coll --json FILE`
+    #[arg(long, value_name = "FILE")]
+    pub coll: Option<PathBuf>,
     /// Draw the page again from a report.json of an earlier run (measures nothing)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["no_bench", "tune"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["no_bench", "tune", "coll"])]
     pub from: Option<PathBuf>,
 }
 
@@ -165,6 +168,18 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         }
         None => serde_json::Value::Null,
     };
+    let coll = match &a.coll {
+        Some(f) => {
+            let (html, v) = coll_section(f)?;
+            r.add(
+                "coll",
+                "Collectives: topocomm accel vs Open MPI and MPICH",
+                html,
+            );
+            v
+        }
+        None => serde_json::Value::Null,
+    };
     let secs = started.elapsed().as_secs_f64();
     r.fact(
         "report runtime",
@@ -189,6 +204,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "p2p": p2p,
         "model": model,
         "tune": tune,
+        "coll": coll,
         "date": date,
         "runtime_s": secs,
         "page": report_page::page_json(&r),
@@ -206,6 +222,17 @@ fn write(r: &Report, json: &serde_json::Value, a: &Args) -> Result<ExitCode> {
     println!("report written to {}", path.display());
     println!("json written to {}", a.out.join("report.json").display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--coll FILE`: the section's HTML and the document.
+fn coll_section(f: &std::path::Path) -> Result<(String, serde_json::Value)> {
+    let v: serde_json::Value = std::fs::read_to_string(f)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| crate::common::usage(anyhow::anyhow!("--coll {}: {e}", f.display())))?;
+    let html = topocomm_measure::coll_summary::html_from_json(&v)
+        .map_err(|e| crate::common::usage(anyhow::anyhow!("--coll {}: {e}", f.display())))?;
+    Ok((html, v))
 }
 
 fn kernel_release() -> Option<String> {

@@ -2,6 +2,7 @@
 //! To add one: a module here, a variant in [`BenchCommand`], a match arm in
 //! [`run`].
 
+pub mod coll;
 pub mod p2p;
 
 use crate::common::GlobalOpts;
@@ -18,6 +19,8 @@ pub struct Args {
 pub enum BenchCommand {
     /// Point-to-point latency/bandwidth of topocomm vs Open MPI, MPICH and the physical limits
     P2p(p2p::Args),
+    /// Collective latency per size of topocomm (`accel`) vs Open MPI and MPICH, median + 95% CI
+    Coll(coll::Args),
     /// Load/store throughput and pointer-chase latency per cache state (M/E/S/O/F/I) and locality class
     Cache(crate::cmd::bench_cache::Args),
     /// CG (27-point stencil) and STREAM triad under several worker-to-PU mappings
@@ -29,6 +32,7 @@ pub enum BenchCommand {
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     match &a.command {
         BenchCommand::P2p(x) => p2p::run(g, x),
+        BenchCommand::Coll(x) => coll::run(g, x),
         BenchCommand::Cache(x) => crate::cmd::bench_cache::run(g, x),
         BenchCommand::Placement(x) => crate::cmd::bench_placement::run(g, x),
         BenchCommand::Matrix(x) => crate::cmd::bench_matrix::run(g, x),

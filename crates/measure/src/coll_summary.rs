@@ -1,0 +1,535 @@
+//! The statistics and the result document of `topocomm bench coll`
+//! (runs in [`crate::bench_coll`]): per collective and size, the median
+//! over jobs of each MPI plain and under `topocomm accel` (95% CI of the
+//! median from order statistics, [`Summary`]), and the ratio of topocomm's
+//! median to the better MPI's with a 95% paired bootstrap CI over jobs;
+//! the OSU-style tables, the SVG plots, the report's HTML and the
+//! `topocomm.bench.coll/1` document (docs/formats/bench-coll-json.md).
+
+use crate::bench_coll::{JobRecord, Plan, COLLECTIVES};
+use crate::p2p::size_label;
+use crate::Summary;
+use serde::{Deserialize, Serialize};
+use topocomm_report::{esc, html_table, svg_loglog, Series};
+
+/// The schema of the result document.
+pub const SCHEMA: &str = "topocomm.bench.coll/1";
+
+/// A ratio whose upper CI end is above this is `slower`.
+pub const SLOWER_ABOVE: f64 = 1.05;
+
+/// How the ratio and its CI are computed, as the document and the tables say.
+pub const RATIO_METHOD: &str = "topocomm = `topocomm accel` over the better MPI (lower plain median); \
+     ratio = its median over the better MPI's plain median, over the jobs where every compared \
+     MPI's plain and accel runs succeeded (an MPI with no plain or no accel value is not compared); 95% CI: paired percentile bootstrap over job indices (a job's runs \
+     resampled together), the better MPI re-chosen in each resample; medians' CIs: order statistics";
+
+/// One MPI at one point: its plain and accelerated medians over jobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MpiCell {
+    pub mpi: String,
+    pub plain: Option<Summary>,
+    pub accel: Option<Summary>,
+}
+
+/// One (collective, size) of the summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub collective: String,
+    /// Bytes (per rank for allgather and alltoall); 0 for barrier.
+    pub size: u64,
+    pub mpis: Vec<MpiCell>,
+    /// The MPIs the ratio compares with: those with plain and accel values.
+    #[serde(default)]
+    pub compared: Vec<String>,
+    /// The MPI with the lower plain median (over the paired jobs).
+    pub better: Option<String>,
+    /// Median of accel over `better`, us.
+    pub topocomm_us: Option<f64>,
+    /// `better`'s plain median, us.
+    pub better_us: Option<f64>,
+    pub ratio: Option<f64>,
+    pub ci95: Option<[f64; 2]>,
+    /// The CI's upper end is above [`SLOWER_ABOVE`].
+    pub slower: bool,
+    /// Jobs in which every MPI's plain and accel runs have this point.
+    pub paired_jobs: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    crate::stats::quantile_sorted(v, 0.5)
+}
+
+/// Deterministic generator of the bootstrap (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// The ratio of one resample: median of `accel[k]` over the jobs `idx`
+/// divided by the smallest of the plain medians, `k` that MPI.
+fn ratio_of(plain: &[Vec<f64>], accel: &[Vec<f64>], idx: &[usize]) -> (usize, f64) {
+    let med = |v: &Vec<f64>| median(&mut idx.iter().map(|&i| v[i]).collect::<Vec<_>>());
+    let (k, best) = plain
+        .iter()
+        .map(med)
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("at least one MPI");
+    (k, med(&accel[k]) / best)
+}
+
+/// The ratio over every job (point, with the index of the better MPI) and
+/// its 95% paired percentile bootstrap CI. `plain[m][j]`, `accel[m][j]`:
+/// MPI m's value in paired job j.
+pub fn paired_ratio(
+    plain: &[Vec<f64>],
+    accel: &[Vec<f64>],
+    resamples: u32,
+    seed: u64,
+) -> (usize, f64, [f64; 2]) {
+    let n = plain[0].len();
+    let all: Vec<usize> = (0..n).collect();
+    let (k, point) = ratio_of(plain, accel, &all);
+    if n < 2 || resamples < 1 {
+        return (k, point, [point, point]);
+    }
+    let mut rng = Rng(seed);
+    let mut rs: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let idx: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
+            ratio_of(plain, accel, &idx).1
+        })
+        .collect();
+    rs.sort_by(|a, b| a.total_cmp(b));
+    let r = (resamples - 1) as f64;
+    let lo = rs[(0.025 * r).floor() as usize];
+    let hi = rs[(0.975 * r).ceil() as usize];
+    (k, point, [lo, hi])
+}
+
+/// The value of `mpi`/`config` at (collective, size) in job `j`, if it ran.
+fn value(
+    jobs: &[JobRecord],
+    j: u32,
+    mpi: &str,
+    config: &str,
+    coll: &str,
+    size: u64,
+) -> Option<f64> {
+    jobs.iter()
+        .find(|r| r.job == j && r.mpi == mpi && r.config == config && r.status == "ok")?
+        .results
+        .iter()
+        .find(|p| p.collective == coll && p.size == size)
+        .map(|p| p.value_us)
+}
+
+/// The summary rows, collectives in std_coll's order, sizes ascending.
+pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
+    let mpis: Vec<&str> = plan.impls.iter().map(|m| m.name()).collect();
+    let mut keys: Vec<(usize, String, u64)> = Vec::new();
+    for r in jobs {
+        for p in &r.results {
+            let rank = COLLECTIVES
+                .iter()
+                .position(|c| *c == p.collective)
+                .unwrap_or(99);
+            let key = (rank, p.collective.clone(), p.size);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys.sort();
+    let mut rows = Vec::new();
+    for (_, coll, size) in keys {
+        let col = |mpi: &str, cfg: &str| -> Vec<f64> {
+            (0..plan.jobs)
+                .filter_map(|j| value(jobs, j, mpi, cfg, &coll, size))
+                .collect()
+        };
+        let cells: Vec<MpiCell> = mpis
+            .iter()
+            .map(|m| MpiCell {
+                mpi: m.to_string(),
+                plain: Summary::of(&col(m, "plain")),
+                accel: Summary::of(&col(m, "accel")),
+            })
+            .collect();
+        // Compared: the MPIs with plain and accel values (an MPI whose
+        // jobs all failed is left out, and said); paired jobs: every
+        // compared MPI's plain and accel present.
+        let compared: Vec<&str> = mpis
+            .iter()
+            .zip(&cells)
+            .filter(|(_, c)| c.plain.is_some() && c.accel.is_some())
+            .map(|(m, _)| *m)
+            .collect();
+        let paired: Vec<u32> = (0..plan.jobs)
+            .filter(|&j| {
+                compared.iter().all(|m| {
+                    ["plain", "accel"]
+                        .iter()
+                        .all(|c| value(jobs, j, m, c, &coll, size).is_some())
+                })
+            })
+            .collect();
+        let series = |cfg: &str| -> Vec<Vec<f64>> {
+            compared
+                .iter()
+                .map(|m| {
+                    paired
+                        .iter()
+                        .map(|&j| value(jobs, j, m, cfg, &coll, size).unwrap_or(f64::NAN))
+                        .collect()
+                })
+                .collect()
+        };
+        let mut row = Row {
+            collective: coll.clone(),
+            size,
+            mpis: cells,
+            compared: compared.iter().map(|m| m.to_string()).collect(),
+            better: None,
+            topocomm_us: None,
+            better_us: None,
+            ratio: None,
+            ci95: None,
+            slower: false,
+            paired_jobs: paired.len(),
+        };
+        if !compared.is_empty() && !paired.is_empty() {
+            let (plain, accel) = (series("plain"), series("accel"));
+            let (k, ratio, ci) = paired_ratio(&plain, &accel, plan.resamples, plan.seed);
+            let all: Vec<usize> = (0..paired.len()).collect();
+            let med = |v: &Vec<f64>| median(&mut all.iter().map(|&i| v[i]).collect::<Vec<_>>());
+            row.better = Some(compared[k].to_string());
+            row.topocomm_us = Some(med(&accel[k]));
+            row.better_us = Some(med(&plain[k]));
+            row.ratio = Some(ratio);
+            row.ci95 = Some(ci);
+            row.slower = ci[1] > SLOWER_ABOVE;
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+/// A latency in us with 4 significant digits.
+pub fn us(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{:.4}", v)
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+fn size_text(coll: &str, size: u64) -> String {
+    if coll == "barrier" {
+        "-".into()
+    } else {
+        size_label(size)
+    }
+}
+
+/// The tables: per collective a title, a header and one line per size.
+pub fn tables(plan: &Plan, rows: &[Row]) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
+    let mut out: Vec<(String, Vec<String>, Vec<Vec<String>>)> = Vec::new();
+    for r in rows {
+        if out.last().map(|t| &t.0) != Some(&r.collective) {
+            let mut h = vec!["size".to_string(), "topocomm".into(), "over".into()];
+            h.extend(plan.impls.iter().map(|m| m.name().to_string()));
+            h.extend(["ratio".into(), "[95% CI]".into(), "".into()]);
+            out.push((r.collective.clone(), h, Vec::new()));
+        }
+        let mut line = vec![
+            size_text(&r.collective, r.size),
+            r.topocomm_us.map(us).unwrap_or_else(|| "-".into()),
+            r.better.clone().unwrap_or_else(|| "-".into()),
+        ];
+        for c in &r.mpis {
+            line.push(
+                c.plain
+                    .as_ref()
+                    .map(|s| us(s.median))
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        match (r.ratio, r.ci95) {
+            (Some(q), Some([lo, hi])) => {
+                line.push(format!("{q:.3}"));
+                line.push(format!("[{lo:.3}, {hi:.3}]"));
+            }
+            _ => line.extend(["-".into(), "".into()]),
+        }
+        line.push(if r.slower {
+            "slower".into()
+        } else {
+            String::new()
+        });
+        out.last_mut().expect("pushed above").2.push(line);
+    }
+    out
+}
+
+/// The SVG plot of one collective: latency per size, plain and accel per
+/// MPI, shaded 95% CI of the medians. None for barrier (one point, no size).
+pub fn plot(collective: &str, rows: &[Row]) -> Option<String> {
+    let rows: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.collective == collective && r.size > 0)
+        .collect();
+    let first = rows.first()?;
+    let mut series = Vec::new();
+    for (i, c) in first.mpis.iter().enumerate() {
+        for (cfg, dashed) in [("plain", true), ("accel", false)] {
+            let mut s = Series {
+                name: if cfg == "plain" {
+                    c.mpi.clone()
+                } else {
+                    format!("topocomm over {}", c.mpi)
+                },
+                points: Vec::new(),
+                dashed,
+                band: Vec::new(),
+            };
+            for r in &rows {
+                let cell = &r.mpis[i];
+                if let Some(m) = if cfg == "plain" {
+                    &cell.plain
+                } else {
+                    &cell.accel
+                } {
+                    s.points.push((r.size as f64, m.median));
+                    s.band.push((r.size as f64, m.ci_low, m.ci_high));
+                }
+            }
+            if !s.points.is_empty() {
+                series.push(s);
+            }
+        }
+    }
+    Some(svg_loglog(
+        &format!("{collective}: latency per call"),
+        "size (bytes)",
+        "us",
+        &series,
+        &|v| size_label(v as u64),
+    ))
+}
+
+/// The failed jobs, one line each with the stderr tail indented.
+pub fn failures(jobs: &[JobRecord]) -> Vec<String> {
+    jobs.iter()
+        .filter(|r| r.status != "ok")
+        .map(|r| {
+            let mut s = format!(
+                "job {} {} {} failed: {}",
+                r.job + 1,
+                r.mpi,
+                r.config,
+                r.reason.as_deref().unwrap_or("unknown")
+            );
+            for l in r.stderr_tail.as_deref().unwrap_or("").lines() {
+                s.push_str(&format!("\n    {l}"));
+            }
+            s
+        })
+        .collect()
+}
+
+/// The result document.
+pub fn to_json(
+    plan: &Plan,
+    commands: serde_json::Value,
+    jobs: &[JobRecord],
+    rows: &[Row],
+    mut meta: serde_json::Value,
+    finished: String,
+) -> serde_json::Value {
+    if let Some(o) = meta.as_object_mut() {
+        o.insert(
+            "plan".into(),
+            serde_json::to_value(plan).unwrap_or_default(),
+        );
+        o.insert("commands".into(), commands);
+        o.insert("ratio".into(), RATIO_METHOD.into());
+        o.insert("slower_above".into(), SLOWER_ABOVE.into());
+        o.insert("finished".into(), finished.into());
+    }
+    serde_json::json!({
+        "schema": SCHEMA,
+        "meta": meta,
+        "jobs": jobs,
+        "rows": rows,
+    })
+}
+
+/// The report's section from a `topocomm.bench.coll/1` document: the
+/// tables and one plot per collective; Err names what is wrong.
+pub fn html_from_json(doc: &serde_json::Value) -> Result<String, String> {
+    if doc["schema"].as_str() != Some(SCHEMA) {
+        return Err(format!(
+            "not a topocomm bench coll JSON file (schema {SCHEMA})"
+        ));
+    }
+    let rows: Vec<Row> =
+        serde_json::from_value(doc["rows"].clone()).map_err(|e| format!("rows: {e}"))?;
+    let plan = &doc["meta"]["plan"];
+    let mpis: Vec<String> = rows
+        .first()
+        .map(|r| r.mpis.iter().map(|c| c.mpi.clone()).collect())
+        .unwrap_or_default();
+    let mut h = format!(
+        "<p>{} ranks, {} jobs per MPI and configuration (bind {}), median per call in us. {}.</p>",
+        plan["np"],
+        plan["jobs"],
+        esc(plan["bind"].as_str().unwrap_or("?")),
+        esc(RATIO_METHOD)
+    );
+    let mut colls: Vec<&str> = Vec::new();
+    for r in &rows {
+        if !colls.contains(&r.collective.as_str()) {
+            colls.push(&r.collective);
+        }
+    }
+    for c in colls {
+        let mut hd = vec!["size", "topocomm", "over"];
+        hd.extend(mpis.iter().map(String::as_str));
+        hd.extend(["ratio [95% CI]", ""]);
+        let lines: Vec<Vec<String>> = rows
+            .iter()
+            .filter(|r| r.collective == c)
+            .map(|r| {
+                let mut l = vec![
+                    size_text(c, r.size),
+                    r.topocomm_us.map(us).unwrap_or_else(|| "-".into()),
+                    r.better.clone().unwrap_or_else(|| "-".into()),
+                ];
+                l.extend(r.mpis.iter().map(|m| {
+                    m.plain
+                        .as_ref()
+                        .map(|s| us(s.median))
+                        .unwrap_or_else(|| "-".into())
+                }));
+                l.push(match (r.ratio, r.ci95) {
+                    (Some(q), Some([a, b])) => format!("{q:.3} [{a:.3}, {b:.3}]"),
+                    _ => "-".into(),
+                });
+                l.push(if r.slower {
+                    "slower".into()
+                } else {
+                    String::new()
+                });
+                l
+            })
+            .collect();
+        h.push_str(&format!("<h3>{}</h3>{}", esc(c), html_table(&hd, &lines)));
+        if let Some(svg) = plot(c, &rows) {
+            h.push_str(&format!("<div class=\"svgbox\">{svg}</div>"));
+        }
+    }
+    let jobs: Vec<JobRecord> =
+        serde_json::from_value(doc["jobs"].clone()).map_err(|e| format!("jobs: {e}"))?;
+    for f in failures(&jobs) {
+        h.push_str(&format!("<p class=\"note\">{}</p>", esc(&f)));
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratio_against_the_better_mpi() {
+        // MPI 0 plain 2.0, MPI 1 plain 1.0 (better), accel over 1: 0.5.
+        let plain = vec![vec![2.0, 2.1, 1.9, 2.0], vec![1.0, 1.1, 0.9, 1.0]];
+        let accel = vec![vec![9.0; 4], vec![0.5, 0.55, 0.45, 0.5]];
+        let (k, r, [lo, hi]) = paired_ratio(&plain, &accel, 2000, 1);
+        assert_eq!(k, 1);
+        assert!((r - 0.5).abs() < 1e-12, "{r}");
+        assert!(
+            lo <= r && r <= hi && lo >= 0.45 / 1.1 && hi <= 0.55 / 0.9,
+            "[{lo}, {hi}]"
+        );
+        // Deterministic for a seed.
+        assert_eq!(
+            paired_ratio(&plain, &accel, 500, 7),
+            paired_ratio(&plain, &accel, 500, 7)
+        );
+        // One job: the CI is the point.
+        let (_, r1, ci) = paired_ratio(&[vec![2.0]], &[vec![3.0]], 100, 1);
+        assert_eq!((r1, ci), (1.5, [1.5, 1.5]));
+    }
+
+    #[test]
+    fn an_mpi_whose_plain_jobs_failed_is_not_compared() {
+        use crate::bench_coll::{plan, Options, Point};
+        let p = plan(
+            &Options {
+                jobs: 2,
+                ..Options::default()
+            },
+            2,
+        )
+        .unwrap();
+        let job = |j: u32, mpi: &str, config: &str, v: Option<f64>| JobRecord {
+            job: j,
+            mpi: mpi.into(),
+            config: config.into(),
+            status: if v.is_some() { "ok" } else { "failed" }.into(),
+            wall_s: 1.0,
+            reason: v.is_none().then(|| "killed".into()),
+            stderr_tail: None,
+            meta: serde_json::Value::Null,
+            results: v
+                .map(|v| Point {
+                    collective: "allreduce".into(),
+                    size: 8,
+                    value_us: v,
+                    samples_us: vec![v],
+                })
+                .into_iter()
+                .collect(),
+        };
+        let jobs = vec![
+            job(0, "openmpi", "plain", Some(2.0)),
+            job(0, "openmpi", "accel", Some(1.0)),
+            job(0, "mpich", "plain", None),
+            job(0, "mpich", "accel", Some(0.5)),
+            job(1, "openmpi", "accel", Some(1.0)),
+            job(1, "openmpi", "plain", Some(4.0)),
+            job(1, "mpich", "accel", Some(0.5)),
+            job(1, "mpich", "plain", None),
+        ];
+        let rows = summarize(&p, &jobs);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r.compared, ["openmpi"]);
+        assert_eq!((r.better.as_deref(), r.paired_jobs), (Some("openmpi"), 2));
+        assert_eq!((r.topocomm_us, r.better_us), (Some(1.0), Some(3.0)));
+        assert!((r.ratio.unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert!(r.mpis[1].plain.is_none() && r.mpis[1].accel.is_some());
+        assert_eq!(failures(&jobs).len(), 2);
+    }
+
+    #[test]
+    fn small_numbers_print_short() {
+        assert_eq!(us(0.25), "0.25");
+        assert_eq!(us(12.34567), "12.3457");
+        assert_eq!(us(4025.4), "4025");
+    }
+}
