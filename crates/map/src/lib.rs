@@ -18,22 +18,26 @@
 //! No structure is N x N: memory grows with ranks + edges.
 
 mod baseline;
+pub mod bench;
 mod cost;
 mod error;
 pub mod gen;
 mod graph;
 mod group;
 mod matrix;
+mod multilevel;
+mod objective;
 pub mod output;
 pub mod parse;
 mod refine;
 pub mod request;
 mod rng;
+pub mod scotch;
 mod strategy;
 mod target;
 
 pub use baseline::{baseline_order, Baseline};
-pub use cost::{evaluate, ClassCost, Costs, Metric, Score};
+pub use cost::{evaluate, ClassCost, Costs, Metric, Objective, Score};
 pub use error::MapError;
 pub use graph::Graph;
 pub use matrix::{CommMatrix, Edge};
