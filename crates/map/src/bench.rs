@@ -286,3 +286,63 @@ pub const HEADER: [&str; 10] = [
     "tc_s",
     "scotch_s",
 ];
+
+/// A scale run: `ranks` ranks of a random geometric graph (about 10
+/// neighbours each) on a cluster of 64-PU nodes, 16 per switch, mapped by
+/// the multilevel mapper under `objective`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScaleRun {
+    pub ranks: usize,
+    pub pairs: usize,
+    pub objective: String,
+    pub seconds: f64,
+    pub packed_over_topocomm: f64,
+    pub peak_memory_mib: Option<u64>,
+}
+
+pub fn scale(
+    ranks: usize,
+    objective: Metric,
+    seed: u64,
+    time_limit: f64,
+) -> Result<ScaleRun, MapError> {
+    let m = gen::random_geometric(
+        ranks,
+        (10.0 / (std::f64::consts::PI * ranks as f64)).sqrt(),
+        1e5,
+        seed,
+    );
+    let node = topocomm_topo::load(&"synthetic:pack:2 l3:2 core:16 pu:1".parse().expect("spec"))?;
+    let mut c = Cluster::uniform(node, ranks.div_ceil(64));
+    c.network_levels = vec![16];
+    let slots = c.default_slots(ranks, false)?;
+    let t = Target::new(c, &slots)?;
+    let opt = MapOptions {
+        metric: objective,
+        strategy: Strategy::Multilevel,
+        seed,
+        time_limit,
+        ..MapOptions::default()
+    };
+    let t0 = Instant::now();
+    let r = map(&t, &m, &opt)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let costs = Costs::defaults();
+    let tc = evaluate(&t, &costs, objective, &m, &r.leaf_of_rank).objective;
+    let packed = evaluate(
+        &t,
+        &costs,
+        objective,
+        &m,
+        &baseline_order(&t, Baseline::Packed, 0)[..m.n],
+    )
+    .objective;
+    Ok(ScaleRun {
+        ranks,
+        pairs: m.edges.len(),
+        objective: objective.name().into(),
+        seconds,
+        packed_over_topocomm: packed / tc,
+        peak_memory_mib: crate::peak_memory_kib().map(|k| k / 1024),
+    })
+}

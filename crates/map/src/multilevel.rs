@@ -290,6 +290,9 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
             .map(|v| i64::from(g.vw[v]))
             .sum();
         let mut heaps = [BinaryHeap::new(), BinaryHeap::new()];
+        // Isolated vertices (gain 0 wherever they are) only help balance:
+        // plain lists, not the heaps (there may be millions of silent ranks).
+        let mut free: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
         for v in 0..n {
             let (mut ext, mut int) = (0.0, 0.0);
             for k in g.xadj[v]..g.xadj[v + 1] {
@@ -301,7 +304,9 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
             }
             gain[v] = ext - int;
             locked[v] = false;
-            if ext > 0.0 || g.xadj[v] == g.xadj[v + 1] || (w0 - t0).abs() > accept {
+            if g.xadj[v] == g.xadj[v + 1] {
+                free[side[v] as usize].push(v as u32);
+            } else if ext > 0.0 || (w0 - t0).abs() > accept {
                 heaps[side[v] as usize].push(Cand(gain[v], v as u32));
             }
         }
@@ -315,21 +320,33 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
         while moves.len() - best_len < limit {
             let mut pick: Option<(f64, u32)> = None;
             for s in 0..2 {
-                while let Some(Cand(gv, v)) = heaps[s].peek() {
-                    let v = *v;
+                let mut top: Option<(f64, u32)> = None;
+                while let Some(&Cand(gv, v)) = heaps[s].peek() {
                     if locked[v as usize]
                         || side[v as usize] as usize != s
-                        || *gv != gain[v as usize]
+                        || gv != gain[v as usize]
                     {
                         heaps[s].pop();
                         continue;
                     }
-                    let d = i64::from(g.vw[v as usize]) * if s == 0 { -1 } else { 1 };
-                    let (before, after) = ((w0 - t0).abs(), (w0 + d - t0).abs());
-                    if (after <= tol || after < before) && pick.is_none_or(|p| *gv > p.0) {
-                        pick = Some((*gv, v));
+                    top = Some((gv, v));
+                    break;
+                }
+                while let Some(&v) = free[s].last() {
+                    if locked[v as usize] {
+                        free[s].pop();
+                        continue;
+                    }
+                    if top.is_none_or(|t| t.0 < 0.0) {
+                        top = Some((0.0, v));
                     }
                     break;
+                }
+                let Some((gv, v)) = top else { continue };
+                let d = i64::from(g.vw[v as usize]) * if s == 0 { -1 } else { 1 };
+                let (before, after) = ((w0 - t0).abs(), (w0 + d - t0).abs());
+                if (after <= tol || after < before) && pick.is_none_or(|p| gv > p.0) {
+                    pick = Some((gv, v));
                 }
             }
             let Some((gv, v)) = pick else { break };

@@ -411,6 +411,7 @@ mod tests {
             costs: None,
             seed: 1,
             passes: 8,
+            time_limit: 3.0,
             ranks: None,
             evaluate: None,
             topology: Some("synthetic:pack:2 core:2 pu:1".into()),

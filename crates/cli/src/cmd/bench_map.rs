@@ -22,12 +22,40 @@ pub struct Args {
     /// Seconds after which the multilevel mapper tries no further seed
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     pub time_limit: f64,
+    /// Instead of the cases: time the mapper on RANKS ranks of a random
+    /// geometric graph (about 10 neighbours each) on 64-PU nodes
+    #[arg(long, value_name = "RANKS")]
+    pub scale: Option<usize>,
     /// Also write every case as JSON (schema topocomm.bench-map/1)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
+    if let Some(n) = a.scale {
+        if n < 2 {
+            anyhow::bail!("--scale {n}: expected at least 2 ranks");
+        }
+        let mut runs = Vec::new();
+        for o in bench::OBJECTIVES {
+            let r = bench::scale(n, o, a.seed, a.time_limit).map_err(crate::common::usage)?;
+            println!(
+                "{} ranks, {} directed pairs, {}: {:.2} s, packed/tc {:.3}, peak memory {} MiB",
+                r.ranks,
+                r.pairs,
+                r.objective,
+                r.seconds,
+                r.packed_over_topocomm,
+                r.peak_memory_mib.map_or("?".into(), |m| m.to_string())
+            );
+            runs.push(r);
+        }
+        if let Some(p) = &a.json {
+            let text = serde_json::to_string_pretty(&runs)? + "\n";
+            std::fs::write(p, text).with_context(|| format!("--json {}", p.display()))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let shared = match &a.topologies {
         Some(d) if !d.is_dir() => anyhow::bail!("--topologies {}: not a directory", d.display()),
         Some(d) => Some(d.clone()),
