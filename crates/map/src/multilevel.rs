@@ -289,6 +289,7 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
             .filter(|&v| side[v] == 0)
             .map(|v| i64::from(g.vw[v]))
             .sum();
+        let mut cut2 = 0.0; // twice the cut: each cut edge seen from both ends
         let mut heaps = [BinaryHeap::new(), BinaryHeap::new()];
         // Isolated vertices (gain 0 wherever they are) only help balance:
         // plain lists, not the heaps (there may be millions of silent ranks).
@@ -303,6 +304,7 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
                 }
             }
             gain[v] = ext - int;
+            cut2 += ext;
             locked[v] = false;
             if g.xadj[v] == g.xadj[v + 1] {
                 free[side[v] as usize].push(v as u32);
@@ -310,13 +312,13 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
                 heaps[side[v] as usize].push(Cand(gain[v], v as u32));
             }
         }
-        let mut cur = cut(g, side);
+        let mut cur = cut2 / 2.0;
         let state = |w0: i64, c: f64| (((w0 - t0).abs() - accept).max(0), c);
         let start = state(w0, cur);
         let mut best = start;
         let mut moves: Vec<u32> = Vec::new();
         let mut best_len = 0;
-        let limit = 64 + n / 20;
+        let limit = 32 + n / 64;
         while moves.len() - best_len < limit {
             let mut pick: Option<(f64, u32)> = None;
             for s in 0..2 {
@@ -429,6 +431,9 @@ fn grow(g: &Wg, t0: i64, rng: &mut Rng) -> Vec<u8> {
 
 /// Bisection of a unit-weight graph: side 0 gets exactly `t0` vertices.
 fn bisect(g: &Wg, t0: i64, rng: &mut Rng) -> Vec<u8> {
+    if g.n() == 2 && t0 == 1 {
+        return vec![0, 1]; // two ranks on two sides: nothing to choose
+    }
     let mut levels: Vec<(Wg, Vec<u32>)> = Vec::new();
     let total = g.total();
     let maxvw = (total / 24).max(2) as u32;
@@ -452,7 +457,7 @@ fn bisect(g: &Wg, t0: i64, rng: &mut Rng) -> Vec<u8> {
     let coarse = owned.as_ref().unwrap_or(g);
     let tol = i64::from(coarse.vw.iter().copied().max().unwrap_or(1));
     let mut best: Option<((i64, f64), Vec<u8>)> = None;
-    for _ in 0..4 {
+    for _ in 0..if coarse.n() > 8 { 4 } else { 1 } {
         let mut s = grow(coarse, t0, rng);
         fm(coarse, &mut s, t0, tol, tol, 4);
         let w0: i64 = (0..coarse.n())
@@ -473,7 +478,7 @@ fn bisect(g: &Wg, t0: i64, rng: &mut Rng) -> Vec<u8> {
         } else {
             i64::from(fine_ref.vw.iter().copied().max().unwrap_or(1))
         };
-        fm(fine_ref, &mut side, t0, accept.max(1), accept, 3);
+        fm(fine_ref, &mut side, t0, accept.max(1), accept, 2);
     }
     if side.len() != g.n() {
         side = vec![1; g.n()];

@@ -204,7 +204,13 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
             // The last start is the ranks' own order (packed): applications
             // often number ranks meaningfully (rows of a process grid).
             let mut p = if i == tries - 1 && tries > 1 {
-                Placement::from_order(&baseline_order(target, Baseline::Packed, 0))
+                let p = Placement::from_order(&baseline_order(target, Baseline::Packed, 0));
+                // Refined only when within 20 % of the best start: the
+                // refinement gains less than that (saves it at scale).
+                if kept.as_ref().is_some_and(|k| objective(&p) > 1.2 * k.0) {
+                    continue;
+                }
+                p
             } else {
                 let Some(leaf) = multisection(target, &g, &ob, m.n, s) else {
                     continue;

@@ -40,11 +40,12 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         for o in bench::OBJECTIVES {
             let r = bench::scale(n, o, a.seed, a.time_limit).map_err(crate::common::usage)?;
             println!(
-                "{} ranks, {} directed pairs, {}: {:.2} s, packed/tc {:.3}, peak memory {} MiB",
+                "{} ranks, {} directed pairs, {}: {:.2} s ({} s CPU), packed/tc {:.3}, peak memory {} MiB",
                 r.ranks,
                 r.pairs,
                 r.objective,
                 r.seconds,
+                r.cpu_seconds.map_or("?".into(), |c| format!("{c:.2}")),
                 r.packed_over_topocomm,
                 r.peak_memory_mib.map_or("?".into(), |m| m.to_string())
             );
