@@ -71,7 +71,10 @@ fn main() -> ExitCode {
             cmd::accel::run(&cli.global, a)
         }
         Command::Bench(a) => {
-            autotune::before_benchmarks(&cli.global);
+            // bench map measures no machine: no tuning first.
+            if !matches!(a.command, cmd::bench::BenchCommand::Map(_)) {
+                autotune::before_benchmarks(&cli.global);
+            }
             cmd::bench::run(&cli.global, a)
         }
         Command::Run(a) => cmd::run::run(&cli.global, a),

@@ -195,3 +195,110 @@ fn bad_input_is_one_line_with_position() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(!out.status.success() && err.contains("PU 9"), "{err}");
 }
+
+#[test]
+fn objectives_are_printed_with_every_baseline() {
+    let p = pairs();
+    for (flag, name, unit) in [
+        ("--objective", "hop-bytes", "B.hops"),
+        ("--objective", "max-congestion", "B"),
+        ("--metric", "bytes", "us"),
+    ] {
+        let out = run(&["map", p.to_str().unwrap(), "--topology", TOPO, flag, name]);
+        assert!(out.status.success(), "{name}: {:?}", out);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(&format!("objective {name} ({unit};")),
+            "{name}: {err}"
+        );
+        for b in ["packed", "round-robin", "scatter", "random"] {
+            assert!(
+                err.lines().any(|l| l.starts_with(b)),
+                "{name}: no {b} row: {err}"
+            );
+        }
+    }
+    // (0,2) and (1,3) talk: hop-bytes puts each pair in one package (2
+    // links apart): 4 directed edges x 1e6 B x 2 hops.
+    let out = run(&[
+        "map",
+        p.to_str().unwrap(),
+        "--topology",
+        TOPO,
+        "--objective",
+        "hop-bytes",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["objective"], "hop-bytes");
+    assert_eq!(v["score"]["objective"], 8e6, "{}", v["score"]);
+    assert_eq!(v["score"]["hop_bytes"], 8e6);
+    let out = run(&[
+        "map",
+        p.to_str().unwrap(),
+        "--topology",
+        TOPO,
+        "--objective",
+        "hops",
+    ]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--objective") && err.contains("hop-bytes"),
+        "{err}"
+    );
+    let out = run(&[
+        "map",
+        p.to_str().unwrap(),
+        "--topology",
+        TOPO,
+        "--time-limit=-1",
+    ]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        !out.status.success() && err.contains("--time-limit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bench_map_on_the_synthetic_cluster() {
+    // An empty topology directory: only the synthetic cluster, 5 patterns.
+    let empty = dir().join("no-topologies");
+    std::fs::create_dir_all(&empty).unwrap();
+    let json = dir().join("bench-map.json");
+    let out = run(&[
+        "bench",
+        "map",
+        "--topologies",
+        empty.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("hop-bytes: geometric mean"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "topocomm.bench-map/1");
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 5, "{v}");
+    for c in cases {
+        for s in c["scores"].as_array().unwrap() {
+            let tc = s["topocomm"].as_f64().unwrap();
+            // topocomm's own algorithm beats packed on every pattern here
+            // (all are numbered against the slot order), and round-robin.
+            assert!(tc > 0.0 && tc <= s["packed"].as_f64().unwrap(), "{c}");
+            assert!(tc <= s["round_robin"].as_f64().unwrap(), "{c}");
+            if v["scotch"] == true {
+                assert!(s["scotch"].as_f64().is_some(), "{c}");
+            }
+        }
+    }
+}

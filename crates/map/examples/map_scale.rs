@@ -2,10 +2,10 @@
 //! plus random long-range traffic), on a 1,000-node cluster of 128-PU nodes.
 //! Prints the time of each phase and the peak memory (VmHWM).
 //!
-//! cargo run --release -p topocomm-map --example map_scale [-- RANKS NODES]
+//! cargo run --release -p topocomm-map --example map_scale [-- RANKS NODES [STRATEGY]]
 
 use std::time::Instant;
-use topocomm_map::{gen, map, Cluster, CommMatrix, MapOptions, Target};
+use topocomm_map::{gen, map, Cluster, CommMatrix, MapOptions, Strategy, Target};
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -32,16 +32,27 @@ fn main() {
     let slots = cluster.default_slots(n, false).expect("enough slots");
     let target = Target::new(cluster, &slots).expect("target");
     let t_target = t1.elapsed().as_secs_f64();
-    let t2 = Instant::now();
-    let r = map(&target, &m, &MapOptions::default()).expect("mapping");
+    let strategy: Strategy = std::env::args()
+        .nth(3)
+        .map_or(Ok(Strategy::Auto), |s| s.parse())
+        .expect("strategy");
+    let opt = MapOptions {
+        strategy,
+        ..MapOptions::default()
+    };
+    let (t2, c2) = (Instant::now(), topocomm_map::cpu_seconds());
+    let r = map(&target, &m, &opt).expect("mapping");
     let t_map = t2.elapsed().as_secs_f64();
+    let cpu = c2
+        .zip(topocomm_map::cpu_seconds())
+        .map_or(f64::NAN, |(a, b)| b - a);
     println!(
         "ranks {n}, directed edges {}, nodes {nodes}, slots {}",
         m.edges.len(),
         target.len()
     );
     println!(
-        "generate {t_gen:.2} s, target {t_target:.2} s, map {t_map:.2} s (kept {})",
+        "generate {t_gen:.2} s, target {t_target:.2} s, map {t_map:.2} s ({cpu:.2} s CPU; kept {})",
         r.chosen
     );
     for t in &r.tried {

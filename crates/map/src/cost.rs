@@ -17,7 +17,8 @@ pub struct ClassCost {
     pub bandwidth_gbs: f64,
 }
 
-/// What the optimizer minimizes.
+/// What the optimizer minimizes (`--objective`, alias `--metric`;
+/// docs/mapping.md "Objectives").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metric {
     /// Only the bandwidth term: `bytes / bw(class)`.
@@ -26,6 +27,42 @@ pub enum Metric {
     Msgs,
     /// Both terms: the estimated communication time.
     Cost,
+    /// Sum over pairs of bytes x tree hops (links on the tree path).
+    HopBytes,
+    /// The largest traffic (bytes) crossing the boundary of one tree object.
+    MaxCongestion,
+}
+
+/// The objective a mapping minimizes: the same type as [`Metric`].
+pub type Objective = Metric;
+
+impl Metric {
+    pub const ALL: [Metric; 5] = [
+        Metric::Cost,
+        Metric::HopBytes,
+        Metric::Bytes,
+        Metric::Msgs,
+        Metric::MaxCongestion,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Bytes => "bytes",
+            Metric::Msgs => "msgs",
+            Metric::Cost => "cost",
+            Metric::HopBytes => "hop-bytes",
+            Metric::MaxCongestion => "max-congestion",
+        }
+    }
+
+    /// Unit of the objective's values.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Bytes | Metric::Msgs | Metric::Cost => "us",
+            Metric::HopBytes => "B.hops",
+            Metric::MaxCongestion => "B",
+        }
+    }
 }
 
 impl std::str::FromStr for Metric {
@@ -35,8 +72,10 @@ impl std::str::FromStr for Metric {
             "bytes" => Ok(Metric::Bytes),
             "msgs" => Ok(Metric::Msgs),
             "cost" => Ok(Metric::Cost),
+            "hop-bytes" | "hopbytes" => Ok(Metric::HopBytes),
+            "max-congestion" | "congestion" => Ok(Metric::MaxCongestion),
             _ => Err(format!(
-                "unknown metric '{s}' (expected bytes, msgs or cost)"
+                "unknown objective '{s}' (expected cost, hop-bytes, bytes, msgs or max-congestion)"
             )),
         }
     }
@@ -207,7 +246,8 @@ impl CostTable {
         let (wl, wb) = match metric {
             Metric::Bytes => (0.0, 1.0),
             Metric::Msgs => (1.0, 0.0),
-            Metric::Cost => (1.0, 1.0),
+            // hop-bytes and congestion do not use the class table.
+            Metric::Cost | Metric::HopBytes | Metric::MaxCongestion => (1.0, 1.0),
         };
         let cc: Vec<ClassCost> = target.class_names().iter().map(|c| costs.get(c)).collect();
         CostTable {
@@ -234,7 +274,8 @@ pub struct ClassTraffic {
 /// Score of a mapping.
 #[derive(Clone, Debug, Serialize)]
 pub struct Score {
-    /// The value of the chosen metric (us; bandwidth term, latency term or both).
+    /// The value of the chosen objective (us for cost, bytes and msgs;
+    /// bytes x hops for hop-bytes; bytes for max-congestion).
     pub objective: f64,
     /// Estimated communication time, both terms (us).
     pub cost_us: f64,
@@ -242,6 +283,9 @@ pub struct Score {
     pub transfer_us: f64,
     /// Sum of bytes x tree hops between the two slots.
     pub hop_bytes: f64,
+    /// The largest traffic (bytes, both directions) crossing the boundary
+    /// of one tree object (leaves and the root excluded).
+    pub max_congestion: f64,
     pub by_class: Vec<ClassTraffic>,
     /// For each tree level: the largest traffic (bytes, both directions)
     /// crossing the boundary of one object of that level.
@@ -265,7 +309,7 @@ pub fn evaluate(
     for e in &m.edges {
         let (a, b) = (leaf_of_rank[e.src as usize], leaf_of_rank[e.dst as usize]);
         let c = target.class(a, b);
-        objective += obj.edge(c, e.bytes, e.msgs);
+        objective += obj.edge(c, e.bytes, e.msgs); // replaced below for hop objectives
         let l = e.msgs * full.lat[c as usize];
         let t = e.bytes * full.ibw[c as usize];
         lat += l;
@@ -285,6 +329,15 @@ pub fn evaluate(
             hops += 1;
         }
         hop += e.bytes * f64::from(hops);
+    }
+    let max_congestion = (0..target.tree.len())
+        .filter(|&i| i as u32 != target.root && !target.tree[i].children.is_empty())
+        .map(|i| load[i])
+        .fold(0.0, f64::max);
+    match metric {
+        Metric::HopBytes => objective = hop,
+        Metric::MaxCongestion => objective = max_congestion,
+        _ => {}
     }
     let mut max_load: Vec<(u32, String, f64)> = Vec::new();
     for (i, t) in target.tree.iter().enumerate() {
@@ -309,6 +362,7 @@ pub fn evaluate(
         latency_us: lat,
         transfer_us: tr,
         hop_bytes: hop,
+        max_congestion,
         by_class: by
             .iter()
             .enumerate()

@@ -129,3 +129,40 @@ pub fn nas_cg(rows: usize, cols: usize, bytes: f64) -> CommMatrix {
     }
     CommMatrix::from_edges(rows * cols, v)
 }
+
+/// Random geometric graph: `n` points uniform in the unit square, each
+/// linked to every point within `radius` with bytes decreasing with the
+/// distance; rank order is the (random) order of the points, so it says
+/// nothing about the geometry. Grid buckets: O(n + edges).
+pub fn random_geometric(n: usize, radius: f64, bytes: f64, seed: u64) -> CommMatrix {
+    let mut rng = Rng::new(seed);
+    let pts: Vec<(f64, f64)> = (0..n)
+        .map(|_| {
+            let x = rng.below(1 << 30) as f64 / (1u64 << 30) as f64;
+            let y = rng.below(1 << 30) as f64 / (1u64 << 30) as f64;
+            (x, y)
+        })
+        .collect();
+    let cells = ((1.0 / radius.max(1e-9)) as usize).clamp(1, 4096);
+    let cell = |p: f64| ((p * cells as f64) as usize).min(cells - 1);
+    let mut grid: Vec<Vec<u32>> = vec![Vec::new(); cells * cells];
+    for (i, p) in pts.iter().enumerate() {
+        grid[cell(p.1) * cells + cell(p.0)].push(i as u32);
+    }
+    let mut v = Vec::new();
+    for (i, p) in pts.iter().enumerate() {
+        let (cx, cy) = (cell(p.0), cell(p.1));
+        for gy in cy.saturating_sub(1)..=(cy + 1).min(cells - 1) {
+            for gx in cx.saturating_sub(1)..=(cx + 1).min(cells - 1) {
+                for &j in &grid[gy * cells + gx] {
+                    let q = pts[j as usize];
+                    let d = ((p.0 - q.0).powi(2) + (p.1 - q.1).powi(2)).sqrt();
+                    if (j as usize) != i && d <= radius {
+                        v.push(e(i, j as usize, bytes * (1.0 - 0.5 * d / radius), 1.0));
+                    }
+                }
+            }
+        }
+    }
+    CommMatrix::from_edges(n, v)
+}

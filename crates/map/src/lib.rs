@@ -18,22 +18,26 @@
 //! No structure is N x N: memory grows with ranks + edges.
 
 mod baseline;
+pub mod bench;
 mod cost;
 mod error;
 pub mod gen;
 mod graph;
 mod group;
 mod matrix;
+mod multilevel;
+mod objective;
 pub mod output;
 pub mod parse;
 mod refine;
 pub mod request;
 mod rng;
+pub mod scotch;
 mod strategy;
 mod target;
 
 pub use baseline::{baseline_order, Baseline};
-pub use cost::{evaluate, ClassCost, Costs, Metric, Score};
+pub use cost::{evaluate, ClassCost, Costs, Metric, Objective, Score};
 pub use error::MapError;
 pub use graph::Graph;
 pub use matrix::{CommMatrix, Edge};
@@ -49,4 +53,15 @@ pub fn peak_memory_kib() -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// CPU time (user + system) of this process so far, from /proc/self/stat in
+/// clock ticks of 1/100 s (USER_HZ): a time that the other programs of a
+/// loaded machine do not inflate.
+pub fn cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }

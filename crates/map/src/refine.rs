@@ -5,8 +5,8 @@
 //! one it already shares, swapping with whoever sits there (a dummy when the
 //! slot is empty, i.e. a plain move). The best improving swap is applied.
 
-use crate::cost::CostTable;
 use crate::graph::Graph;
+use crate::objective::Obj;
 use crate::rng::Rng;
 use crate::target::Target;
 
@@ -29,6 +29,22 @@ impl Placement {
         }
     }
 
+    /// Rank `r` on `leaf[r]` (distinct leaves), dummies on the free leaves.
+    pub fn from_rank_leaves(leaf: &[u32], leaves: usize) -> Self {
+        let mut at = vec![u32::MAX; leaves];
+        for (r, &l) in leaf.iter().enumerate() {
+            at[l as usize] = r as u32;
+        }
+        let mut next = leaf.len() as u32;
+        for x in &mut at {
+            if *x == u32::MAX {
+                *x = next;
+                next += 1;
+            }
+        }
+        Self::from_vertex_at_leaf(at)
+    }
+
     /// Rank `i` on `order[i]`, dummies on the remaining leaves.
     pub fn from_order(order: &[u32]) -> Self {
         Self::from_vertex_at_leaf(order_to_vertex_at_leaf(order))
@@ -43,25 +59,11 @@ pub(crate) fn order_to_vertex_at_leaf(order: &[u32]) -> Vec<u32> {
     v
 }
 
-/// Objective of the placement (each undirected edge once).
-pub(crate) fn objective(t: &Target, g: &Graph, ct: &CostTable, p: &Placement) -> f64 {
-    let mut s = 0.0;
-    for v in 0..g.n {
-        for k in g.neighbours(v) {
-            let u = g.adj[k] as usize;
-            if u > v {
-                s += ct.edge(t.class(p.leaf_of[v], p.leaf_of[u]), g.bytes[k], g.msgs[k]);
-            }
-        }
-    }
-    s
-}
-
 #[inline]
 fn cost_at(
     t: &Target,
     g: &Graph,
-    ct: &CostTable,
+    ob: &Obj,
     p: &Placement,
     v: usize,
     leaf: u32,
@@ -74,7 +76,7 @@ fn cost_at(
     for k in g.neighbours(v) {
         let u = g.adj[k] as usize;
         if u != skip {
-            s += ct.edge(t.class(leaf, p.leaf_of[u]), g.bytes[k], g.msgs[k]);
+            s += ob.pair(t, leaf, p.leaf_of[u], g.bytes[k], g.msgs[k]);
         }
     }
     s
@@ -85,13 +87,13 @@ fn cost_at(
 pub(crate) fn refine(
     t: &Target,
     g: &Graph,
-    ct: &CostTable,
+    ob: &Obj,
     p: &mut Placement,
     passes: usize,
     seed: u64,
 ) -> f64 {
     let mut rng = Rng::new(seed ^ 0x005e_ed0f_5a1a);
-    let mut total = objective(t, g, ct, p);
+    let mut total = ob.sum(t, g, &p.leaf_of);
     let mut heavy: Vec<(f64, u32)> = Vec::new();
     let mut cands: Vec<u32> = Vec::new();
     for _ in 0..passes {
@@ -101,7 +103,7 @@ pub(crate) fn refine(
             heavy.clear();
             for k in g.neighbours(v) {
                 let u = g.adj[k];
-                let c = ct.edge(t.class(a, p.leaf_of[u as usize]), g.bytes[k], g.msgs[k]);
+                let c = ob.pair(t, a, p.leaf_of[u as usize], g.bytes[k], g.msgs[k]);
                 if c > 0.0 {
                     heavy.push((c, u));
                 }
@@ -134,7 +136,7 @@ pub(crate) fn refine(
             }
             cands.sort_unstable();
             cands.dedup();
-            let base_v = cost_at(t, g, ct, p, v, a, usize::MAX);
+            let base_v = cost_at(t, g, ob, p, v, a, usize::MAX);
             let mut best = (0.0f64, u32::MAX);
             for &b in &cands {
                 let w = p.vertex_at_leaf[b as usize] as usize;
@@ -144,16 +146,16 @@ pub(crate) fn refine(
                 // Screen on v's own gain (counting the v-w edge as if w
                 // stayed): a swap is worth an exact look only when moving v
                 // alone would help (w gets its own turn as v).
-                let dv_approx = cost_at(t, g, ct, p, v, b, usize::MAX) - base_v;
+                let dv_approx = cost_at(t, g, ob, p, v, b, usize::MAX) - base_v;
                 if dv_approx >= 0.0 {
                     continue;
                 }
                 let dv = if w < g.n {
-                    cost_at(t, g, ct, p, v, b, w) - cost_at(t, g, ct, p, v, a, w)
+                    cost_at(t, g, ob, p, v, b, w) - cost_at(t, g, ob, p, v, a, w)
                 } else {
                     dv_approx
                 };
-                let dw = cost_at(t, g, ct, p, w, a, v) - cost_at(t, g, ct, p, w, b, v);
+                let dw = cost_at(t, g, ob, p, w, a, v) - cost_at(t, g, ob, p, w, b, v);
                 let d = dv + dw;
                 if d < best.0 {
                     best = (d, b);

@@ -26,7 +26,8 @@ pub struct Request {
     pub inputs: Vec<PathBuf>,
     /// Output format ([`Format`]).
     pub format: String,
-    /// Objective ([`Metric`]), written as given into the JSON output.
+    /// Objective ([`Metric`]: cost, hop-bytes, bytes, msgs, max-congestion;
+    /// `--objective`, alias `--metric`), written as given into the JSON output.
     pub metric: String,
     /// Strategy ([`Strategy`]).
     pub strategy: String,
@@ -46,6 +47,8 @@ pub struct Request {
     pub seed: u64,
     /// Maximum refinement sweeps.
     pub passes: usize,
+    /// Seconds after which the multilevel mapper starts no further seed.
+    pub time_limit: f64,
     /// Number of ranks (default: from the input).
     pub ranks: Option<usize>,
     /// Score this perm file instead of computing a mapping.
@@ -87,7 +90,13 @@ impl Request {
         let metric: Metric = self
             .metric
             .parse()
-            .map_err(|e| invalid(format!("--metric: {e}")))?;
+            .map_err(|e| invalid(format!("--objective: {e}")))?;
+        if !(self.time_limit.is_finite() && self.time_limit >= 0.0) {
+            return Err(invalid(format!(
+                "--time-limit {}: expected a number of seconds >= 0",
+                self.time_limit
+            )));
+        }
         let strategy: Strategy = self
             .strategy
             .parse()
@@ -137,6 +146,7 @@ impl Request {
                     strategy,
                     seed: self.seed,
                     passes: self.passes,
+                    time_limit: self.time_limit,
                 };
                 let r = map(&target, &m, &opt)?;
                 (r.leaf_of_rank, r.chosen, r.tried)
@@ -296,6 +306,7 @@ impl Request {
             "schema": "topocomm.mapping/1",
             "strategy": o.chosen,
             "metric": self.metric,
+            "objective": self.metric,
             "costs": costs.source,
             "ranks": ranks,
             "score": o.score,
@@ -310,8 +321,9 @@ impl Request {
     /// The summary after the sizes line: metric, the scores of the result
     /// and the baselines, traffic by class and the largest loads.
     fn summary_lines(&self, o: &Outcome, costs: &Costs) -> Vec<String> {
+        let unit = self.metric.parse::<Metric>().map_or("", |m| m.unit());
         let mut log = vec![format!(
-            "metric {} (costs: {}); kept: {}",
+            "objective {} ({unit}; costs: {}); kept: {}",
             self.metric, costs.source, o.chosen
         )];
         let mut rows = Vec::new();
@@ -337,7 +349,7 @@ impl Request {
         }
         let header = [
             "mapping",
-            "objective_us",
+            "objective",
             "cost_us",
             "result/this",
             "hop_bytes",
@@ -399,6 +411,7 @@ mod tests {
             costs: None,
             seed: 1,
             passes: 8,
+            time_limit: 3.0,
             ranks: None,
             evaluate: None,
             topology: Some("synthetic:pack:2 core:2 pu:1".into()),

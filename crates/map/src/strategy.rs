@@ -1,12 +1,14 @@
 //! Strategies and the `auto` portfolio.
 
 use crate::baseline::{baseline_order, Baseline};
-use crate::cost::{CostTable, Costs, Metric};
+use crate::cost::{Costs, Metric};
 use crate::error::MapError;
 use crate::graph::Graph;
 use crate::group::group;
 use crate::matrix::CommMatrix;
-use crate::refine::{objective, order_to_vertex_at_leaf, refine, Placement};
+use crate::multilevel::multisection;
+use crate::objective::Obj;
+use crate::refine::{order_to_vertex_at_leaf, refine, Placement};
 use crate::target::Target;
 use serde::Serialize;
 use std::time::Instant;
@@ -21,6 +23,8 @@ pub enum Strategy {
     Greedy,
     /// Swap refinement started from the packed placement.
     PackedRefined,
+    /// Recursive multisection by multilevel bisection + swap refinement.
+    Multilevel,
     Baseline(Baseline),
 }
 
@@ -32,13 +36,14 @@ impl std::str::FromStr for Strategy {
             "treematch" => Strategy::TreeMatch,
             "greedy" => Strategy::Greedy,
             "packed-refined" => Strategy::PackedRefined,
+            "multilevel" => Strategy::Multilevel,
             "packed" => Strategy::Baseline(Baseline::Packed),
             "round-robin" | "rr" => Strategy::Baseline(Baseline::RoundRobin),
             "scatter" => Strategy::Baseline(Baseline::Scatter),
             "random" => Strategy::Baseline(Baseline::Random),
             _ => {
                 return Err(format!(
-                    "unknown strategy '{s}' (expected auto, treematch, greedy, packed-refined, packed, round-robin, scatter or random)"
+                    "unknown strategy '{s}' (expected auto, multilevel, treematch, greedy, packed-refined, packed, round-robin, scatter or random)"
                 ))
             }
         })
@@ -52,6 +57,7 @@ impl Strategy {
             Strategy::TreeMatch => "treematch",
             Strategy::Greedy => "greedy",
             Strategy::PackedRefined => "packed-refined",
+            Strategy::Multilevel => "multilevel",
             Strategy::Baseline(b) => b.name(),
         }
     }
@@ -65,6 +71,8 @@ pub struct MapOptions {
     pub seed: u64,
     /// Maximum refinement sweeps.
     pub passes: usize,
+    /// Seconds after which the multilevel mapper starts no further try.
+    pub time_limit: f64,
 }
 
 impl Default for MapOptions {
@@ -75,6 +83,7 @@ impl Default for MapOptions {
             strategy: Strategy::Auto,
             seed: 1,
             passes: 8,
+            time_limit: 3.0,
         }
     }
 }
@@ -107,11 +116,11 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         )));
     }
     let g = Graph::from_matrix(m, target.len());
-    let ct = CostTable::new(target, &opt.costs, opt.metric);
-    let top = target.top_class();
+    let ob = Obj::new(target, &opt.costs, opt.metric);
     let weights: Vec<f64> = (0..g.adj.len())
-        .map(|k| ct.edge(top, g.bytes[k], g.msgs[k]))
+        .map(|k| ob.weight(target, g.bytes[k], g.msgs[k]))
         .collect();
+    let objective = |p: &Placement| ob.total(target, &g, &p.leaf_of);
 
     let mut tried: Vec<StrategyResult> = Vec::new();
     let mut best: Option<(f64, String, Placement)> = None;
@@ -135,7 +144,7 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         };
         let mut p = p;
         if debug {
-            let o = objective(target, &g, &ct, &p);
+            let o = objective(&p);
             eprintln!(
                 "debug: grouping {:.2} s, objective {o:.4e}",
                 t0.elapsed().as_secs_f64()
@@ -143,7 +152,7 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         }
         if refined {
             let t1 = Instant::now();
-            let o = refine(target, &g, &ct, &mut p, opt.passes, opt.seed);
+            let o = refine(target, &g, &ob, &mut p, opt.passes, opt.seed);
             if debug {
                 eprintln!(
                     "debug: refinement {:.2} s, objective {o:.4e}",
@@ -161,27 +170,70 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         let p = Placement::from_vertex_at_leaf(order_to_vertex_at_leaf(&baseline_order(
             target, b, opt.seed,
         )));
-        let obj = objective(target, &g, &ct, &p);
+        let obj = objective(&p);
         consider(b.name(), p, obj, t0, want(Strategy::Baseline(b)));
     }
     if want(Strategy::Greedy) && opt.strategy != Strategy::Auto {
         let t0 = Instant::now();
         let p = run_grouping(false);
-        let obj = objective(target, &g, &ct, &p);
+        let obj = objective(&p);
         consider("greedy", p, obj, t0, true);
     }
     if want(Strategy::TreeMatch) {
         let t0 = Instant::now();
         let p = run_grouping(true);
-        let obj = objective(target, &g, &ct, &p);
+        let obj = objective(&p);
         consider("treematch", p, obj, t0, true);
     }
     if want(Strategy::PackedRefined) {
         let t0 = Instant::now();
         let mut p = Placement::from_order(&baseline_order(target, Baseline::Packed, 0));
-        refine(target, &g, &ct, &mut p, opt.passes, opt.seed);
-        let obj = objective(target, &g, &ct, &p);
+        refine(target, &g, &ob, &mut p, opt.passes, opt.seed);
+        let obj = objective(&p);
         consider("packed-refined", p, obj, t0, true);
+    }
+    if want(Strategy::Multilevel) {
+        let t0 = Instant::now();
+        let mut kept: Option<(f64, Placement)> = None;
+        let tries = multilevel_tries(g.n, g.adj.len());
+        for i in 0..tries {
+            if i > 0 && i + 1 < tries && t0.elapsed().as_secs_f64() > opt.time_limit {
+                break;
+            }
+            let s = opt.seed.wrapping_add(i);
+            // The last start is the ranks' own order (packed): applications
+            // often number ranks meaningfully (rows of a process grid).
+            let mut p = if i == tries - 1 && tries > 1 {
+                let p = Placement::from_order(&baseline_order(target, Baseline::Packed, 0));
+                // Refined only when within 20 % of the best start: the
+                // refinement gains less than that (saves it at scale).
+                if kept.as_ref().is_some_and(|k| objective(&p) > 1.2 * k.0) {
+                    continue;
+                }
+                p
+            } else {
+                let Some(leaf) = multisection(target, &g, &ob, m.n, s) else {
+                    continue;
+                };
+                Placement::from_rank_leaves(&leaf, target.len())
+            };
+            let t1 = Instant::now();
+            refine(target, &g, &ob, &mut p, opt.passes, s);
+            let obj = objective(&p);
+            if debug {
+                eprintln!(
+                    "debug: multilevel start {i}: {:.2} s, refinement {:.2} s, objective {obj:.4e}",
+                    t1.duration_since(t0).as_secs_f64(),
+                    t1.elapsed().as_secs_f64()
+                );
+            }
+            if kept.as_ref().is_none_or(|k| obj < k.0) {
+                kept = Some((obj, p));
+            }
+        }
+        if let Some((obj, p)) = kept {
+            consider("multilevel", p, obj, t0, true);
+        }
     }
     let (_, chosen, p) = best.expect("at least one strategy ran");
     Ok(MapResult {
@@ -189,4 +241,12 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         chosen,
         tried,
     })
+}
+
+/// Starts the multilevel mapper tries (seeds, then the packed order): a
+/// function of the graph's size only (the same seed gives the same
+/// mapping); `--time-limit` skips the remaining seeds on a slow machine
+/// (never the packed start).
+fn multilevel_tries(n: usize, adj: usize) -> u64 {
+    (4_000_000 / (n + adj).max(1)).clamp(2, 8) as u64
 }

@@ -635,6 +635,36 @@ impl Target {
         }
     }
 
+    /// Number of tree links between two leaves (0 for the same leaf).
+    #[inline]
+    pub(crate) fn hops(&self, a: u32, b: u32) -> u32 {
+        let mut h = 0;
+        self.walk(a, b, |_| h += 1);
+        h
+    }
+
+    /// Calls `f` with every tree node on the path between two leaves whose
+    /// link to its parent the path crosses (the lowest common ancestor
+    /// excluded). Leaves are depth-first numbered: an ancestor of `a` holds
+    /// `b` when `b` is in its leaf range.
+    #[inline]
+    pub(crate) fn walk(&self, a: u32, b: u32, mut f: impl FnMut(u32)) {
+        if a == b {
+            return;
+        }
+        let mut x = self.leaf_tnode[a as usize];
+        while !(self.tree[x as usize].lo..self.tree[x as usize].hi).contains(&b) {
+            f(x);
+            x = self.tree[x as usize].parent;
+        }
+        let lca_depth = self.tree[x as usize].depth;
+        let mut y = self.leaf_tnode[b as usize];
+        while self.tree[y as usize].depth > lca_depth {
+            f(y);
+            y = self.tree[y as usize].parent;
+        }
+    }
+
     /// The slot (node, PU OS index) of a leaf.
     pub fn slot_of_leaf(&self, leaf: u32) -> Slot {
         let l = &self.leaves[leaf as usize];

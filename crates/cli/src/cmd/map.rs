@@ -20,10 +20,12 @@ pub struct Args {
     /// says in a `# run:` line how to launch it (docs/formats/mapping-outputs.md)
     #[arg(long, default_value = "perm")]
     pub format: String,
-    /// What to minimize: bytes (bandwidth term), msgs (latency term) or cost (both)
-    #[arg(long, default_value = "cost")]
-    pub metric: String,
-    /// auto, treematch, greedy, packed-refined, packed, round-robin, scatter, random
+    /// What to minimize: cost (estimated time), hop-bytes (bytes x tree links),
+    /// bytes (bandwidth term), msgs (latency term), max-congestion (largest
+    /// traffic across one tree object's boundary); `--metric` is an alias
+    #[arg(long, visible_alias = "metric", default_value = "cost")]
+    pub objective: String,
+    /// auto, multilevel, treematch, greedy, packed-refined, packed, round-robin, scatter, random
     #[arg(long, default_value = "auto")]
     pub strategy: String,
     /// Number of copies of the node topology forming a cluster
@@ -51,6 +53,9 @@ pub struct Args {
     /// Maximum refinement sweeps
     #[arg(long, default_value_t = 8)]
     pub passes: usize,
+    /// Seconds after which the multilevel mapper tries no further seed
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    pub time_limit: f64,
     /// Number of ranks (default: the largest rank named in the input + 1)
     #[arg(long)]
     pub ranks: Option<usize>,
@@ -75,7 +80,7 @@ impl Args {
             } else {
                 self.format.clone()
             },
-            metric: self.metric.clone(),
+            metric: self.objective.clone(),
             strategy: self.strategy.clone(),
             nodes: self.nodes,
             hostfile: self.hostfile.clone(),
@@ -85,6 +90,7 @@ impl Args {
             costs: self.costs.clone(),
             seed: self.seed,
             passes: self.passes,
+            time_limit: self.time_limit,
             ranks: self.ranks,
             evaluate: self.evaluate.clone(),
             topology: g.topology.clone(),

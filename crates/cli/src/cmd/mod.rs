@@ -1,6 +1,7 @@
 pub mod accel;
 pub mod bench;
 pub mod bench_cache;
+pub mod bench_map;
 pub mod bench_matrix;
 pub mod bench_placement;
 pub mod bench_report;

@@ -27,6 +27,8 @@ pub enum BenchCommand {
     Placement(crate::cmd::bench_placement::Args),
     /// Per-PU-pair latency, bandwidth and message rate, with topology-ordered heatmaps
     Matrix(crate::cmd::bench_matrix::Args),
+    /// Mapping quality: topocomm's multilevel mapper vs Scotch and the baselines
+    Map(crate::cmd::bench_map::Args),
 }
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
@@ -36,6 +38,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         BenchCommand::Cache(x) => crate::cmd::bench_cache::run(g, x),
         BenchCommand::Placement(x) => crate::cmd::bench_placement::run(g, x),
         BenchCommand::Matrix(x) => crate::cmd::bench_matrix::run(g, x),
+        BenchCommand::Map(x) => crate::cmd::bench_map::run(g, x),
     }
 }
 

@@ -1,0 +1,105 @@
+//! Scotch static mapping through Debian's `scotch_gmap` command, for
+//! `topocomm bench map`: the graph in Scotch's `.grf` format, a `tleaf`
+//! target built from a symmetric target tree, and the mapping read back.
+
+use crate::graph::Graph;
+use crate::matrix::CommMatrix;
+use crate::target::Target;
+use std::fmt::Write as _;
+use std::process::Command;
+use std::time::Instant;
+
+/// Whether `scotch_gmap` can be run.
+pub fn available() -> bool {
+    Command::new("scotch_gmap")
+        .arg("-h")
+        .output()
+        .is_ok_and(|o| o.status.success() || !o.stdout.is_empty() || !o.stderr.is_empty())
+}
+
+/// `tleaf L a0 c0 a1 c1 ...` of a symmetric target, root level first,
+/// level `i`'s link cost from `cost(i, levels, class)`; `None` when the
+/// tree is not symmetric (tleaf cannot describe it).
+pub fn tleaf(t: &Target, cost: &dyn Fn(usize, usize, &str) -> i64) -> Option<String> {
+    let levels = t.levels_if_symmetric()?;
+    let mut s = format!("tleaf {}", levels.len());
+    for (i, (arity, class)) in levels.iter().enumerate() {
+        let _ = write!(s, " {} {}", arity, cost(i, levels.len(), class).max(1));
+    }
+    Some(s)
+}
+
+/// Scotch's mapping of `m` onto the target described by `tleaf`: the leaf
+/// of every rank, the seconds `scotch_gmap` took and how many ranks had to
+/// be moved off a terminal Scotch gave twice. `Err` says why it failed.
+pub fn map(
+    t: &Target,
+    m: &CommMatrix,
+    tleaf: &str,
+    tag: &str,
+) -> Result<(Vec<u32>, f64, usize), String> {
+    let dir = std::env::temp_dir().join(format!("tc-bench-map-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let g = Graph::from_matrix(m, m.n);
+    let wmax = g.bytes.iter().cloned().fold(0.0, f64::max).max(1.0);
+    let mut grf = format!("0\n{} {}\n0 010\n", g.n, g.adj.len());
+    for v in 0..g.n {
+        let r = g.neighbours(v);
+        let _ = write!(grf, "{}", r.len());
+        for k in r {
+            let w = ((g.bytes[k] / wmax) * 1e6).round().max(1.0) as i64;
+            let _ = write!(grf, " {w} {}", g.adj[k]);
+        }
+        grf.push('\n');
+    }
+    let (gp, tp, op) = (dir.join("g.grf"), dir.join("t.tgt"), dir.join("o.map"));
+    let write = |p: &std::path::Path, s: &str| {
+        std::fs::write(p, s).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    write(&gp, &grf)?;
+    write(&tp, &format!("{tleaf}\n"))?;
+    let t0 = Instant::now();
+    let out = Command::new("scotch_gmap")
+        .args([&gp, &tp, &op])
+        .args(["-Cd", "-cb", "-b0"])
+        .output()
+        .map_err(|e| format!("scotch_gmap: {e}"))?;
+    let secs = t0.elapsed().as_secs_f64();
+    let text = std::fs::read_to_string(&op).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        return Err(format!(
+            "scotch_gmap failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let mut part = vec![u32::MAX; g.n];
+    for l in text.lines().skip(1) {
+        let f: Vec<usize> = l
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if f.len() == 2 && f[0] < g.n {
+            part[f[0]] = f[1] as u32;
+        }
+    }
+    // Terminals are numbered in tleaf order = the depth-first leaf order.
+    let mut used = vec![false; t.len()];
+    let mut leaf = vec![u32::MAX; m.n];
+    let mut spill = Vec::new();
+    for v in 0..m.n {
+        let p = part[v] as usize;
+        if p < t.len() && !used[p] {
+            used[p] = true;
+            leaf[v] = p as u32;
+        } else {
+            spill.push(v);
+        }
+    }
+    let repaired = spill.len();
+    let mut free = (0..t.len()).filter(|&l| !used[l]);
+    for v in spill {
+        leaf[v] = free.next().ok_or("more ranks than terminals")? as u32;
+    }
+    Ok((leaf, secs, repaired))
+}
