@@ -316,6 +316,14 @@ pub enum Error {
     /// A list argument (`--ops`, `--states`, `--workers`) with no element.
     #[error("{arg}: the list is empty")]
     EmptyArgList { arg: &'static str },
+    /// A size or count argument above what the benchmark allocates up
+    /// front (refused before any allocation).
+    #[error("{arg}: {value} is too large (at most {max})")]
+    ArgTooLarge {
+        arg: &'static str,
+        value: u64,
+        max: &'static str,
+    },
     /// `bench matrix --size` below one cache line.
     #[error("--size: at least 64 bytes")]
     MatrixSizeTooSmall,
@@ -411,6 +419,7 @@ impl Error {
             | WorkerCount { .. }
             | BadWorkload { .. }
             | NotASize { .. }
+            | ArgTooLarge { .. }
             | Arg { .. }
             | ArgReason { .. }
             | EmptyArgList { .. }
