@@ -196,14 +196,3 @@ pub fn seconds(text: &str) -> Result<f64, String> {
         "a number of seconds in (0, 604800]",
     )
 }
-
-/// clap value parser: a fraction in (0, 1).
-pub fn fraction(text: &str) -> Result<f64, String> {
-    in_range(text, 0.0, 1.0, "a number in (0, 1)").and_then(|v| {
-        if v < 1.0 {
-            Ok(v)
-        } else {
-            Err("expected a number in (0, 1)".into())
-        }
-    })
-}

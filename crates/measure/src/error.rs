@@ -339,7 +339,7 @@ pub enum Error {
     #[error("--workers: '{text}' is not a worker count in 1..={pus} (this machine has {pus} PUs)")]
     WorkerArg { text: String, pus: usize },
     /// `bench placement` grid, samples or tolerance out of range.
-    #[error("--grid must be >= 2, --samples >= 1 and --tolerance > 0")]
+    #[error("--grid must be >= 2, --samples >= 1, --max-iter >= 1 and --tolerance in (0, 1)")]
     PlacementArgs,
     /// Benchmark `bench` (`bench cache`, `bench placement`) failed with `cause`.
     #[error("{bench}: {cause}")]

@@ -143,6 +143,20 @@ pub fn plan(m: &Machine, a: &MatrixOptions) -> Result<MatrixPlan> {
             what: "--samples and --rounds",
         });
     }
+    if samples > 10_000 {
+        return Err(Error::ArgTooLarge {
+            arg: "--samples",
+            value: samples as u64,
+            max: "10000",
+        });
+    }
+    if rounds > 10_000_000 {
+        return Err(Error::ArgTooLarge {
+            arg: "--rounds",
+            value: rounds.into(),
+            max: "10000000",
+        });
+    }
     Ok(MatrixPlan {
         pairs,
         selection: match &sel {
@@ -576,6 +590,10 @@ mod tests {
         assert_eq!(p.pairs.len(), ClassMatrix::new(&m).classes().len());
         let err = |f| o(f).unwrap_err().to_string();
         assert_eq!(err(|o| o.size = "32".into()), "--size: at least 64 bytes");
+        assert_eq!(
+            err(|o| o.samples = Some(1 << 31)),
+            "--samples: 2147483648 is too large (at most 10000)"
+        );
         assert_eq!(
             err(|o| o.size = "2G".into()),
             "--size: 2147483648 is too large (at most 1G)"

@@ -126,14 +126,21 @@ pub fn plan(m: &Machine, a: &PlacementOptions) -> Result<PlacementPlan> {
     };
     let wl = &workload;
     // grid^3 points per worker, about 330 bytes each: 2.6 GB at the bound.
-    if wl.grid > 200 {
-        return Err(Error::ArgTooLarge {
-            arg: "--grid",
-            value: wl.grid as u64,
-            max: "200",
-        });
+    for (arg, value, max, shown) in [
+        ("--grid", wl.grid, 200, "200"),
+        ("--samples", wl.samples, 1000, "1000"),
+        ("--max-iter", wl.max_iter, 10_000_000, "10000000"),
+    ] {
+        if value > max {
+            return Err(Error::ArgTooLarge {
+                arg,
+                value: value as u64,
+                max: shown,
+            });
+        }
     }
-    if wl.grid < 2 || wl.samples == 0 || wl.tolerance.is_nan() || wl.tolerance <= 0.0 {
+    let tolerance_ok = wl.tolerance > 0.0 && wl.tolerance < 1.0;
+    if wl.grid < 2 || wl.samples == 0 || wl.max_iter == 0 || !tolerance_ok {
         return Err(Error::PlacementArgs);
     }
     let mut mappings = Vec::new();
@@ -324,6 +331,12 @@ mod tests {
         assert_eq!(
             err(|o| o.grid = Some(1 << 31)),
             "--grid: 2147483648 is too large (at most 200)"
+        );
+        assert!(err(|o| o.tolerance = 1.0).contains("--tolerance in (0, 1)"));
+        assert!(err(|o| o.max_iter = 0).contains("--max-iter >= 1"));
+        assert_eq!(
+            err(|o| o.samples = Some(usize::MAX)),
+            format!("--samples: {} is too large (at most 1000)", usize::MAX)
         );
         assert_eq!(
             err(|o| o.triad_len = Some("1G".into())),

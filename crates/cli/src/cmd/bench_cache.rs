@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, value_name = "SIZE")]
     pub max_size: Option<String>,
     /// Samples per point, each prepared afresh (default 11; 3 with --quick)
-    #[arg(long, value_parser = crate::common::count(1, 10_000))]
+    #[arg(long)]
     pub samples: Option<usize>,
     /// Fast, coarse run for CI and the report
     #[arg(long)]
