@@ -157,3 +157,42 @@ pub fn note(msg: &str) {
         let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{msg}\n").as_bytes());
     }
 }
+
+/// clap value parser of a count in `lo..=hi` (a `usize` option): a value
+/// outside is refused up front with the range, before any work or
+/// allocation (docs/testing.md, "Numeric inputs").
+pub fn count(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
+
+/// A finite number in `(lo, hi]`, or `what` as the error (clap shows it
+/// after the option's name).
+fn in_range(text: &str, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > lo && v <= hi => Ok(v),
+        _ => Err(format!("expected {what}")),
+    }
+}
+
+/// clap value parser: milliseconds in (0, 60000].
+pub fn millis(text: &str) -> Result<f64, String> {
+    in_range(
+        text,
+        0.0,
+        60_000.0,
+        "a number of milliseconds in (0, 60000]",
+    )
+}
+
+/// Longest time bound an option takes: one week, in seconds.
+pub const MAX_SECS: u64 = 7 * 24 * 3600;
+
+/// clap value parser: seconds in (0, [`MAX_SECS`]].
+pub fn seconds(text: &str) -> Result<f64, String> {
+    in_range(
+        text,
+        0.0,
+        MAX_SECS as f64,
+        "a number of seconds in (0, 604800]",
+    )
+}

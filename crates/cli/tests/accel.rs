@@ -377,7 +377,7 @@ fn bad_arguments_are_refused_with_the_reason() {
     );
     assert!(!o.status.success());
     assert!(
-        text(&o).contains("--nodes: expected a number of nodes >= 1"),
+        text(&o).contains("invalid value '0' for '--nodes <N>': 0 is not in 1..=1048576"),
         "{}",
         text(&o)
     );

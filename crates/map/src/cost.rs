@@ -174,14 +174,16 @@ impl Costs {
             .map_err(|e| MapError::syntax(path, e.line(), e.column(), format!("{} (expected {{\"classes\": {{\"l3\": {{\"latency_us\": 0.3, \"bandwidth_gbs\": 15}}, ...}}}})", one_line(&e.to_string()))))?;
         for (name, c) in &f.classes {
             let name = one_line(name);
-            if !(c.latency_us.is_finite() && c.latency_us >= 0.0) {
+            // Bounded so that a cost (msgs x latency + bytes / bandwidth,
+            // summed over up to 2^24 ranks) stays finite: 1e308 gave inf.
+            if !(0.0..=1e9).contains(&c.latency_us) {
                 return Err(MapError::Invalid(format!(
-                    "{path}: classes.{name}.latency_us must be a non-negative number"
+                    "{path}: classes.{name}.latency_us must be a number of microseconds from 0 to 1e9"
                 )));
             }
-            if !(c.bandwidth_gbs.is_finite() && c.bandwidth_gbs > 0.0) {
+            if !(1e-9..=1e6).contains(&c.bandwidth_gbs) {
                 return Err(MapError::Invalid(format!(
-                    "{path}: classes.{name}.bandwidth_gbs must be a positive number"
+                    "{path}: classes.{name}.bandwidth_gbs must be a number of GB/s from 1e-9 to 1e6"
                 )));
             }
         }
@@ -381,6 +383,25 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn costs_beyond_the_bounds_are_refused_naming_the_field() {
+        let err = |lat: &str, bw: &str| {
+            let text =
+                format!(r#"{{"classes":{{"l3":{{"latency_us":{lat},"bandwidth_gbs":{bw}}}}}}}"#);
+            Costs::from_json("c.json", &text)
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(err("0", "1e-9"), None);
+        assert_eq!(err("1e9", "1e6"), None);
+        let lat = "c.json: classes.l3.latency_us must be a number of microseconds from 0 to 1e9";
+        let bw = "c.json: classes.l3.bandwidth_gbs must be a number of GB/s from 1e-9 to 1e6";
+        assert_eq!(err("1e308", "1").as_deref(), Some(lat));
+        assert_eq!(err("-0.5", "1").as_deref(), Some(lat));
+        assert_eq!(err("1", "1e-300").as_deref(), Some(bw));
+        assert_eq!(err("1", "1e7").as_deref(), Some(bw));
+    }
 
     #[test]
     fn a_class_no_target_has_is_refused_naming_file_and_key() {

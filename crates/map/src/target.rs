@@ -531,44 +531,44 @@ impl Target {
     }
 
     fn intern(&mut self, name: String) -> u16 {
-        match self.class_names.iter().position(|c| *c == name) {
-            Some(i) => i as u16,
-            None => {
-                self.class_names.push(name);
-                (self.class_names.len() - 1) as u16
-            }
-        }
+        intern_in(&mut self.class_names, name)
     }
 
+    /// The class tables of the node topologies, read in place (borrowed
+    /// from `cluster`, not cloned: a million-PU machine is large); a
+    /// topology no node uses gets no [`ClassIndex`] and no table.
     fn build_classes(&mut self) {
         self.self_class = self.intern("self".into());
-        let used: Vec<bool> = (0..self.cluster.topologies.len())
-            .map(|t| self.cluster.nodes.iter().any(|n| n.topo == t))
-            .collect();
-        for (t, &in_use) in used.iter().enumerate() {
-            let m = self.cluster.topologies[t].clone();
+        let self_class = self.self_class;
+        let mut used = vec![false; self.cluster.topologies.len()];
+        for n in &self.cluster.nodes {
+            used[n.topo] = true;
+        }
+        let names = &mut self.class_names;
+        for (m, &in_use) in self.cluster.topologies.iter().zip(&used) {
             let npu = m.pus.len();
-            let index = ClassIndex::new(&m);
             let table = if !in_use {
                 PairClasses::Unused
             } else if npu <= DENSE_MAX_PUS {
-                let mut ids = vec![self.self_class; npu * npu];
+                let index = ClassIndex::new(m);
+                let mut ids = vec![self_class; npu * npu];
                 for a in 0..npu {
                     for b in (a + 1)..npu {
-                        let c = self.intern(index.classify(&m, a, b).0.to_string());
+                        let c = intern_in(names, index.classify(m, a, b).0.to_string());
                         ids[a * npu + b] = c;
                         ids[b * npu + a] = c;
                     }
                 }
                 PairClasses::Dense { npu, ids }
             } else {
-                let mut by_object = vec![[self.self_class; 2]; m.objects.len()];
+                let index = ClassIndex::new(m);
+                let mut by_object = vec![[self_class; 2]; m.objects.len()];
                 for (o, obj) in m.objects.iter().enumerate() {
                     if obj.kind == ObjectKind::Pu {
                         continue; // never the common ancestor of two distinct PUs
                     }
                     for same in [false, true] {
-                        let c = self.intern(index.class_at_lca(&m, o, same).to_string());
+                        let c = intern_in(names, index.class_at_lca(m, o, same).to_string());
                         by_object[o][usize::from(same)] = c;
                     }
                 }
@@ -751,6 +751,17 @@ impl Target {
             self.len(),
             lv.join(" ")
         )
+    }
+}
+
+/// The id of class `name` in `names`, added at the end if new.
+fn intern_in(names: &mut Vec<String>, name: String) -> u16 {
+    match names.iter().position(|c| *c == name) {
+        Some(i) => i as u16,
+        None => {
+            names.push(name);
+            (names.len() - 1) as u16
+        }
     }
 }
 

@@ -15,6 +15,9 @@ use topocomm_topo::{LocalityClass, Machine};
 /// The schema of [`CacheReport`].
 pub const SCHEMA: &str = "topocomm.bench-cache/1";
 
+/// Largest buffer `--sizes` may ask for (4 GiB, refused before allocating).
+const MAX_BUFFER: u64 = 4 << 30;
+
 /// The options of a run, as given (`None`: the default, or the `quick` one).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CacheOptions {
@@ -131,7 +134,21 @@ pub fn measure(
     if sizes.is_empty() || sizes.iter().any(|&s| s < 64) {
         return Err(Error::CacheSizes);
     }
+    if let Some(&s) = sizes.iter().find(|&&s| s > MAX_BUFFER) {
+        return Err(Error::ArgTooLarge {
+            arg: "--sizes",
+            value: s,
+            max: "4G",
+        });
+    }
     let samples = a.samples.unwrap_or(if a.quick { 3 } else { 11 });
+    if samples > 10_000 {
+        return Err(Error::ArgTooLarge {
+            arg: "--samples",
+            value: samples as u64,
+            max: "10000",
+        });
+    }
     if samples == 0 {
         return Err(Error::AtLeastOne { what: "--samples" });
     }
@@ -345,6 +362,14 @@ mod tests {
         );
         assert!(err(|o| o.max_size = Some("1X".into())).starts_with("--max-size: '1X'"));
         assert_eq!(err(|o| o.samples = Some(0)), "--samples must be at least 1");
+        assert_eq!(
+            err(|o| o.sizes = Some("8G".into())),
+            "--sizes: 8589934592 is too large (at most 4G)"
+        );
+        assert_eq!(
+            err(|o| o.samples = Some(1 << 31)),
+            "--samples: 2147483648 is too large (at most 10000)"
+        );
         assert_eq!(
             err(|o| {
                 o.classes = Some("none".into());

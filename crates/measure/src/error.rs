@@ -316,6 +316,14 @@ pub enum Error {
     /// A list argument (`--ops`, `--states`, `--workers`) with no element.
     #[error("{arg}: the list is empty")]
     EmptyArgList { arg: &'static str },
+    /// A size or count argument above what the benchmark allocates up
+    /// front (refused before any allocation).
+    #[error("{arg}: {value} is too large (at most {max})")]
+    ArgTooLarge {
+        arg: &'static str,
+        value: u64,
+        max: &'static str,
+    },
     /// `bench matrix --size` below one cache line.
     #[error("--size: at least 64 bytes")]
     MatrixSizeTooSmall,
@@ -331,7 +339,7 @@ pub enum Error {
     #[error("--workers: '{text}' is not a worker count in 1..={pus} (this machine has {pus} PUs)")]
     WorkerArg { text: String, pus: usize },
     /// `bench placement` grid, samples or tolerance out of range.
-    #[error("--grid must be >= 2, --samples >= 1 and --tolerance > 0")]
+    #[error("--grid must be >= 2, --samples >= 1, --max-iter >= 1 and --tolerance in (0, 1)")]
     PlacementArgs,
     /// Benchmark `bench` (`bench cache`, `bench placement`) failed with `cause`.
     #[error("{bench}: {cause}")]
@@ -411,6 +419,7 @@ impl Error {
             | WorkerCount { .. }
             | BadWorkload { .. }
             | NotASize { .. }
+            | ArgTooLarge { .. }
             | Arg { .. }
             | ArgReason { .. }
             | EmptyArgList { .. }

@@ -112,6 +112,13 @@ pub fn plan(m: &Machine, a: &MatrixOptions) -> Result<MatrixPlan> {
     if size < 64 {
         return Err(Error::MatrixSizeTooSmall);
     }
+    if size > 1 << 30 {
+        return Err(Error::ArgTooLarge {
+            arg: "--size",
+            value: size,
+            max: "1G",
+        });
+    }
     let sel =
         match (&a.pus, a.per_class) {
             (Some(l), _) => PairSelection::Pus(topocomm_topo::resolve_set(m, l).map_err(|e| {
@@ -134,6 +141,20 @@ pub fn plan(m: &Machine, a: &MatrixOptions) -> Result<MatrixPlan> {
     if samples == 0 || rounds == 0 {
         return Err(Error::AtLeastOne {
             what: "--samples and --rounds",
+        });
+    }
+    if samples > 10_000 {
+        return Err(Error::ArgTooLarge {
+            arg: "--samples",
+            value: samples as u64,
+            max: "10000",
+        });
+    }
+    if rounds > 10_000_000 {
+        return Err(Error::ArgTooLarge {
+            arg: "--rounds",
+            value: rounds.into(),
+            max: "10000000",
         });
     }
     Ok(MatrixPlan {
@@ -569,6 +590,14 @@ mod tests {
         assert_eq!(p.pairs.len(), ClassMatrix::new(&m).classes().len());
         let err = |f| o(f).unwrap_err().to_string();
         assert_eq!(err(|o| o.size = "32".into()), "--size: at least 64 bytes");
+        assert_eq!(
+            err(|o| o.samples = Some(1 << 31)),
+            "--samples: 2147483648 is too large (at most 10000)"
+        );
+        assert_eq!(
+            err(|o| o.size = "2G".into()),
+            "--size: 2147483648 is too large (at most 1G)"
+        );
         assert!(err(|o| o.size = "1X".into()).starts_with("--size: '1X' is not a size"));
         assert!(err(|o| o.pus = Some("x".into())).starts_with("--pus: "));
         assert_eq!(

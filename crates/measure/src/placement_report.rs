@@ -108,6 +108,14 @@ pub fn plan(m: &Machine, a: &PlacementOptions) -> Result<PlacementPlan> {
         None if a.quick => 1 << 18,
         None => 1 << 22,
     };
+    // Three arrays of f64 per worker: 1.5 GiB each at the bound.
+    if triad_len > 1 << 26 {
+        return Err(Error::ArgTooLarge {
+            arg: "--triad-len",
+            value: triad_len as u64,
+            max: "64M elements",
+        });
+    }
     let workload = Workload {
         grid: a.grid.unwrap_or(if a.quick { 12 } else { 48 }),
         max_iter: a.max_iter,
@@ -117,7 +125,22 @@ pub fn plan(m: &Machine, a: &PlacementOptions) -> Result<PlacementPlan> {
         samples: a.samples.unwrap_or(if a.quick { 2 } else { 5 }),
     };
     let wl = &workload;
-    if wl.grid < 2 || wl.samples == 0 || wl.tolerance.is_nan() || wl.tolerance <= 0.0 {
+    // grid^3 points per worker, about 330 bytes each: 2.6 GB at the bound.
+    for (arg, value, max, shown) in [
+        ("--grid", wl.grid, 200, "200"),
+        ("--samples", wl.samples, 1000, "1000"),
+        ("--max-iter", wl.max_iter, 10_000_000, "10000000"),
+    ] {
+        if value > max {
+            return Err(Error::ArgTooLarge {
+                arg,
+                value: value as u64,
+                max: shown,
+            });
+        }
+    }
+    let tolerance_ok = wl.tolerance > 0.0 && wl.tolerance < 1.0;
+    if wl.grid < 2 || wl.samples == 0 || wl.max_iter == 0 || !tolerance_ok {
         return Err(Error::PlacementArgs);
     }
     let mut mappings = Vec::new();
@@ -304,5 +327,20 @@ mod tests {
         );
         assert!(err(|o| o.triad_len = Some("1X".into())).starts_with("--triad-len: '1X'"));
         assert!(err(|o| o.grid = Some(1)).starts_with("--grid must be >= 2"));
+        // Refused before allocating (2^31 used to overflow, 2^63 to panic).
+        assert_eq!(
+            err(|o| o.grid = Some(1 << 31)),
+            "--grid: 2147483648 is too large (at most 200)"
+        );
+        assert!(err(|o| o.tolerance = 1.0).contains("--tolerance in (0, 1)"));
+        assert!(err(|o| o.max_iter = 0).contains("--max-iter >= 1"));
+        assert_eq!(
+            err(|o| o.samples = Some(usize::MAX)),
+            format!("--samples: {} is too large (at most 1000)", usize::MAX)
+        );
+        assert_eq!(
+            err(|o| o.triad_len = Some("1G".into())),
+            "--triad-len: 1073741824 is too large (at most 64M elements)"
+        );
     }
 }

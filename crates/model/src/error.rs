@@ -39,8 +39,8 @@ pub enum ModelError {
     /// `--test` is not latency or bw.
     #[error("--test: unknown test '{name}' (expected latency or bw)")]
     Test { name: String },
-    /// `--budget` is not a positive number of seconds.
-    #[error("--budget {value}: expected a positive number of seconds")]
+    /// `--budget` is not a number of seconds in (0, 604800] (one week).
+    #[error("--budget {value}: expected a number of seconds in (0, 604800]")]
     Budget { value: f64 },
     /// The bench cache points lack a curve the class's rates need.
     #[error("{origin}: class {class}: {reason}")]

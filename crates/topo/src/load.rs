@@ -599,6 +599,7 @@ fn convert(topo: &Topology, origin: Origin) -> Machine {
         numa_nodes: numa,
         distances,
         devices,
+        pu_index: Default::default(),
     };
     machine.fingerprint = crate::fingerprint(&machine);
     machine

@@ -373,11 +373,9 @@ impl Locations {
 
 fn resolve_item(m: &Machine, text: &str, item: &Item) -> Result<Objects, TopoError> {
     let logical: Vec<u32> = m.pus.iter().map(|p| p.os_index).collect();
-    let position: std::collections::HashMap<u32, usize> =
-        logical.iter().enumerate().map(|(i, &p)| (p, i)).collect();
     let ordered = |set: &PuSet| -> Vec<u32> {
         let mut v = set.indexes().to_vec();
-        v.sort_by_key(|p| position.get(p).copied().unwrap_or(usize::MAX));
+        v.sort_by_key(|&p| m.pu_position(p).unwrap_or(usize::MAX));
         v
     };
     let exists = PuSet::from_indexes(logical.iter().copied());

@@ -240,6 +240,10 @@ pub struct Machine {
     pub distances: Vec<DistanceMatrix>,
     #[serde(default)]
     pub devices: Vec<Device>,
+    /// OS index -> position in `pus`, built on the first look-up
+    /// ([`Machine::pu_position`]); not serialized.
+    #[serde(skip)]
+    pub pu_index: crate::pu_index::PuIndexCell,
 }
 
 impl Machine {
@@ -249,14 +253,23 @@ impl Machine {
     }
 
     /// Position in [`Machine::pus`] (logical order) of the PU with this OS index.
+    /// O(1): an index built once per machine (dense table or hash map;
+    /// `pu_index.rs`), on the first look-up. Code that edits `pus`
+    /// afterwards calls [`Machine::reindex`]; a position that no longer
+    /// holds the PU asked for falls back to a scan rather than lie.
     pub fn pu_position(&self, os_index: u32) -> Option<usize> {
-        // Most machines number PUs in topology order (every synthetic one
-        // does): then the position is the index itself, and callers that
-        // look up every PU stay linear at a million PUs. Otherwise a scan.
-        match self.pus.get(os_index as usize) {
-            Some(p) if p.os_index == os_index => Some(os_index as usize),
-            _ => self.pus.iter().position(|p| p.os_index == os_index),
+        let i = self.pu_index.get_or_build(&self.pus).get(os_index)?;
+        if self.pus.get(i).is_some_and(|p| p.os_index == os_index) {
+            Some(i)
+        } else {
+            self.pus.iter().position(|p| p.os_index == os_index)
         }
+    }
+
+    /// Drops the OS index -> position index after `pus` was edited (the
+    /// next look-up builds it again).
+    pub fn reindex(&mut self) {
+        self.pu_index = Default::default();
     }
 
     /// Same as [`Machine::pu_position`] but with an error naming the PU and

@@ -195,6 +195,7 @@ pub(crate) fn build(desc: &str) -> Option<Machine> {
         numa_nodes: numa,
         distances: Vec::new(),
         devices: Vec::new(),
+        pu_index: Default::default(),
     };
     if numa_at.is_none() {
         // hwloc's one node goes to the root's only child when there is one.

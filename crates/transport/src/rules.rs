@@ -371,6 +371,15 @@ impl Rules {
     /// `[default]` overrides keys of every class. Errors are one line naming
     /// the file, line and field.
     pub fn from_toml(path: &Path, text: &str, m: &Machine) -> Result<Rules, String> {
+        // toml's message on one line, a value it echoes cut short (a
+        // float like 1e308 is printed with its 309 digits).
+        fn toml_message(e: &toml::de::Error) -> String {
+            let msg = e.message().trim().replace('\n', " ");
+            match msg.char_indices().nth(160) {
+                Some((i, _)) => format!("{}...", &msg[..i]),
+                None => msg,
+            }
+        }
         let file = path.display();
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let line = e
@@ -382,7 +391,7 @@ impl Rules {
                     format!("line {}: {field}", line_of_offset(text, s.start))
                 })
                 .unwrap_or_default();
-            format!("{file}: {line}{}", e.message().trim().replace('\n', " "))
+            format!("{file}: {line}{}", toml_message(&e))
         })?;
         let mut sections: BTreeMap<String, ParamsFile> = BTreeMap::new();
         for (name, value) in table {
@@ -414,7 +423,7 @@ impl Rules {
                             "{file}: {}[{name_shown}] {}: {}",
                             at(Some(k)),
                             shown(k),
-                            e.message().trim().replace('\n', " ")
+                            toml_message(&e)
                         )
                     },
                 )?;
@@ -423,10 +432,7 @@ impl Rules {
                 toml::Value::Table(t)
                     .try_into()
                     .map_err(|e: toml::de::Error| {
-                        format!(
-                            "{file}: [{name_shown}]: {}",
-                            e.message().trim().replace('\n', " ")
-                        )
+                        format!("{file}: [{name_shown}]: {}", toml_message(&e))
                     })?;
             sections.insert(name, parsed);
         }
@@ -546,5 +552,12 @@ mod tests {
         let text = "[default]\ndepth = 4\n[l3]\neager_max = 99999999999999999999999\n";
         let e = Rules::from_toml(Path::new("r.toml"), text, &m).unwrap_err();
         assert!(e.starts_with("r.toml: line 4: l3.eager_max: "), "{e}");
+        // A float where a byte count goes: named, and not echoed in full.
+        let e = Rules::from_toml(Path::new("r.toml"), "[l3]\nfragment = 1e308\n", &m).unwrap_err();
+        assert!(
+            e.starts_with("r.toml: line 2: [l3] fragment: invalid type: floating point"),
+            "{e}"
+        );
+        assert!(e.len() < 220 && e.ends_with("..."), "{e}");
     }
 }

@@ -7,6 +7,7 @@
 #include "accel.h"
 #include "../../include/topocomm_mpi.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,11 @@ static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     if (!v || !*v) return dflt;
     char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (*end != '\0' || x < 0 || x > 1 << 20) {
+    if (errno || end == v || *end != '\0' || x < 0 || x > 1 << 20) {
         if (acc.world_rank == 0)
-            fprintf(stderr, "topocomm accel: %s='%s': expected a non-negative integer; ignored\n",
+            fprintf(stderr, "topocomm accel: %s='%s': expected an integer from 0 to 1048576; ignored\n",
                     name, v);
         return dflt;
     }

@@ -12,6 +12,7 @@
 #include "../../../include/topocomm.h"
 #include "fdpass.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -88,10 +89,22 @@ static double handoff_timeout(struct outcome *o) {
  * before fetching the descriptor (to exercise the bounded hand-off). */
 static void test_delay(int node_rank) {
     const char *s = getenv("TOPOCOMM_MPI_BOOT_DELAY");
-    int r;
-    double secs;
-    if (s && sscanf(s, "%d:%lf", &r, &secs) == 2 && r == node_rank && secs > 0)
-        usleep((useconds_t)(secs * 1e6));
+    if (!s || !*s) return;
+    char *end, *end2 = NULL;
+    errno = 0;
+    long r = strtol(s, &end, 10);
+    double secs = *end == ':' ? strtod(end + 1, &end2) : -1.0;
+    /* usleep takes under 1 s; at most 60 s, slept second by second. */
+    if (errno || end == s || *end != ':' || end2 == end + 1 || *end2 != '\0' || r < 0 ||
+        !(secs >= 0.0 && secs <= 60.0)) {
+        if (node_rank == 0)
+            fprintf(stderr, "topocomm: TOPOCOMM_MPI_BOOT_DELAY='%s': expected RANK:SECONDS with "
+                            "SECONDS from 0 to 60; ignored\n", s);
+        return;
+    }
+    if (r != node_rank) return;
+    for (; secs >= 1.0; secs -= 1.0) sleep(1);
+    usleep((useconds_t)(secs * 1e6));
 }
 
 /* Node rank 0: creates the segment and listens; `name` is broadcast to

@@ -15,34 +15,41 @@
 #define _GNU_SOURCE
 #include "shim.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static long env_long(const char *name, int *bad)
+/* Largest simulated node count or ranks per node (the products stay in a long). */
+#define TC_SIM_MAX (1L << 20)
+
+/* `name` as an integer in 1..=TC_SIM_MAX (strtol, errno and end checked); 0 when
+ * unset or empty; -1 with the reason in err when it is something else. */
+static long env_long(const char *name, char *err, int errlen)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return 0;
     char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (*end != '\0' || x <= 0) {
-        *bad = 1;
-        return 0;
+    if (errno || end == v || *end != '\0' || x < 1 || x > TC_SIM_MAX) {
+        snprintf(err, (size_t)errlen, "%s='%s': expected an integer from 1 to %ld", name, v,
+                 TC_SIM_MAX);
+        return -1;
     }
     return x;
 }
 
 static int simulated(int *node, int *pu, int *nodes, char *err, int errlen)
 {
-    int bad = 0;
-    long n = env_long(TC_ENV_NODES, &bad), rpn = env_long(TC_ENV_RPN, &bad);
-    if (bad) {
-        snprintf(err, (size_t)errlen, "%s and %s must be positive integers", TC_ENV_NODES,
-                 TC_ENV_RPN);
+    long n = env_long(TC_ENV_NODES, err, errlen);
+    if (n < 0)
         return -1;
-    }
+    long rpn = env_long(TC_ENV_RPN, err, errlen);
+    if (rpn < 0)
+        return -1;
     int w, size;
     PMPI_Comm_rank(MPI_COMM_WORLD, &w);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -5,6 +5,8 @@
  * a failure can never leave some processes waiting for the others. */
 #include "shim.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +65,19 @@ static int forced_perm(int n, int *vertex_of_slot, char *err, int errlen)
             vertex_of_slot[s] = n - 1 - s;
         return 0;
     }
-    if (sscanf(f, "shift:%d", &k) == 1) {
-        for (int s = 0; s < n; s++)
-            vertex_of_slot[s] = (int)((((long)s + k) % n + n) % n);
-        return 0;
+    if (!strncmp(f, "shift:", 6)) {
+        char *end;
+        errno = 0;
+        long x = strtol(f + 6, &end, 10);
+        if (!errno && end != f + 6 && *end == '\0' && x >= -INT_MAX && x <= INT_MAX) {
+            k = (int)x;
+            for (int s = 0; s < n; s++)
+                vertex_of_slot[s] = (int)((((long)s + k) % n + n) % n);
+            return 0;
+        }
     }
-    snprintf(err, (size_t)errlen, "%s='%s': expected reverse or shift:K", TC_ENV_FORCE, f);
+    snprintf(err, (size_t)errlen, "%s='%s': expected reverse or shift:K (K an int)", TC_ENV_FORCE,
+             f);
     return -1;
 }
 

@@ -25,7 +25,7 @@ pub struct Args {
     pub imp: Option<String>,
     /// Treat each block of consecutive ranks as one of N nodes (tests the
     /// mixed local/remote paths on one machine)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub nodes: Option<u32>,
     /// The accelerator library to preload (default: searched in $TOPOCOMM_MPI_BUILD,
     /// <exe>/../lib/topocomm, <exe>/../../mpi/build, ./mpi/build)
@@ -48,11 +48,6 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         Some(p) => return Err(usage(anyhow!("--lib {}: no such file", p.display()))),
         None => launcher::find_lib(imp, "accel")?,
     };
-    if a.nodes == Some(0) {
-        return Err(usage(anyhow!(
-            "--nodes: expected a number of nodes >= 1, got 0"
-        )));
-    }
     let mut vars = vec![(
         "LD_PRELOAD".to_string(),
         launcher::preload_value(imp, &lib)?,

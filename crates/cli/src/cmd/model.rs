@@ -34,10 +34,10 @@ pub struct Args {
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
     /// Samples per measured point (default 7)
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 7, value_parser = crate::common::count(1, 10_000))]
     pub samples: usize,
     /// Minimum duration of one sample's batch, ms
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::common::millis)]
     pub min_time_ms: f64,
     /// Write the results as JSON (docs/formats/model-json.md) to FILE, or on stdout instead of the tables without FILE
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]

@@ -17,10 +17,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Messages sent by each rank (stress)
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = crate::common::count(0, 10_000_000))]
     pub messages: usize,
     /// Largest message in bytes (stress; sizes are log-uniform from 0)
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 1 << 20, value_parser = crate::common::count(0, 1 << 30))]
     pub max_size: usize,
 }
 

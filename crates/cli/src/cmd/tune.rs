@@ -40,10 +40,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "mpi", requires = "matrix")]
     pub map: Option<PathBuf>,
     /// With --mpi: outstanding messages per bandwidth window
-    #[arg(long, value_name = "W", requires = "mpi")]
+    #[arg(long, value_name = "W", requires = "mpi", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub window: Option<u32>,
     /// With --mpi: time bound of one MPI job, seconds
-    #[arg(long, value_name = "SECS", requires = "mpi")]
+    #[arg(long, value_name = "SECS", requires = "mpi", value_parser = clap::value_parser!(u64).range(1..=crate::common::MAX_SECS))]
     pub timeout: Option<u64>,
     /// With --mpi: no search; measure the defaults against this exported
     /// file and read its values back (exit status 1 if a size is slower)
@@ -76,19 +76,19 @@ pub struct Args {
     pub cache: Option<PathBuf>,
     /// Seconds after which the searches start no new candidate (verification still runs);
     /// default 600, quick 60
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
     pub budget: Option<f64>,
     /// Objective: latency (ping-pong one-way time) or bw (streaming, time per message)
     #[arg(long, default_value = "latency")]
     pub test: String,
     /// Samples per point (default 7; quick 3)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::common::count(1, 10_000))]
     pub samples: Option<usize>,
     /// Minimum duration of one sample's batch, ms (default 2; quick 1)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::common::millis)]
     pub min_time_ms: Option<f64>,
     /// Verification rounds, interleaving the rule sets (default 3; quick 2)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::common::count(1, 100))]
     pub rounds: Option<usize>,
 }
 
@@ -195,9 +195,15 @@ fn mpi_args(mpi: &str, a: &Args) -> Result<crate::cmd::tune_mpi::MpiArgs> {
             anyhow::bail!("{name} applies to the transport tuner, not to `tune --mpi`");
         }
     }
-    let to_u32 = |v: Option<usize>, name: &str| -> Result<Option<u32>> {
-        v.map(|x| u32::try_from(x).map_err(|_| anyhow!("{name}: {x} is too large")))
-            .transpose()
+    // The ranges of `tune_mpi::MpiArgs`'s own options (clap checks
+    // `tune`'s wider ones).
+    let ranged = |v: Option<usize>, name: &str, lo: usize, hi: usize| -> Result<Option<u32>> {
+        match v {
+            Some(x) if !(lo..=hi).contains(&x) => Err(crate::common::usage(anyhow!(
+                "{name} {x}: `tune --mpi` takes {lo}..={hi}"
+            ))),
+            v => Ok(v.map(|x| x as u32)),
+        }
     };
     Ok(crate::cmd::tune_mpi::MpiArgs {
         mpi: mpi.to_string(),
@@ -207,15 +213,10 @@ fn mpi_args(mpi: &str, a: &Args) -> Result<crate::cmd::tune_mpi::MpiArgs> {
         matrix: a.matrix.clone(),
         map: a.map.clone(),
         out: a.out.clone(),
-        budget: match a.budget {
-            Some(b) if !(b.is_finite() && b > 0.0) => {
-                anyhow::bail!("--budget: expected a positive number of seconds, got {b}")
-            }
-            Some(b) => Some(b.ceil() as u64),
-            None => None,
-        },
-        rounds: to_u32(a.rounds, "--rounds")?,
-        samples: to_u32(a.samples, "--samples")?,
+        // clap bounded it to (0, 604800]
+        budget: a.budget.map(|b| b.ceil() as u64),
+        rounds: ranged(a.rounds, "--rounds", 1, 10)?,
+        samples: ranged(a.samples, "--samples", 3, 1000)?,
         window: a.window,
         timeout: a.timeout,
         json: a.json.clone(),

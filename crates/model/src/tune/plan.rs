@@ -90,7 +90,8 @@ pub fn plan(m: &Machine, o: &Options) -> Result<Plan, ModelError> {
         DEFAULT_SIZES
     }))?;
     let budget = o.budget.unwrap_or(if quick { 60.0 } else { 600.0 });
-    if !(budget > 0.0 && budget.is_finite()) {
+    // At most a week: Duration::from_secs_f64 panics beyond u64 seconds.
+    if !(budget > 0.0 && budget <= 604_800.0) {
         return Err(ModelError::Budget { value: budget });
     }
     Ok(Plan {
@@ -244,7 +245,15 @@ mod tests {
         );
         assert_eq!(
             err(|o| o.budget = Some(f64::NAN)),
-            "--budget NaN: expected a positive number of seconds"
+            "--budget NaN: expected a number of seconds in (0, 604800]"
+        );
+        // 1e308 s used to panic in Duration::from_secs_f64.
+        assert_eq!(
+            err(|o| o.budget = Some(1e308)),
+            format!(
+                "--budget {}: expected a number of seconds in (0, 604800]",
+                1e308
+            )
         );
         let single = topocomm_topo::load(&"synthetic:pack:1 core:1 pu:1".parse().unwrap()).unwrap();
         assert_eq!(

@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub window: Option<u32>,
     /// Kill a backend job that runs longer than this (default: a bound computed from the settings)
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=crate::common::MAX_SECS))]
     pub timeout: Option<u64>,
     /// Write the results (raw samples included) and metadata as JSON to FILE, or on stdout instead of the tables without FILE
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
