@@ -261,5 +261,28 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
                        MPI_Datatype rtype, MPI_Comm comm, int *rc);
 int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                       MPI_Datatype rtype, MPI_Comm comm, int *rc);
+/* collv.c: the v variants on every all-local communicator whatever the
+ * counts (only the root knows them all), the reduce-scatters and scans
+ * with coll.c's reduction rules; 0: the caller runs PMPI_. */
+int acc_coll_gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                     const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
+                     MPI_Comm comm, int *rc);
+int acc_coll_scatterv(const void *sbuf, const int scounts[], const int displs[],
+                      MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                      MPI_Comm comm, int *rc);
+int acc_coll_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                        const int rcounts[], const int displs[], MPI_Datatype rtype,
+                        MPI_Comm comm, int *rc);
+int acc_coll_alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+                       MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                       MPI_Datatype rtype, MPI_Comm comm, int *rc);
+int acc_coll_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
+                                  MPI_Op op, MPI_Comm comm, int *rc);
+int acc_coll_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                            MPI_Op op, MPI_Comm comm, int *rc);
+int acc_coll_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm, int *rc);
+int acc_coll_exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                    MPI_Comm comm, int *rc);
 
 #endif
