@@ -39,6 +39,8 @@ struct grp acc_coll_whole(const acc_comm *c);
  * src (either -1: none); a transport code. */
 int acc_coll_xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
                   size_t rlen, int src, int tag);
+/* The largest broadcast run over the transport (TOPOCOMM_ACCEL_COLL_MAX). */
+size_t acc_coll_bcast_max(void);
 /* An MPI error class from a transport code. */
 int acc_coll_tc_err(int tc_rc);
 /* Whether a reduction of count x type can run here (contiguous, within the

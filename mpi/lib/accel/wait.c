@@ -360,6 +360,7 @@ int MPI_Cancel(MPI_Request *req) {
         return PMPI_Cancel(&r->plain);
     case K_SEND: /* sends through the transport are not cancelled: the */
     case K_DONE: /* request completes normally, Test_cancelled says false */
+    case K_COLL: /* collectives are never cancelled */
         break;
     }
     return MPI_SUCCESS;

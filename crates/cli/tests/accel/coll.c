@@ -2,7 +2,7 @@
  * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather, MPI_Scatter,
  * MPI_Allgather and MPI_Alltoall, their v variants (uneven and zero counts,
  * displacements out of order), MPI_Reduce_scatter(_block), MPI_Scan and
- * MPI_Exscan on MPI_COMM_WORLD,
+ * MPI_Exscan, MPI_Ibarrier, MPI_Ibcast and MPI_Iallreduce on MPI_COMM_WORLD,
  * a duplicate and a split, with every root, MPI_IN_PLACE, a non-contiguous
  * broadcast type, MINLOC, a user operation that is not commutative (2x2
  * integer matrix product: only the rank order gives the right answer), and
@@ -610,6 +610,99 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
     }
 }
 
+/* MPI_Ibarrier, MPI_Ibcast and MPI_Iallreduce: several outstanding at once
+ * and completed in another order, a blocking collective between start and
+ * wait, MPI_Test loops, a non-contiguous broadcast type freed before the
+ * wait, MPI_IN_PLACE, the non-commutative operation, and bitwise
+ * determinism of double sums. */
+static void check_nb(MPI_Comm comm, const char *name) {
+    int r, n;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    MPI_Request q[8];
+    MPI_Status st[8]; /* not MPI_STATUSES_IGNORE: GCC 12 objects under MPICH */
+    for (int root = 0; root < n; root++) {
+        int v[300], x = r + 1, sum = -1, ball = r;
+        for (int i = 0; i < 300; i++) v[i] = r == root ? root * 1000 + i : -1;
+        MPI_Ibarrier(comm, &q[0]);
+        MPI_Ibcast(v, 300, MPI_INT, root, comm, &q[1]);
+        MPI_Iallreduce(&x, &sum, 1, MPI_INT, MPI_SUM, comm, &q[2]);
+        MPI_Iallreduce(MPI_IN_PLACE, &ball, 1, MPI_INT, MPI_MAX, comm, &q[3]);
+        /* A blocking collective while those are outstanding. */
+        int y = 2 * r, s2 = 0;
+        MPI_Allreduce(&y, &s2, 1, MPI_INT, MPI_SUM, comm);
+        CHECK(s2 == n * (n - 1), "%s allreduce among non-blocking ones: %d", name, s2);
+        MPI_Wait(&q[3], MPI_STATUS_IGNORE);
+        MPI_Waitall(3, q, st);
+        for (int i = 0; i < 300; i++)
+            CHECK(v[i] == root * 1000 + i, "%s ibcast root %d: v[%d] = %d", name, root, i, v[i]);
+        CHECK(sum == n * (n + 1) / 2, "%s iallreduce sum %d", name, sum);
+        CHECK(ball == n - 1, "%s iallreduce in place max %d", name, ball);
+        /* A strided type, freed before the wait; completion by MPI_Test. */
+        MPI_Datatype every2;
+        MPI_Type_vector(50, 1, 2, MPI_DOUBLE, &every2);
+        MPI_Type_commit(&every2);
+        double w[100];
+        for (int i = 0; i < 100; i++) w[i] = r == root ? i + 0.5 : -1.0;
+        MPI_Ibcast(w, 1, every2, root, comm, &q[0]);
+        MPI_Type_free(&every2);
+        int flag = 0;
+        while (!flag) MPI_Test(&q[0], &flag, MPI_STATUS_IGNORE);
+        for (int i = 0; i < 100; i++) {
+            double want = (i % 2 == 0 || r == root) ? i + 0.5 : -1.0;
+            CHECK(w[i] == want, "%s strided ibcast root %d: w[%d] = %g", name, root, i, w[i]);
+        }
+    }
+    /* A barrier completed by polling while point-to-point runs (a ring). */
+    {
+        int token = r, got = -1;
+        MPI_Ibarrier(comm, &q[0]);
+        MPI_Sendrecv(&token, 1, MPI_INT, (r + 1) % n, 5, &got, 1, MPI_INT, (r - 1 + n) % n, 5,
+                     comm, MPI_STATUS_IGNORE);
+        CHECK(got == (r - 1 + n) % n, "%s ring during ibarrier: %d", name, got);
+        int flag = 0;
+        while (!flag) MPI_Test(&q[0], &flag, MPI_STATUS_IGNORE);
+    }
+    /* The non-commutative product. */
+    {
+        MPI_Datatype tmat;
+        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
+        MPI_Type_commit(&tmat);
+        MPI_Op op;
+        MPI_Op_create(matmul, 0, &op);
+        mat mine = mat_of(r), prod, want = mat_of(0);
+        for (int k = 1; k < n; k++) want = mul(want, mat_of(k));
+        MPI_Iallreduce(&mine, &prod, 1, tmat, op, comm, &q[0]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        CHECK(memcmp(&prod, &want, sizeof want) == 0, "%s iallreduce of a non-commutative op",
+              name);
+        MPI_Op_free(&op);
+        MPI_Type_free(&tmat);
+    }
+    /* Determinism: the same doubles, the same bits each time, on every rank;
+     * eight at once. */
+    {
+        enum { N = 200, K = 8 };
+        double in[N], first[N], out[K][N];
+        unsigned seed = 99u + (unsigned)r * 17u;
+        for (int i = 0; i < N; i++) in[i] = rnd(&seed);
+        MPI_Iallreduce(in, first, N, MPI_DOUBLE, MPI_SUM, comm, &q[0]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        for (int rep = 0; rep < 10; rep++) {
+            for (int k = 0; k < K; k++)
+                MPI_Iallreduce(in, out[k], N, MPI_DOUBLE, MPI_SUM, comm, &q[k]);
+            MPI_Waitall(K, q, st);
+            for (int k = 0; k < K; k++)
+                CHECK(memcmp(out[k], first, sizeof first) == 0, "%s iallreduce %d.%d differs",
+                      name, rep, k);
+        }
+        double r0[N];
+        memcpy(r0, first, sizeof r0);
+        MPI_Bcast(r0, N, MPI_DOUBLE, 0, comm);
+        CHECK(memcmp(r0, first, sizeof r0) == 0, "%s iallreduce: ranks got different bits", name);
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -618,6 +711,7 @@ int main(int argc, char **argv) {
     check_blocks(MPI_COMM_WORLD, "world");
     check_v(MPI_COMM_WORLD, "world");
     check_rs_scan(MPI_COMM_WORLD, "world");
+    check_nb(MPI_COMM_WORLD, "world");
     MPI_Comm dup, half;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     check_comm(dup, "dup");
@@ -628,6 +722,7 @@ int main(int argc, char **argv) {
     check_blocks(half, "split");
     check_v(half, "split");
     check_rs_scan(half, "split");
+    check_nb(half, "split");
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
     /* Communicators come and go with other members (a lane goes from one
