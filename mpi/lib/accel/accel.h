@@ -300,6 +300,9 @@ int acc_coll_iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype ty
 int acc_nbc_advance(acc_req *r, double budget);
 /* Advances every unfinished schedule (acc_progress). */
 void acc_nbc_progress(void);
+/* Whether a non-blocking collective of ours is unfinished: waits on plain
+ * requests then poll (wait.c) instead of blocking in the MPI. */
+int acc_nbc_busy(void);
 void acc_nbc_free(struct acc_nbc *b);
 
 #endif

@@ -247,6 +247,8 @@ int acc_nbc_advance(acc_req *r, double budget) {
     return 1;
 }
 
+int acc_nbc_busy(void) { return active != NULL; }
+
 void acc_nbc_progress(void) {
     acc_req *r = active;
     while (r) {
