@@ -78,6 +78,7 @@ typedef struct acc_comm {
      * or -1: small collectives through flags in the segment (coll.c). */
     int lane;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
+    unsigned nbc_seq; /* non-blocking collectives started on it (nbc.c) */
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */
@@ -131,6 +132,7 @@ enum acc_kind {
     K_PLAIN,  /* a PMPI request held by one of ours (resolved any-source) */
     K_DEFER,  /* receive held back behind an any-source receive (p2p.c) */
     K_DONE,   /* completed when created (buffered send) */
+    K_COLL,   /* a non-blocking collective's schedule (nbc.c) */
 };
 
 typedef struct acc_req {
@@ -156,6 +158,7 @@ typedef struct acc_req {
     int st_mpi;
     int st_src, st_tag, st_err; /* else the outcome, made a status on demand */
     size_t st_bytes;
+    struct acc_nbc *nbc;     /* K_COLL: the schedule (nbc.c) */
     struct acc_req *next;    /* deferred queue / free list */
     int index;
 } acc_req;
@@ -261,5 +264,45 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
                        MPI_Datatype rtype, MPI_Comm comm, int *rc);
 int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                       MPI_Datatype rtype, MPI_Comm comm, int *rc);
+/* collv.c: the v variants on every all-local communicator whatever the
+ * counts (only the root knows them all), the reduce-scatters and scans
+ * with coll.c's reduction rules; 0: the caller runs PMPI_. */
+int acc_coll_gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                     const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
+                     MPI_Comm comm, int *rc);
+int acc_coll_scatterv(const void *sbuf, const int scounts[], const int displs[],
+                      MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                      MPI_Comm comm, int *rc);
+int acc_coll_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                        const int rcounts[], const int displs[], MPI_Datatype rtype,
+                        MPI_Comm comm, int *rc);
+int acc_coll_alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+                       MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                       MPI_Datatype rtype, MPI_Comm comm, int *rc);
+int acc_coll_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
+                                  MPI_Op op, MPI_Comm comm, int *rc);
+int acc_coll_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                            MPI_Op op, MPI_Comm comm, int *rc);
+int acc_coll_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm, int *rc);
+int acc_coll_exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                    MPI_Comm comm, int *rc);
+
+/* ---- Non-blocking collectives (nbc.c) ------------------------------------ */
+/* MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce over the transport on all-local
+ * communicators (a K_COLL request, *req); 0: the caller runs PMPI_. */
+int acc_coll_ibarrier(MPI_Comm comm, MPI_Request *req, int *rc);
+int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                    MPI_Request *req, int *rc);
+int acc_coll_iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                        MPI_Comm comm, MPI_Request *req, int *rc);
+/* Advances r's schedule, waiting up to budget s (0: test only); 1 when done. */
+int acc_nbc_advance(acc_req *r, double budget);
+/* Advances every unfinished schedule (acc_progress). */
+void acc_nbc_progress(void);
+/* Whether a non-blocking collective of ours is unfinished: waits on plain
+ * requests then poll (wait.c) instead of blocking in the MPI. */
+int acc_nbc_busy(void);
+void acc_nbc_free(struct acc_nbc *b);
 
 #endif

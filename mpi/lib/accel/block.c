@@ -133,7 +133,8 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int
 
 int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                 const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm) {
-    BLOCK(PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm));
+    COLL(acc_coll_gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, &crc_),
+         PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
@@ -144,7 +145,8 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
 
 int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
                  void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
-    BLOCK(PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm));
+    COLL(acc_coll_scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, &crc_),
+         PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
@@ -155,7 +157,8 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
 
 int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
-    BLOCK(PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
+    COLL(acc_coll_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, &crc_),
+         PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
@@ -167,25 +170,31 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, i
 int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                   void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                   MPI_Comm comm) {
-    BLOCK(PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm));
+    COLL(acc_coll_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
+                            &crc_),
+         PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm));
 }
 
 int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
                        MPI_Op op, MPI_Comm comm) {
-    BLOCK(PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm));
+    COLL(acc_coll_reduce_scatter(sbuf, rbuf, rcounts, type, op, comm, &crc_),
+         PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm));
 }
 
 int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
                              MPI_Op op, MPI_Comm comm) {
-    BLOCK(PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm));
+    COLL(acc_coll_reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, &crc_),
+         PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm));
 }
 
 int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
              MPI_Comm comm) {
-    BLOCK(PMPI_Scan(sbuf, rbuf, count, type, op, comm));
+    COLL(acc_coll_scan(sbuf, rbuf, count, type, op, comm, &crc_),
+         PMPI_Scan(sbuf, rbuf, count, type, op, comm));
 }
 
 int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                MPI_Comm comm) {
-    BLOCK(PMPI_Exscan(sbuf, rbuf, count, type, op, comm));
+    COLL(acc_coll_exscan(sbuf, rbuf, count, type, op, comm, &crc_),
+         PMPI_Exscan(sbuf, rbuf, count, type, op, comm));
 }

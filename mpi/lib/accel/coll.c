@@ -20,6 +20,7 @@
  * types, argument errors, the other collectives) goes to PMPI_, with the
  * progress helper of block.c when operations of ours are outstanding. */
 #include "accel.h"
+#include "coll.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,13 +78,7 @@ void acc_coll_init(void) {
     red_max = bcast_max = (size_t)x;
 }
 
-/* The ranks a collective phase runs over through the transport: all of an
- * all-local communicator, or this node's members of a mixed one. Members
- * are indexed 0..n-1 (comm rank order); tc[i] is member i's transport rank. */
-struct grp {
-    int ctx, n, me;
-    const int *tc;
-};
+/* struct grp (the members a phase runs over): coll.h. */
 
 static struct grp whole(const acc_comm *c) {
     struct grp g = {c->ctx + ACC_NCTX, c->size, c->comm_rank[acc.node_rank], c->tc_rank};
@@ -192,17 +187,7 @@ static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
 
 /* ---- Reductions ---------------------------------------------------------- */
 
-/* A reduction's working buffers: `bytes` of data at offset lb of an element
- * buffer, as PMPI_Reduce_local expects (the address it is given is the
- * buffer's, the data starts lb bytes further). */
-struct red {
-    int count;
-    MPI_Datatype type;
-    MPI_Op op;
-    MPI_Aint lb;
-    size_t bytes;
-    char *acc, *tmp; /* data starts */
-};
+/* struct red (a reduction's working buffers): coll.h. */
 
 /* Working buffers of reductions: no malloc on the latency path.
  * One collective runs at a time (the accelerator is single-threaded by
@@ -899,3 +884,34 @@ int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
     acc.stats.coll_tc++;
     return 1;
 }
+
+/* ---- For collv.c (coll.h) ------------------------------------------------ */
+
+acc_comm *acc_coll_local(MPI_Comm comm) {
+    acc_comm *c = coll_comm(comm);
+    return c && !c->mixed && bcast_max > 0 && !leave_oversubscribed() ? c : NULL;
+}
+
+acc_comm *acc_coll_local_red(MPI_Comm comm) {
+    acc_comm *c = coll_comm(comm);
+    return c && !c->mixed ? c : NULL;
+}
+
+struct grp acc_coll_whole(const acc_comm *c) { return whole(c); }
+
+size_t acc_coll_bcast_max(void) { return bcast_max; }
+
+int acc_coll_xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
+                  size_t rlen, int src, int tag) {
+    return xfer(g, sbuf, slen, dst, rbuf, rlen, src, tag);
+}
+
+int acc_coll_tc_err(int tc_rc) { return tc_err(tc_rc); }
+
+int acc_coll_red_ok(struct red *d, int count, MPI_Datatype type) { return red_ok(d, count, type); }
+
+int acc_coll_red_init(struct red *d, const void *src, int count, MPI_Datatype type, MPI_Op op) {
+    return red_init(d, src, count, type, op);
+}
+
+int acc_coll_reduce_to_first(const struct grp *g, struct red *d) { return reduce_to_first(g, d); }

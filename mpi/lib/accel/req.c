@@ -95,6 +95,8 @@ void acc_req_release(acc_req *r) {
     r->owns_type = 0;
     free(r->msg.tmp);
     r->msg.tmp = NULL;
+    acc_nbc_free(r->nbc);
+    r->nbc = NULL;
     r->next = free_list;
     r->kind = K_DONE;
     r->freed = 1;
@@ -186,6 +188,8 @@ int acc_req_poll(acc_req *r) {
     case K_DONE:
         acc_set_done(r);
         return 1;
+    case K_COLL:
+        return acc_nbc_advance(r, 0);
     }
     return 0;
 }
@@ -200,6 +204,8 @@ int acc_req_wait(acc_req *r) {
                 complete_tc(r, rc, &ts);
                 break;
             }
+        } else if (r->kind == K_COLL) {
+            if (acc_nbc_advance(r, ACC_SLICE)) break;
         } else if (acc_req_poll(r)) {
             break;
         } else {
@@ -319,6 +325,7 @@ void acc_orphan(acc_req *r) {
 
 void acc_progress(void) {
     if (acc_any_deferred()) acc_resolve_deferred(NULL);
+    acc_nbc_progress();
     acc_req **p = &orphans;
     while (*p) {
         acc_req *r = *p;

@@ -39,6 +39,15 @@ static void idle(unsigned turn) {
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     acc_req *r = acc_req_of(*req);
+    if (!r && acc_nbc_busy()) {
+        /* A non-blocking collective of ours is under way: its steps move
+         * only inside our calls, and a peer may wait for them. */
+        for (unsigned turn = 0;; turn++) {
+            int flag = 0, rc = PMPI_Test(req, &flag, status);
+            if (rc != MPI_SUCCESS || flag) return rc;
+            idle(turn + 2001); /* yield each turn: the peers may share the CPU */
+        }
+    }
     if (!r) return ACC_BLOCKING(PMPI_Wait(req, status));
     MPI_Comm comm = r->comm;
     acc_req_wait(r);
@@ -121,7 +130,7 @@ static void subset_back(struct subset *s, MPI_Request reqs[], MPI_Status *sts, i
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
-    if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
+    if (!any_ours(n, reqs) && !acc_nbc_busy()) return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
     int err = 0;
     int stack_errs[64] = {0};
     int *errs = n <= 64 ? stack_errs : calloc((size_t)n, sizeof(int));
@@ -139,7 +148,17 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
     int rc = MPI_SUCCESS;
     if (subset_init(&s, n, reqs) != 0) rc = MPI_ERR_NO_MEM;
     else if (s.n > 0) {
-        rc = PMPI_Waitall(s.n, s.reqs, sts == MPI_STATUSES_IGNORE ? sts : s.sts);
+        if (acc_nbc_busy()) {
+            /* As in MPI_Wait: keep our non-blocking collectives moving. */
+            int flag = 0;
+            for (unsigned turn = 0;; turn++) {
+                rc = PMPI_Testall(s.n, s.reqs, &flag, sts == MPI_STATUSES_IGNORE ? sts : s.sts);
+                if (flag || rc != MPI_SUCCESS) break;
+                idle(turn + 2001);
+            }
+        } else {
+            rc = PMPI_Waitall(s.n, s.reqs, sts == MPI_STATUSES_IGNORE ? sts : s.sts);
+        }
         subset_back(&s, reqs, sts, 1);
         if (rc == MPI_ERR_IN_STATUS && errs && sts != MPI_STATUSES_IGNORE)
             for (int k = 0; k < s.n; k++) errs[s.at[k]] = s.sts[k].MPI_ERROR;
@@ -245,7 +264,8 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
 }
 
 int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
-    if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitany(n, reqs, index, status));
+    if (!any_ours(n, reqs) && !acc_nbc_busy())
+        return ACC_BLOCKING(PMPI_Waitany(n, reqs, index, status));
     int rc = MPI_SUCCESS;
     *index = MPI_UNDEFINED;
     for (unsigned turn = 0; !testany_pass(n, reqs, index, status, &rc); turn++) idle(turn);
@@ -312,7 +332,8 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
-    if (!any_ours(n, reqs)) return ACC_BLOCKING(PMPI_Waitsome(n, reqs, outcount, indices, sts));
+    if (!any_ours(n, reqs) && !acc_nbc_busy())
+        return ACC_BLOCKING(PMPI_Waitsome(n, reqs, outcount, indices, sts));
     int rc = MPI_SUCCESS;
     for (unsigned turn = 0;; turn++) {
         *outcount = testsome_pass(n, reqs, indices, sts, &rc);
@@ -360,6 +381,7 @@ int MPI_Cancel(MPI_Request *req) {
         return PMPI_Cancel(&r->plain);
     case K_SEND: /* sends through the transport are not cancelled: the */
     case K_DONE: /* request completes normally, Test_cancelled says false */
+    case K_COLL: /* collectives are never cancelled */
         break;
     }
     return MPI_SUCCESS;

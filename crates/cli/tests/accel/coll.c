@@ -1,6 +1,8 @@
 /* Collective semantics check for `topocomm accel` (crates/cli/tests/accel.rs):
  * MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather, MPI_Scatter,
- * MPI_Allgather and MPI_Alltoall on MPI_COMM_WORLD,
+ * MPI_Allgather and MPI_Alltoall, their v variants (uneven and zero counts,
+ * displacements out of order), MPI_Reduce_scatter(_block), MPI_Scan and
+ * MPI_Exscan, MPI_Ibarrier, MPI_Ibcast and MPI_Iallreduce on MPI_COMM_WORLD,
  * a duplicate and a split, with every root, MPI_IN_PLACE, a non-contiguous
  * broadcast type, MINLOC, a user operation that is not commutative (2x2
  * integer matrix product: only the rank order gives the right answer), and
@@ -317,12 +319,399 @@ static void check_blocks(MPI_Comm comm, const char *name) {
     MPI_Type_free(&pair);
 }
 
+/* The v variants: member i's block has cnt[i] elements (zeros included);
+ * the blocks lie in reverse member order with one element of gap before
+ * each (displacements out of order; the gaps must stay untouched). */
+static size_t v_layout(int n, const int *cnt, int *displ) {
+    size_t off = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        off += 1;
+        displ[i] = (int)off;
+        off += (size_t)cnt[i];
+    }
+    return off + 1;
+}
+
+/* Checks that b (a v layout of ints) holds val(i, to, k) in block i and -1
+ * in the gaps. */
+static void v_check(const int *b, int n, const int *cnt, const int *dsp, size_t tot, int to,
+                    const char *what) {
+    char *used = calloc(tot, 1);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < cnt[i]; k++) {
+            CHECK(b[dsp[i] + k] == val(i, to, k), "%s: block %d [%d] = %d", what, i, k,
+                  b[dsp[i] + k]);
+            used[dsp[i] + k] = 1;
+        }
+    for (size_t e = 0; e < tot; e++)
+        if (!used[e]) CHECK(b[e] == -1, "%s: gap element %zu written (%d)", what, e, b[e]);
+    free(used);
+}
+
+static int cnt_of(int kind, int i) {
+    return kind == 0 ? 0 : kind == 1 ? i % 3 : kind == 2 ? 1 + (i * 5) % 4 : 2000 + 700 * i;
+}
+
+/* Counts of the block from a to b in the alltoallv checks (symmetric, as an
+ * in-place alltoallv needs). */
+static int cnt2(int kind, int a, int b) {
+    return kind == 0 ? 0 : kind == 1 ? (a + b) % 3 : kind == 2 ? 1 + (a * b + a + b) % 4
+                                                              : 1500 + 300 * (a + b);
+}
+
+static void check_v(MPI_Comm comm, const char *name) {
+    int r, n;
+    char what[128];
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    /* Plain MPICH 4.0.2 fails the allgatherv below on a communicator of
+     * one member (the block is not where the displacement says). */
+    if (n == 1) return;
+    int *cnt = malloc(sizeof(int) * (size_t)n), *dsp = malloc(sizeof(int) * (size_t)n);
+    int *rc2 = malloc(sizeof(int) * (size_t)n), *rd2 = malloc(sizeof(int) * (size_t)n);
+    int *sc2 = malloc(sizeof(int) * (size_t)n), *sd2 = malloc(sizeof(int) * (size_t)n);
+    MPI_Datatype pair;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    for (int kind = 0; kind < 4; kind++) {
+        for (int i = 0; i < n; i++) cnt[i] = cnt_of(kind, i);
+        size_t tot = v_layout(n, cnt, dsp);
+        int *b = malloc(sizeof(int) * 3 * (tot + 1)), *s = malloc(sizeof(int) * (tot + 1));
+        CHECK(b && s, "out of memory");
+#define FILL(buf, len, x) for (size_t i_ = 0; i_ < (len); i_++) (buf)[i_] = (x)
+        FILL(s, (size_t)cnt[r] + 1, i_ < (size_t)cnt[r] ? val(r, 0, (int)i_) : -1);
+        /* Allgatherv, then in place. */
+        FILL(b, tot, -1);
+        MPI_Allgatherv(s, cnt[r], MPI_INT, b, cnt, dsp, MPI_INT, comm);
+        snprintf(what, sizeof what, "%s allgatherv kind %d", name, kind);
+        v_check(b, n, cnt, dsp, tot, 0, what);
+        FILL(b, tot, -1);
+        for (int k = 0; k < cnt[r]; k++) b[dsp[r] + k] = val(r, 0, k);
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, cnt, dsp, MPI_INT, comm);
+        snprintf(what, sizeof what, "%s allgatherv in place kind %d", name, kind);
+        v_check(b, n, cnt, dsp, tot, 0, what);
+        /* Gatherv and scatterv from every root, also in place. */
+        for (int root = 0; root < n; root++) {
+            FILL(b, tot, -1);
+            MPI_Gatherv(s, cnt[r], MPI_INT, b, cnt, dsp, MPI_INT, root, comm);
+            snprintf(what, sizeof what, "%s gatherv kind %d root %d", name, kind, root);
+            if (r == root) v_check(b, n, cnt, dsp, tot, 0, what);
+            FILL(b, tot, -1);
+            if (r == root) {
+                for (int k = 0; k < cnt[r]; k++) b[dsp[r] + k] = val(r, 0, k);
+                MPI_Gatherv(MPI_IN_PLACE, 0, MPI_INT, b, cnt, dsp, MPI_INT, root, comm);
+                snprintf(what, sizeof what, "%s gatherv in place kind %d root %d", name, kind,
+                         root);
+                v_check(b, n, cnt, dsp, tot, 0, what);
+            } else {
+                MPI_Gatherv(s, cnt[r], MPI_INT, NULL, NULL, NULL, MPI_INT, root, comm);
+            }
+            /* The root's block i is val(i, root, .): member i gets it. */
+            FILL(b, tot, -1);
+            if (r == root)
+                for (int i = 0; i < n; i++)
+                    for (int k = 0; k < cnt[i]; k++) b[dsp[i] + k] = val(i, root, k);
+            int *got = malloc(sizeof(int) * ((size_t)cnt[r] + 1));
+            FILL(got, (size_t)cnt[r] + 1, -1);
+            MPI_Scatterv(b, cnt, dsp, MPI_INT, got, cnt[r], MPI_INT, root, comm);
+            for (int k = 0; k <= cnt[r]; k++)
+                CHECK(got[k] == (k < cnt[r] ? val(r, root, k) : -1),
+                      "%s scatterv kind %d root %d: [%d] = %d", name, kind, root, k, got[k]);
+            FILL(got, (size_t)cnt[r] + 1, -1);
+            if (r == root) {
+                MPI_Scatterv(b, cnt, dsp, MPI_INT, MPI_IN_PLACE, 0, MPI_INT, root, comm);
+                snprintf(what, sizeof what, "%s scatterv in place kind %d", name, kind);
+                for (int i = 0; i < n; i++)
+                    for (int k = 0; k < cnt[i]; k++)
+                        CHECK(b[dsp[i] + k] == val(i, root, k), "%s: [%d][%d]", what, i, k);
+            } else {
+                MPI_Scatterv(NULL, NULL, NULL, MPI_INT, got, cnt[r], MPI_INT, root, comm);
+                for (int k = 0; k <= cnt[r]; k++)
+                    CHECK(got[k] == (k < cnt[r] ? val(r, root, k) : -1),
+                          "%s scatterv (root in place) kind %d: [%d] = %d", name, kind, k, got[k]);
+            }
+            free(got);
+        }
+        /* Allgatherv into pairs (a non-contiguous receive type; counts and
+         * displacements in pairs), when every count is even. */
+        int even = 1;
+        for (int i = 0; i < n; i++) even &= cnt[i] % 2 == 0;
+        if (even) {
+            int *pc = malloc(sizeof(int) * (size_t)n), *pd = malloc(sizeof(int) * (size_t)n);
+            for (int i = 0; i < n; i++) pc[i] = cnt[i] / 2;
+            size_t ptot = v_layout(n, pc, pd);
+            FILL(b, 3 * ptot, -7);
+            MPI_Allgatherv(s, cnt[r], MPI_INT, b, pc, pd, pair, comm);
+            for (int i = 0; i < n; i++)
+                for (int e = 0; e < cnt[i]; e++)
+                    CHECK(b[3 * pd[i] + pair_at(e)] == val(i, 0, e),
+                          "%s allgatherv into pairs kind %d: block %d element %d", name, kind, i,
+                          e);
+            int gaps = 0;
+            for (size_t e = 0; e < 3 * ptot; e++) gaps += b[e] == -7;
+            CHECK(gaps == (int)(3 * ptot) - (int)(tot - (size_t)n - 1),
+                  "%s allgatherv into pairs kind %d: %d gap ints left", name, kind, gaps);
+            free(pc);
+            free(pd);
+        }
+        /* Alltoallv: block d of member r (cnt2(r, d) elements) is
+         * val(r, d, .); both layouts out of order; then in place. */
+        for (int i = 0; i < n; i++) {
+            sc2[i] = cnt2(kind, r, i);
+            rc2[i] = cnt2(kind, i, r);
+        }
+        size_t stot = v_layout(n, sc2, sd2), rtot = v_layout(n, rc2, rd2);
+        int *t = malloc(sizeof(int) * (stot + 1)), *u = malloc(sizeof(int) * (rtot + 1));
+        CHECK(t && u, "out of memory");
+        FILL(t, stot, -1);
+        for (int d = 0; d < n; d++)
+            for (int k = 0; k < sc2[d]; k++) t[sd2[d] + k] = val(r, d, k);
+        FILL(u, rtot, -1);
+        MPI_Alltoallv(t, sc2, sd2, MPI_INT, u, rc2, rd2, MPI_INT, comm);
+        snprintf(what, sizeof what, "%s alltoallv kind %d", name, kind);
+        v_check(u, n, rc2, rd2, rtot, r, what);
+        FILL(u, rtot, -1);
+        for (int d = 0; d < n; d++)
+            for (int k = 0; k < rc2[d]; k++) u[rd2[d] + k] = val(r, d, k);
+        MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, u, rc2, rd2, MPI_INT, comm);
+        snprintf(what, sizeof what, "%s alltoallv in place kind %d", name, kind);
+        v_check(u, n, rc2, rd2, rtot, r, what);
+#undef FILL
+        free(t);
+        free(u);
+        free(b);
+        free(s);
+    }
+    MPI_Type_free(&pair);
+    free(cnt);
+    free(dsp);
+    free(rc2);
+    free(rd2);
+    free(sc2);
+    free(sd2);
+}
+
+/* Reduce-scatters and scans: sums, MPI_IN_PLACE, zero counts, the
+ * non-commutative matrix product (only the rank order gives its result),
+ * and bitwise determinism of double sums. */
+static void check_rs_scan(MPI_Comm comm, const char *name) {
+    int r, n;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    const int ms[] = {0, 1, 3, 100};
+    for (int mi = 0; mi < 4; mi++) {
+        int m = ms[mi];
+        size_t all = (size_t)n * (size_t)m;
+        long *in = malloc(sizeof(long) * (all + 1)), *out = malloc(sizeof(long) * (all + 1));
+        for (size_t j = 0; j < all; j++) in[j] = r * 1000L + (long)j;
+        for (int k = 0; k <= m; k++) out[k] = -1;
+        MPI_Reduce_scatter_block(in, out, m, MPI_LONG, MPI_SUM, comm);
+        long base = 1000L * n * (n - 1) / 2;
+        for (int k = 0; k < m; k++)
+            CHECK(out[k] == base + (long)n * (r * m + k), "%s reduce_scatter_block %d: [%d] = %ld",
+                  name, m, k, out[k]);
+        CHECK(out[m] == -1, "%s reduce_scatter_block %d wrote past its block", name, m);
+        MPI_Reduce_scatter_block(MPI_IN_PLACE, in, m, MPI_LONG, MPI_SUM, comm);
+        for (int k = 0; k < m; k++)
+            CHECK(in[k] == base + (long)n * (r * m + k),
+                  "%s reduce_scatter_block in place %d: [%d] = %ld", name, m, k, in[k]);
+        /* Uneven counts: member i gets (i + m) % 3 elements (zeros too). */
+        int *rc = malloc(sizeof(int) * (size_t)n), tot = 0, off = 0;
+        for (int i = 0; i < n; i++) {
+            rc[i] = (i + m) % 3 + (m == 100 ? 50 : 0);
+            if (i < r) off += rc[i];
+            tot += rc[i];
+        }
+        long *v = malloc(sizeof(long) * ((size_t)tot + 1));
+        for (int j = 0; j < tot; j++) v[j] = r * 1000L + j;
+        for (int k = 0; k <= rc[r]; k++) out[k] = -1;
+        MPI_Reduce_scatter(v, out, rc, MPI_LONG, MPI_SUM, comm);
+        for (int k = 0; k < rc[r]; k++)
+            CHECK(out[k] == base + (long)n * (off + k), "%s reduce_scatter %d: [%d] = %ld", name,
+                  m, k, out[k]);
+        CHECK(out[rc[r]] == -1, "%s reduce_scatter %d wrote past its block", name, m);
+        MPI_Reduce_scatter(MPI_IN_PLACE, v, rc, MPI_LONG, MPI_SUM, comm);
+        for (int k = 0; k < rc[r]; k++)
+            CHECK(v[k] == base + (long)n * (off + k), "%s reduce_scatter in place %d: [%d] = %ld",
+                  name, m, k, v[k]);
+        free(v);
+        free(rc);
+        /* Scans of m longs: member r gets the sum over members 0..r (0..r-1). */
+        for (int k = 0; k < m; k++) in[k] = (r + 1) * 10L + k;
+        MPI_Scan(in, out, m, MPI_LONG, MPI_SUM, comm);
+        for (int k = 0; k < m; k++)
+            CHECK(out[k] == 10L * (r + 1) * (r + 2) / 2 + (long)(r + 1) * k, "%s scan %d: [%d]",
+                  name, m, k);
+        MPI_Scan(MPI_IN_PLACE, in, m, MPI_LONG, MPI_SUM, comm);
+        for (int k = 0; k < m; k++)
+            CHECK(in[k] == 10L * (r + 1) * (r + 2) / 2 + (long)(r + 1) * k,
+                  "%s scan in place %d: [%d]", name, m, k);
+        for (int k = 0; k < m; k++) in[k] = (r + 1) * 10L + k;
+        for (int k = 0; k < m; k++) out[k] = -5;
+        MPI_Exscan(in, out, m, MPI_LONG, MPI_SUM, comm);
+        if (r > 0)
+            for (int k = 0; k < m; k++)
+                CHECK(out[k] == 10L * r * (r + 1) / 2 + (long)r * k, "%s exscan %d: [%d] = %ld",
+                      name, m, k, out[k]);
+        MPI_Exscan(MPI_IN_PLACE, in, m, MPI_LONG, MPI_SUM, comm);
+        if (r > 0)
+            for (int k = 0; k < m; k++)
+                CHECK(in[k] == 10L * r * (r + 1) / 2 + (long)r * k,
+                      "%s exscan in place %d: [%d] = %ld", name, m, k, in[k]);
+        free(in);
+        free(out);
+    }
+    /* The non-commutative product: member r contributes mat_of(r + j) as
+     * element j; element j of the result is the rank-order product. */
+    {
+        MPI_Datatype tmat;
+        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
+        MPI_Type_commit(&tmat);
+        MPI_Op op;
+        MPI_Op_create(matmul, 0, &op);
+        mat *mine = malloc(sizeof(mat) * 2 * (size_t)n), got[2];
+        for (int j = 0; j < 2 * n; j++) mine[j] = mat_of(r + j);
+        MPI_Reduce_scatter_block(mine, got, 2, tmat, op, comm);
+        for (int e = 0; e < 2; e++) {
+            mat want = mat_of(2 * r + e);
+            for (int q = 1; q < n; q++) want = mul(want, mat_of(q + 2 * r + e));
+            CHECK(memcmp(&got[e], &want, sizeof want) == 0,
+                  "%s reduce_scatter_block of a non-commutative op, element %d", name, e);
+        }
+        mat one = mat_of(r), sc, ex;
+        MPI_Scan(&one, &sc, 1, tmat, op, comm);
+        MPI_Exscan(&one, &ex, 1, tmat, op, comm);
+        mat want = mat_of(0);
+        for (int q = 1; q <= r; q++) {
+            if (q == r) CHECK(memcmp(&ex, &want, sizeof want) == 0, "%s exscan non-commutative", name);
+            want = mul(want, mat_of(q));
+        }
+        CHECK(memcmp(&sc, &want, sizeof want) == 0, "%s scan of a non-commutative op", name);
+        free(mine);
+        MPI_Op_free(&op);
+        MPI_Type_free(&tmat);
+    }
+    /* Determinism: the same doubles give the same bits every time. */
+    {
+        enum { N = 500 };
+        double *in = malloc(sizeof(double) * N * (size_t)n), first[N], out[N], fs[N], os[N];
+        unsigned seed = 4242u + (unsigned)r * 131u;
+        for (int i = 0; i < N * n; i++) in[i] = rnd(&seed);
+        MPI_Reduce_scatter_block(in, first, N, MPI_DOUBLE, MPI_SUM, comm);
+        MPI_Scan(in, fs, N, MPI_DOUBLE, MPI_SUM, comm);
+        for (int k = 0; k < 100; k++) {
+            MPI_Reduce_scatter_block(in, out, N, MPI_DOUBLE, MPI_SUM, comm);
+            CHECK(memcmp(out, first, sizeof out) == 0, "%s reduce_scatter_block %d differs", name,
+                  k);
+            MPI_Scan(in, os, N, MPI_DOUBLE, MPI_SUM, comm);
+            CHECK(memcmp(os, fs, sizeof os) == 0, "%s scan %d differs", name, k);
+        }
+        free(in);
+    }
+}
+
+/* MPI_Ibarrier, MPI_Ibcast and MPI_Iallreduce: several outstanding at once
+ * and completed in another order, a blocking collective between start and
+ * wait, MPI_Test loops, a non-contiguous broadcast type freed before the
+ * wait, MPI_IN_PLACE, the non-commutative operation, and bitwise
+ * determinism of double sums. */
+static void check_nb(MPI_Comm comm, const char *name) {
+    int r, n;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    MPI_Request q[8];
+    MPI_Status st[8]; /* not MPI_STATUSES_IGNORE: GCC 12 objects under MPICH */
+    for (int root = 0; root < n; root++) {
+        int v[300], x = r + 1, sum = -1, ball = r;
+        for (int i = 0; i < 300; i++) v[i] = r == root ? root * 1000 + i : -1;
+        MPI_Ibarrier(comm, &q[0]);
+        MPI_Ibcast(v, 300, MPI_INT, root, comm, &q[1]);
+        MPI_Iallreduce(&x, &sum, 1, MPI_INT, MPI_SUM, comm, &q[2]);
+        MPI_Iallreduce(MPI_IN_PLACE, &ball, 1, MPI_INT, MPI_MAX, comm, &q[3]);
+        /* A blocking collective while those are outstanding. */
+        int y = 2 * r, s2 = 0;
+        MPI_Allreduce(&y, &s2, 1, MPI_INT, MPI_SUM, comm);
+        CHECK(s2 == n * (n - 1), "%s allreduce among non-blocking ones: %d", name, s2);
+        MPI_Wait(&q[3], MPI_STATUS_IGNORE);
+        MPI_Waitall(3, q, st);
+        for (int i = 0; i < 300; i++)
+            CHECK(v[i] == root * 1000 + i, "%s ibcast root %d: v[%d] = %d", name, root, i, v[i]);
+        CHECK(sum == n * (n + 1) / 2, "%s iallreduce sum %d", name, sum);
+        CHECK(ball == n - 1, "%s iallreduce in place max %d", name, ball);
+        /* A strided type, freed before the wait; completion by MPI_Test. */
+        MPI_Datatype every2;
+        MPI_Type_vector(50, 1, 2, MPI_DOUBLE, &every2);
+        MPI_Type_commit(&every2);
+        double w[100];
+        for (int i = 0; i < 100; i++) w[i] = r == root ? i + 0.5 : -1.0;
+        MPI_Ibcast(w, 1, every2, root, comm, &q[0]);
+        MPI_Type_free(&every2);
+        int flag = 0;
+        while (!flag) MPI_Test(&q[0], &flag, MPI_STATUS_IGNORE);
+        for (int i = 0; i < 100; i++) {
+            double want = (i % 2 == 0 || r == root) ? i + 0.5 : -1.0;
+            CHECK(w[i] == want, "%s strided ibcast root %d: w[%d] = %g", name, root, i, w[i]);
+        }
+    }
+    /* A barrier completed by polling while point-to-point runs (a ring). */
+    {
+        int token = r, got = -1;
+        MPI_Ibarrier(comm, &q[0]);
+        MPI_Sendrecv(&token, 1, MPI_INT, (r + 1) % n, 5, &got, 1, MPI_INT, (r - 1 + n) % n, 5,
+                     comm, MPI_STATUS_IGNORE);
+        CHECK(got == (r - 1 + n) % n, "%s ring during ibarrier: %d", name, got);
+        int flag = 0;
+        while (!flag) MPI_Test(&q[0], &flag, MPI_STATUS_IGNORE);
+    }
+    /* The non-commutative product. */
+    {
+        MPI_Datatype tmat;
+        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
+        MPI_Type_commit(&tmat);
+        MPI_Op op;
+        MPI_Op_create(matmul, 0, &op);
+        mat mine = mat_of(r), prod, want = mat_of(0);
+        for (int k = 1; k < n; k++) want = mul(want, mat_of(k));
+        MPI_Iallreduce(&mine, &prod, 1, tmat, op, comm, &q[0]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        CHECK(memcmp(&prod, &want, sizeof want) == 0, "%s iallreduce of a non-commutative op",
+              name);
+        MPI_Op_free(&op);
+        MPI_Type_free(&tmat);
+    }
+    /* Determinism: the same doubles, the same bits each time, on every rank;
+     * eight at once. */
+    {
+        enum { N = 200, K = 8 };
+        double in[N], first[N], out[K][N];
+        unsigned seed = 99u + (unsigned)r * 17u;
+        for (int i = 0; i < N; i++) in[i] = rnd(&seed);
+        MPI_Iallreduce(in, first, N, MPI_DOUBLE, MPI_SUM, comm, &q[0]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        for (int rep = 0; rep < 10; rep++) {
+            for (int k = 0; k < K; k++)
+                MPI_Iallreduce(in, out[k], N, MPI_DOUBLE, MPI_SUM, comm, &q[k]);
+            MPI_Waitall(K, q, st);
+            for (int k = 0; k < K; k++)
+                CHECK(memcmp(out[k], first, sizeof first) == 0, "%s iallreduce %d.%d differs",
+                      name, rep, k);
+        }
+        double r0[N];
+        memcpy(r0, first, sizeof r0);
+        MPI_Bcast(r0, N, MPI_DOUBLE, 0, comm);
+        CHECK(memcmp(r0, first, sizeof r0) == 0, "%s iallreduce: ranks got different bits", name);
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     check_comm(MPI_COMM_WORLD, "world");
     check_blocks(MPI_COMM_WORLD, "world");
+    check_v(MPI_COMM_WORLD, "world");
+    check_rs_scan(MPI_COMM_WORLD, "world");
+    check_nb(MPI_COMM_WORLD, "world");
     MPI_Comm dup, half;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     check_comm(dup, "dup");
@@ -331,6 +720,9 @@ int main(int argc, char **argv) {
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &half);
     check_comm(half, "split");
     check_blocks(half, "split");
+    check_v(half, "split");
+    check_rs_scan(half, "split");
+    check_nb(half, "split");
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
     /* Communicators come and go with other members (a lane goes from one

@@ -1,0 +1,54 @@
+/* Helpers of coll.c shared with collv.c (the v variants, reduce-scatters
+ * and scans): internal to libtopocomm-accel.so. */
+#ifndef TOPOCOMM_ACCEL_COLL_H
+#define TOPOCOMM_ACCEL_COLL_H
+
+#include "accel.h"
+
+/* The ranks a collective phase runs over through the transport: all of an
+ * all-local communicator, or this node's members of a mixed one. Members
+ * are indexed 0..n-1 (comm rank order); tc[i] is member i's transport rank. */
+struct grp {
+    int ctx, n, me;
+    const int *tc;
+};
+
+/* A reduction's working buffers: `bytes` of data at offset lb of an element
+ * buffer, as PMPI_Reduce_local expects (the address it is given is the
+ * buffer's, the data starts lb bytes further). */
+struct red {
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
+    MPI_Aint lb;
+    size_t bytes;
+    char *acc, *tmp; /* data starts */
+};
+
+/* The registration of `comm` when it is all on this node and collectives
+ * whose sizes not every member knows (the v variants) run over the
+ * transport: the same answer on every member (communicator, node, the
+ * job's TOPOCOMM_ACCEL_COLL_MAX); else NULL. */
+acc_comm *acc_coll_local(MPI_Comm comm);
+/* The registration of `comm` when it is all on this node (reductions:
+ * the size limit is checked by acc_coll_red_ok); else NULL. */
+acc_comm *acc_coll_local_red(MPI_Comm comm);
+/* All of c's members as a group. */
+struct grp acc_coll_whole(const acc_comm *c);
+/* coll.c's xfer: send slen bytes to member dst, receive exactly rlen from
+ * src (either -1: none); a transport code. */
+int acc_coll_xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
+                  size_t rlen, int src, int tag);
+/* The largest broadcast run over the transport (TOPOCOMM_ACCEL_COLL_MAX). */
+size_t acc_coll_bcast_max(void);
+/* An MPI error class from a transport code. */
+int acc_coll_tc_err(int tc_rc);
+/* Whether a reduction of count x type can run here (contiguous, within the
+ * reduction limit); fills d->lb and d->bytes. */
+int acc_coll_red_ok(struct red *d, int count, MPI_Datatype type);
+/* Working buffers with src's data in d->acc (no allocation when small). */
+int acc_coll_red_init(struct red *d, const void *src, int count, MPI_Datatype type, MPI_Op op);
+/* Rank-ordered binomial reduction of d->acc to member 0 (an MPI class). */
+int acc_coll_reduce_to_first(const struct grp *g, struct red *d);
+
+#endif
