@@ -8,8 +8,6 @@
 //! and synthetic clusters. Scotch runs only where the target tree is
 //! symmetric (tleaf needs it) and `scotch_gmap` is installed.
 
-use std::fmt::Write as _;
-use std::process::Command;
 use std::time::Instant;
 use topocomm_map::{
     baseline_order, evaluate, gen, map, Baseline, Cluster, CommMatrix, Costs, MapOptions, Metric,
@@ -46,89 +44,16 @@ fn patterns(n: usize) -> Vec<(&'static str, CommMatrix)> {
     v
 }
 
-/// tleaf description of a symmetric target (None when asymmetric), with
-/// link costs = inverse bandwidth of the class of each level, scaled to integers.
-fn tleaf(t: &Target, costs: &Costs) -> Option<String> {
-    let levels = t.levels_if_symmetric()?;
-    let mut s = format!("tleaf {}", levels.len());
-    for (arity, class) in levels {
-        let c = costs.get(&class);
-        let _ = write!(
-            s,
-            " {} {}",
-            arity,
-            ((1e3 / c.bandwidth_gbs).round() as i64).max(1)
-        );
-    }
-    Some(s)
-}
-
+/// Scotch's mapping through the library's `scotch_gmap` runner, with link
+/// costs = inverse bandwidth of the class of each level, scaled to integers
+/// (None when the target is asymmetric or scotch_gmap fails, said on stderr).
 fn scotch(t: &Target, m: &CommMatrix, costs: &Costs) -> Option<(Vec<u32>, f64, usize)> {
-    let tl = tleaf(t, costs)?;
-    let dir = std::env::temp_dir().join(format!("tc-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    let g = topocomm_map::Graph::from_matrix(m, t.len());
-    let wmax = g.bytes.iter().cloned().fold(0.0, f64::max).max(1.0);
-    let mut grf = format!("0\n{} {}\n0 010\n", g.n, g.adj.len());
-    for v in 0..g.n {
-        let r = g.neighbours(v);
-        let _ = write!(grf, "{}", r.len());
-        for k in r {
-            let w = ((g.bytes[k] / wmax) * 1e6).round().max(1.0) as i64;
-            let _ = write!(grf, " {w} {}", g.adj[k]);
-        }
-        grf.push('\n');
-    }
-    std::fs::write(dir.join("g.grf"), grf).ok()?;
-    std::fs::write(dir.join("t.tgt"), tl + "\n").ok()?;
-    let t0 = Instant::now();
-    let out = Command::new("scotch_gmap")
-        .args([dir.join("g.grf"), dir.join("t.tgt"), dir.join("o.map")])
-        .args(["-Cd", "-cb", "-b0"])
-        .output()
-        .ok()?;
-    let secs = t0.elapsed().as_secs_f64();
-    if !out.status.success() {
-        eprintln!(
-            "scotch_gmap failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    let text = std::fs::read_to_string(dir.join("o.map")).ok()?;
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut part = vec![u32::MAX; g.n];
-    for l in text.lines().skip(1) {
-        let f: Vec<usize> = l
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        if f.len() == 2 && f[0] < g.n {
-            part[f[0]] = f[1] as u32;
-        }
-    }
-    // Terminals are numbered in tleaf order = our depth-first leaf order.
-    // Scotch may put two vertices on one terminal: move extras to the next
-    // free leaf, and count them.
-    let mut used = vec![false; t.len()];
-    let mut leaf = vec![u32::MAX; m.n];
-    let mut repaired = 0;
-    let mut spill = Vec::new();
-    for v in 0..m.n {
-        let p = part[v] as usize;
-        if p < t.len() && !used[p] {
-            used[p] = true;
-            leaf[v] = p as u32;
-        } else {
-            spill.push(v);
-        }
-    }
-    let mut free = (0..t.len()).filter(|&l| !used[l]);
-    for v in spill {
-        leaf[v] = free.next()? as u32;
-        repaired += 1;
-    }
-    Some((leaf, secs, repaired))
+    let tl = topocomm_map::scotch::tleaf(t, &|_, _, class| {
+        (1e3 / costs.get(class).bandwidth_gbs).round() as i64
+    })?;
+    topocomm_map::scotch::map(t, m, &tl, "example")
+        .map_err(|e| eprintln!("{e}"))
+        .ok()
 }
 
 fn main() {
