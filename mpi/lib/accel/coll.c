@@ -414,7 +414,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     struct acc_msg m;
     int me = my_comm_rank(c), err;
     err = me == root ? acc_pack(buf, count, type, comm, &m) : acc_recv_area(buf, count, type, &m);
-    if (err != MPI_SUCCESS) return 0; /* PMPI reports the argument error */
+    if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     if (m.len > bcast_max) {
         free(m.tmp);
         return 0;
@@ -460,7 +460,8 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     if (c->mixed && !commutative(op)) return 0;
     int me = my_comm_rank(c);
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    if (red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    int ierr = red_init(&d, src, count, type, op);
+    if (ierr != MPI_SUCCESS) return acc_coll_done(comm, ierr, rc);
     if (lane_fits(c, d.bytes)) {
         *rc = acc_error(comm, lane_reduction(c, &d, src, rbuf, root));
         acc.stats.coll_tc++;
@@ -512,7 +513,8 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (!c || !red_ok(&d, count, type)) return 0;
     if (c->mixed && !commutative(op)) return 0;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    if (red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    int ierr = red_init(&d, src, count, type, op);
+    if (ierr != MPI_SUCCESS) return acc_coll_done(comm, ierr, rc);
     if (lane_fits(c, d.bytes)) {
         *rc = acc_error(comm, lane_reduction(c, &d, src, rbuf, -1));
         acc.stats.coll_tc++;
@@ -638,7 +640,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
     int err;
     if (me != root) {
         err = acc_pack(sbuf, scount, stype, comm, &m);
-        if (err != MPI_SUCCESS) return 0;
+        if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = tc_err(xfer(&g, m.data, m.len, root, NULL, 0, -1, T_GATHER));
         free(m.tmp);
     } else {
@@ -648,7 +650,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         if (err == MPI_SUCCESS) err = reqs_init(&q, c->size);
         if (err != MPI_SUCCESS) {
             free(area.tmp);
-            return 0;
+            return acc_coll_done(comm, err, rc);
         }
         char *a = (char *)area.data;
         int terr = 0;
@@ -700,7 +702,8 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
     int err;
     if (me != root) {
         struct acc_msg area;
-        if (acc_recv_area(rbuf, rcount, rtype, &area) != MPI_SUCCESS) return 0;
+        err = acc_recv_area(rbuf, rcount, rtype, &area);
+        if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = tc_err(xfer(&g, NULL, 0, -1, (void *)area.data, blk, root, T_SCATTER));
         if (err == MPI_SUCCESS)
             err = acc_unpack(&area, blk, rbuf, rcount, rtype, comm);
@@ -710,10 +713,11 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
         struct acc_msg m;
         struct reqs q;
         err = acc_pack(sbuf, c->size * scount, stype, comm, &m);
-        if (err != MPI_SUCCESS) return 0;
-        if (reqs_init(&q, c->size) != MPI_SUCCESS) {
+        if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
+        err = reqs_init(&q, c->size);
+        if (err != MPI_SUCCESS) {
             free(m.tmp);
-            return 0;
+            return acc_coll_done(comm, err, rc);
         }
         const char *s = (const char *)m.data;
         int terr = 0;
@@ -803,7 +807,8 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
     int me = g.me;
     size_t blk = block_bytes(rcount, rtype);
     struct acc_msg area, own;
-    if (acc_recv_area(rbuf, c->size * rcount, rtype, &area) != MPI_SUCCESS) return 0;
+    int aerr = acc_recv_area(rbuf, c->size * rcount, rtype, &area);
+    if (aerr != MPI_SUCCESS) return acc_coll_done(comm, aerr, rc);
     char *a = (char *)area.data;
     /* The own block goes into the area first: it is also what is sent. */
     int err = sbuf != MPI_IN_PLACE ? acc_pack(sbuf, scount, stype, comm, &own)
@@ -811,7 +816,7 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
                                               comm, &own);
     if (err != MPI_SUCCESS) {
         free(area.tmp);
-        return 0;
+        return acc_coll_done(comm, err, rc);
     }
     /* A send signature that does not match the receive one is the
      * program's error (MPI leaves it undefined): copy what fits, never
@@ -837,9 +842,9 @@ int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
     int me = g.me;
     size_t blk = block_bytes(rcount, rtype);
     struct acc_msg area, send;
-    if (acc_recv_area(rbuf, c->size * rcount, rtype, &area) != MPI_SUCCESS) return 0;
+    int err = acc_recv_area(rbuf, c->size * rcount, rtype, &area);
+    if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     char *a = (char *)area.data;
-    int err;
     if (sbuf != MPI_IN_PLACE) {
         err = acc_pack(sbuf, c->size * scount, stype, comm, &send);
     } else {
@@ -869,7 +874,7 @@ int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
     if (err != MPI_SUCCESS) {
         free(send.tmp);
         free(area.tmp);
-        return 0;
+        return acc_coll_done(comm, err, rc);
     }
     const char *s = (const char *)send.data;
     if (s + (size_t)me * blk != a + (size_t)me * blk)
@@ -915,3 +920,9 @@ int acc_coll_red_init(struct red *d, const void *src, int count, MPI_Datatype ty
 }
 
 int acc_coll_reduce_to_first(const struct grp *g, struct red *d) { return reduce_to_first(g, d); }
+
+int acc_coll_done(MPI_Comm comm, int err, int *rc) {
+    *rc = acc_error(comm, err);
+    acc.stats.coll_tc++;
+    return 1;
+}

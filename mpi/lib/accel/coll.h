@@ -50,5 +50,12 @@ int acc_coll_red_ok(struct red *d, int count, MPI_Datatype type);
 int acc_coll_red_init(struct red *d, const void *src, int count, MPI_Datatype type, MPI_Op op);
 /* Rank-ordered binomial reduction of d->acc to member 0 (an MPI class). */
 int acc_coll_reduce_to_first(const struct grp *g, struct red *d);
+/* Ends a collective that took the transport: err goes through comm's
+ * error handler into *rc and the call counts as ours; returns 1. Every
+ * failure after the transport was chosen ends here (a negative count, a
+ * bad datatype, no memory), never in the PMPI call: the other members
+ * took the transport too, and a PMPI call would wait for messages nobody
+ * sends, with no time limit. */
+int acc_coll_done(MPI_Comm comm, int err, int *rc);
 
 #endif

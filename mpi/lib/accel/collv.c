@@ -143,10 +143,10 @@ static int recv_upto(const struct grp *g, struct acc_msg *m, int src, int tag, s
 }
 
 /* Ends a collective that ran here: the result through the error handler. */
-static int done(MPI_Comm comm, int err, int *rc) {
-    *rc = acc_error(comm, err);
-    acc.stats.coll_tc++;
-    return 1;
+/* A member that fails before its exchange (acc_coll_done). */
+static int fail_early(struct vpeer *p, int n, MPI_Comm comm, int err, int *rc) {
+    vp_free(p, n);
+    return acc_coll_done(comm, err, rc);
 }
 
 /* ---- The v variants: one message per pair, all posted at once --------- */
@@ -160,25 +160,23 @@ int acc_coll_gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
     int err;
     if (g.me != root) {
         struct acc_msg m;
-        if (scount < 0 || acc_pack(sbuf, scount, stype, comm, &m) != MPI_SUCCESS) return 0;
+        err = scount < 0 ? MPI_ERR_COUNT : acc_pack(sbuf, scount, stype, comm, &m);
+        if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = acc_coll_tc_err(acc_coll_xfer(&g, m.data, m.len, root, NULL, 0, -1, T_GATHERV));
         free(m.tmp);
-        return done(comm, err, rc);
+        return acc_coll_done(comm, err, rc);
     }
     struct vpeer *p = vp_new(g.n);
     err = p ? MPI_SUCCESS : MPI_ERR_NO_MEM;
     for (int i = 0; i < g.n && err == MPI_SUCCESS; i++)
         if (i != g.me) err = vp_recv(&p[i], at(rbuf, displs[i], rtype), rcounts[i], rtype);
-    if (err != MPI_SUCCESS) {
-        vp_free(p, g.n);
-        return 0; /* PMPI reports the argument error */
-    }
+    if (err != MPI_SUCCESS) return fail_early(p, g.n, comm, err, rc);
     if (sbuf != MPI_IN_PLACE)
         err = copy_own(sbuf, scount, stype, at(rbuf, displs[g.me], rtype), rcounts[g.me], rtype,
                        comm);
     int e = vp_run(&g, p, rtype, comm, T_GATHERV);
     vp_free(p, g.n);
-    return done(comm, err == MPI_SUCCESS ? e : err, rc);
+    return acc_coll_done(comm, err == MPI_SUCCESS ? e : err, rc);
 }
 
 int acc_coll_scatterv(const void *sbuf, const int scounts[], const int displs[],
@@ -191,28 +189,26 @@ int acc_coll_scatterv(const void *sbuf, const int scounts[], const int displs[],
     if (g.me != root) {
         struct acc_msg m;
         size_t got = 0;
-        if (rcount < 0 || acc_recv_area(rbuf, rcount, rtype, &m) != MPI_SUCCESS) return 0;
+        err = rcount < 0 ? MPI_ERR_COUNT : acc_recv_area(rbuf, rcount, rtype, &m);
+        if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = recv_upto(&g, &m, root, T_SCATTERV, &got);
         if (err == MPI_SUCCESS)
             err = acc_unpack(&m, got, rbuf, rcount, rtype, comm);
         else
             free(m.tmp);
-        return done(comm, err, rc);
+        return acc_coll_done(comm, err, rc);
     }
     struct vpeer *p = vp_new(g.n);
     err = p ? MPI_SUCCESS : MPI_ERR_NO_MEM;
     for (int i = 0; i < g.n && err == MPI_SUCCESS; i++)
         if (i != g.me) err = vp_send(&p[i], at(sbuf, displs[i], stype), scounts[i], stype, comm);
-    if (err != MPI_SUCCESS) {
-        vp_free(p, g.n);
-        return 0;
-    }
+    if (err != MPI_SUCCESS) return fail_early(p, g.n, comm, err, rc);
     if (rbuf != MPI_IN_PLACE)
         err = copy_own(at(sbuf, displs[g.me], stype), scounts[g.me], stype, rbuf, rcount, rtype,
                        comm);
     int e = vp_run(&g, p, rtype, comm, T_SCATTERV);
     vp_free(p, g.n);
-    return done(comm, err == MPI_SUCCESS ? e : err, rc);
+    return acc_coll_done(comm, err == MPI_SUCCESS ? e : err, rc);
 }
 
 int acc_coll_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
@@ -233,10 +229,7 @@ int acc_coll_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
                                        : acc_pack(at(rbuf, displs[g.me], rtype), rcounts[g.me],
                                                   rtype, comm, &own))
                   : (scount < 0 ? MPI_ERR_COUNT : acc_pack(sbuf, scount, stype, comm, &own));
-    if (err != MPI_SUCCESS) {
-        vp_free(p, g.n);
-        return 0;
-    }
+    if (err != MPI_SUCCESS) return fail_early(p, g.n, comm, err, rc);
     for (int i = 0; i < g.n; i++)
         if (i != g.me) {
             p[i].sdo = 1;
@@ -249,7 +242,7 @@ int acc_coll_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
     int e = vp_run(&g, p, rtype, comm, T_ALLGATHERV);
     vp_free(p, g.n);
     free(own.tmp);
-    return done(comm, err == MPI_SUCCESS ? e : err, rc);
+    return acc_coll_done(comm, err == MPI_SUCCESS ? e : err, rc);
 }
 
 int acc_coll_alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
@@ -281,16 +274,13 @@ int acc_coll_alltoallv(const void *sbuf, const int scounts[], const int sdispls[
             p[i].sm.data = p[i].sm.tmp = copy;
         }
     }
-    if (err != MPI_SUCCESS) {
-        vp_free(p, g.n);
-        return 0;
-    }
+    if (err != MPI_SUCCESS) return fail_early(p, g.n, comm, err, rc);
     if (!in_place)
         err = copy_own(at(sbuf, sdispls[g.me], stype), scounts[g.me], stype,
                        at(rbuf, rdispls[g.me], rtype), rcounts[g.me], rtype, comm);
     int e = vp_run(&g, p, rtype, comm, T_ALLTOALLV);
     vp_free(p, g.n);
-    return done(comm, err == MPI_SUCCESS ? e : err, rc);
+    return acc_coll_done(comm, err == MPI_SUCCESS ? e : err, rc);
 }
 
 /* ---- Reduce-scatter: the rank-ordered reduction to member 0, then member
@@ -310,18 +300,19 @@ static int red_scatter(const void *sbuf, void *rbuf, const int *counts, int each
     if (total > INT_MAX || !acc_coll_red_ok(&d, (int)total, type)) return 0;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     struct grp g = acc_coll_whole(c);
-    if (acc_coll_red_init(&d, src, (int)total, type, op) != MPI_SUCCESS) return 0;
+    int err = acc_coll_red_init(&d, src, (int)total, type, op);
+    if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     size_t esz = total > 0 ? d.bytes / (size_t)total : 0;
-    int err = acc_coll_reduce_to_first(&g, &d);
-    if (err != MPI_SUCCESS) return done(comm, err, rc);
+    err = acc_coll_reduce_to_first(&g, &d);
+    if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     size_t mine = esz * (size_t)(counts ? counts[g.me] : each);
     if (g.me != 0) {
         err = acc_coll_tc_err(
             acc_coll_xfer(&g, NULL, 0, -1, NONEMPTY((char *)rbuf + d.lb, mine), mine, 0, T_RSCAT));
-        return done(comm, err, rc);
+        return acc_coll_done(comm, err, rc);
     }
     tc_request small[64], *q = g.n <= 64 ? small : malloc(sizeof(tc_request) * (size_t)g.n);
-    if (!q) return done(comm, MPI_ERR_NO_MEM, rc);
+    if (!q) return acc_coll_done(comm, MPI_ERR_NO_MEM, rc);
     size_t off = mine;
     int trc = 0, posted = 0;
     for (int i = 1; i < g.n && trc == 0; i++, posted++) {
@@ -336,7 +327,7 @@ static int red_scatter(const void *sbuf, void *rbuf, const int *counts, int each
         if (trc == 0) trc = e;
     }
     if (q != small) free(q);
-    return done(comm, acc_coll_tc_err(trc), rc);
+    return acc_coll_done(comm, acc_coll_tc_err(trc), rc);
 }
 
 int acc_coll_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
@@ -368,10 +359,11 @@ static int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_
         free(ex_buf);
         ex_buf = malloc(d.bytes);
         ex_cap = ex_buf ? d.bytes : 0;
-        if (!ex_buf) return 0;
+        if (!ex_buf) return acc_coll_done(comm, MPI_ERR_NO_MEM, rc);
     }
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    if (acc_coll_red_init(&d, src, count, type, op) != MPI_SUCCESS) return 0;
+    int ierr = acc_coll_red_init(&d, src, count, type, op);
+    if (ierr != MPI_SUCCESS) return acc_coll_done(comm, ierr, rc);
     struct grp g = acc_coll_whole(c);
     int n = g.n, r = g.me, err = MPI_SUCCESS, have_ex = 0;
     for (int k = 1; k < n && err == MPI_SUCCESS; k <<= 1) {
@@ -395,7 +387,7 @@ static int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_
         if (!exclusive) memcpy((char *)rbuf + d.lb, d.acc, d.bytes);
         else if (have_ex) memcpy((char *)rbuf + d.lb, ex_buf, d.bytes);
     }
-    return done(comm, err, rc);
+    return acc_coll_done(comm, err, rc);
 }
 
 int acc_coll_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,

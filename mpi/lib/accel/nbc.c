@@ -303,6 +303,15 @@ static acc_req *start(acc_comm *c, MPI_Comm comm, int what) {
     return r;
 }
 
+/* A call that fails after the transport was chosen reports the error
+ * itself, never through the PMPI call (acc_coll_done in coll.h says why);
+ * the request is MPI_REQUEST_NULL. Returns 1. */
+static int refuse(MPI_Comm comm, int err, MPI_Request *req, int *rc) {
+    *req = MPI_REQUEST_NULL;
+    *rc = acc_error(comm, err);
+    return 1;
+}
+
 /* Hands the request out after a first turn of its schedule. */
 static int launch(acc_req *r, MPI_Request *req) {
     r->nbc->next_active = active;
@@ -317,7 +326,7 @@ int acc_coll_ibarrier(MPI_Comm comm, MPI_Request *req, int *rc) {
     acc_comm *c = acc_coll_local(comm);
     if (!c) return 0;
     acc_req *r = start(c, comm, NB_BARRIER);
-    if (!r) return 0;
+    if (!r) return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     *rc = launch(r, req);
     return 1;
 }
@@ -328,23 +337,23 @@ int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
     if (!c || count < 0 || root < 0 || root >= c->size) return 0;
     MPI_Aint lb;
     size_t bytes;
-    if (acc_contiguous(count, type, &lb, &bytes) < 0 || bytes > acc_coll_bcast_max()) return 0;
-    /* Local argument errors go to the MPI (as the blocking broadcast's),
-     * before the communicator's sequence moves on. */
+    if (acc_contiguous(count, type, &lb, &bytes) < 0)
+        return refuse(comm, MPI_ERR_TYPE, req, rc);
+    if (bytes > acc_coll_bcast_max()) return 0;
     int me = c->comm_rank[acc.node_rank];
     struct acc_msg m;
     MPI_Datatype held = MPI_DATATYPE_NULL;
     int err = me == root ? acc_pack(buf, count, type, comm, &m) : acc_recv_area(buf, count, type, &m);
-    if (err != MPI_SUCCESS) return 0;
+    if (err != MPI_SUCCESS) return refuse(comm, err, req, rc);
     if (me != root && m.tmp && PMPI_Type_dup(type, &held) != MPI_SUCCESS) {
         free(m.tmp);
-        return 0;
+        return refuse(comm, MPI_ERR_TYPE, req, rc);
     }
     acc_req *r = start(c, comm, NB_BCAST);
     if (!r) {
         free(m.tmp);
         if (held != MPI_DATATYPE_NULL) PMPI_Type_free(&held);
-        return 0;
+        return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     }
     struct acc_nbc *b = r->nbc;
     b->m = m;
@@ -363,11 +372,11 @@ int acc_coll_iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype ty
     if (!c || !acc_coll_red_ok(&d, count, type)) return 0;
     size_t half = (d.bytes + 63) & ~(size_t)63;
     char *mem = aligned_alloc(64, half ? 2 * half : 64);
-    if (!mem) return 0;
+    if (!mem) return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     acc_req *r = start(c, comm, NB_ALLREDUCE);
     if (!r) {
         free(mem);
-        return 0;
+        return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     }
     struct acc_nbc *b = r->nbc;
     d.count = count;
