@@ -326,7 +326,7 @@ impl Comm {
                 },
                 i: 0,
                 start: None,
-                watch: PeerWatch::new(members.first().copied().unwrap_or(0)),
+                watch: PeerWatch::new(members.first().copied().unwrap_or(0), self.watch_every()),
             },
         };
         let mut began: Option<Instant> = None;
@@ -349,7 +349,7 @@ impl Comm {
                 return Ok(true);
             };
             if w.watch.peer() != peer {
-                w.watch = PeerWatch::new(peer);
+                w.watch = PeerWatch::new(peer, self.watch_every());
             }
             w.i = w.i.wrapping_add(1);
             if w.i < QUIET_TURNS {

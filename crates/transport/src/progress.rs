@@ -89,6 +89,7 @@ impl Comm {
                         })?;
                     let req = self.ins[src].streams[k].req;
                     let (buf, _) = self.recv_buf(req);
+                    self.before_long_copy(len);
                     // SAFETY: the sender never sends past the length the
                     // receiver accepted (off + len <= cap); slot holds len bytes.
                     unsafe { copy_plain(buf.add(off), data, len) };

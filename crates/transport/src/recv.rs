@@ -190,6 +190,7 @@ impl Comm {
         let Some((buf, st)) = self.fit(idx, src, tag, len) else {
             return;
         };
+        self.before_long_copy(len);
         // SAFETY: buf holds cap >= len bytes (irecv contract, checked by fit); data holds len.
         unsafe { copy_plain(buf, data, len) };
         self.complete(idx, st, None);
@@ -284,6 +285,7 @@ impl Comm {
         pick: Option<Pick>,
     ) -> Result<bool> {
         let chunk = self.ins[src].plan.cma_chunk as usize;
+        self.before_long_copy(len);
         let t0 = Instant::now();
         // SAFETY: buf holds cap >= len writable bytes (irecv contract).
         match unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) } {

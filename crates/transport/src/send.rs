@@ -219,6 +219,7 @@ impl Comm {
 
     /// Copies `len` bytes into the next fragment slot of `dst`.
     fn fill_slot(&mut self, dst: usize, src: *const u8, len: usize, total: usize) {
+        self.before_long_copy(len);
         let o = &mut self.outs[dst];
         let slot = (o.frags % o.plan.depth) * o.plan.fragment;
         // SAFETY: slot_free() checked the receiver released this slot; the
