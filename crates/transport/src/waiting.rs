@@ -83,15 +83,32 @@ pub(crate) struct PeerWatch {
 
 /// The heartbeat word (`RankSlot::beat`): bit 0 set while the rank is in a
 /// wait, bit 1 while that wait yields or sleeps instead of spinning, bits
-/// 2..17 one plus the rank it waits for (0: any or unknown), the rest a
-/// counter that moves while it spins.
+/// 2..16 one plus the rank it waits for (0: any or unknown), bits 17..28
+/// one plus the CPU it ran on when it last wrote the word (0: unknown), the
+/// rest a counter that moves while it spins.
 mod beat {
     pub const WAITING: u64 = 1;
     pub const IDLE: u64 = 2;
     const AWAITS_SHIFT: u32 = 2;
     const AWAITS_MASK: u64 = 0x7fff << AWAITS_SHIFT;
-    const COUNT: u64 = 1 << 17;
+    const CPU_SHIFT: u32 = 17;
+    const CPU_MASK: u64 = 0xfff << CPU_SHIFT;
+    const COUNT: u64 = 1 << 29;
     const _: () = assert!(crate::segment::MAX_RANKS < 0x7fff);
+
+    /// `w` saying that its rank runs on `cpu` (CPUs from 4095 up: unknown).
+    pub fn on_cpu(w: u64, cpu: Option<usize>) -> u64 {
+        let c = cpu.filter(|&c| c < 0xfff).map_or(0, |c| c as u64 + 1);
+        (w & !CPU_MASK) | (c << CPU_SHIFT)
+    }
+
+    /// The CPU the word's rank ran on when it wrote the word, if known.
+    pub fn cpu(w: u64) -> Option<usize> {
+        match (w & CPU_MASK) >> CPU_SHIFT {
+            0 => None,
+            c => Some(c as usize - 1),
+        }
+    }
 
     /// The word of a rank spinning in a wait for `awaits`, one count on
     /// from `prev`.
@@ -118,6 +135,24 @@ mod beat {
     }
 }
 
+/// The CPU this thread runs on now (`sched_getcpu`: a read of the rseq
+/// area the kernel keeps current, no system call with glibc 2.35 and up).
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments and only reads.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
+/// Whether the word's rank last said it runs on the CPU this thread runs
+/// on now: then it cannot be running at this moment (we are), so a rank
+/// in a wait there is descheduled, whatever its counter says. Decides at
+/// the first look what the counter would show only a look later: two
+/// ranks of a ping-pong that the scheduler put on one CPU hand it over at
+/// every message instead of spinning first.
+fn on_my_cpu(v: u64) -> bool {
+    beat::cpu(v).is_some_and(|c| current_cpu() == Some(c))
+}
+
 impl PeerWatch {
     pub(crate) fn new(peer: usize, every: u32) -> PeerWatch {
         PeerWatch {
@@ -142,10 +177,11 @@ impl PeerWatch {
         }
         let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
         if scheduled {
-            self.stalled = beat::stalled(v, me) || (v & beat::WAITING != 0 && v == self.last);
+            self.stalled = beat::stalled(v, me)
+                || (v & beat::WAITING != 0 && (v == self.last || on_my_cpu(v)));
             self.last = v;
         } else if v != self.last {
-            self.stalled = beat::stalled(v, me);
+            self.stalled = beat::stalled(v, me) || (v & beat::WAITING != 0 && on_my_cpu(v));
             self.last = v;
         }
         self.stalled
@@ -314,11 +350,11 @@ impl Comm {
     /// Whether spinning for a message from `peer` is pointless now: CPUs
     /// may be shared and `peer` is itself waiting, idle or for another rank.
     pub(crate) fn peer_stalled(&self, peer: usize) -> bool {
-        self.watch_peers
-            && beat::stalled(
-                self.seg.rank_slot(peer).beat.load(Ordering::Relaxed),
-                self.rank,
-            )
+        if !self.watch_peers {
+            return false;
+        }
+        let v = self.seg.rank_slot(peer).beat.load(Ordering::Relaxed);
+        beat::stalled(v, self.rank) || (v & beat::WAITING != 0 && on_my_cpu(v))
     }
 
     /// Tells the peers that this rank is blocked elsewhere (`true`: e.g.
@@ -339,7 +375,10 @@ impl Comm {
         // on a CPU of its own (and so answers at once) from one that is
         // descheduled by that alone. One store per yield or sleep, next to
         // a system call.
-        self.beat = beat::spinning(self.beat, awaits) | beat::IDLE;
+        self.beat = beat::on_cpu(
+            beat::spinning(self.beat, awaits) | beat::IDLE,
+            current_cpu(),
+        );
         self.seg
             .rank_slot(self.rank)
             .beat
@@ -350,7 +389,7 @@ impl Comm {
     /// never get here and never touch the line (a peer's read of it makes
     /// the next store a cache miss).
     pub(crate) fn beat_bump(&mut self, awaits: Option<usize>) {
-        self.beat = beat::spinning(self.beat, awaits);
+        self.beat = beat::on_cpu(beat::spinning(self.beat, awaits), current_cpu());
         self.seg
             .rank_slot(self.rank)
             .beat
@@ -521,5 +560,39 @@ mod tests {
         let mut w = PeerWatch::new(comm.rank, WATCH_EVERY_SHARED);
         assert!(!w.stalled(&comm.seg, comm.rank + 1, 1));
         assert!(!w.stalled(&comm.seg, comm.rank + 1, WATCH_EVERY_SHARED));
+    }
+
+    #[test]
+    fn a_peer_in_a_wait_on_this_cpu_is_stalled_at_the_first_look() {
+        // Pin this thread, so that "the CPU it runs on" stays one CPU.
+        let here = current_cpu().expect("sched_getcpu");
+        // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity
+        // get valid pointers to it and its size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(here, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0
+            );
+        }
+        let here = current_cpu().expect("sched_getcpu");
+        let plan = ("self".to_string(), crate::startup::singleton_params());
+        let seg = Segment::create(2, &vec![plan; 4]).expect("segment");
+        let word = &seg.rank_slot(1).beat;
+        // In a wait for rank 0 on this very CPU: it cannot be running now.
+        let w = beat::on_cpu(beat::spinning(0, Some(0)), Some(here));
+        assert_eq!(beat::cpu(w), Some(here));
+        word.store(w, Ordering::Relaxed);
+        assert!(PeerWatch::new(1, WATCH_EVERY).stalled(&seg, 0, 1));
+        // On another CPU: nothing concluded before its counter stops.
+        word.store(beat::on_cpu(w, Some(here + 1)), Ordering::Relaxed);
+        assert!(!PeerWatch::new(1, WATCH_EVERY).stalled(&seg, 0, 1));
+        // Out of any wait, on this CPU: it may be computing; not stalled.
+        word.store(beat::on_cpu(beat::out(w), Some(here)), Ordering::Relaxed);
+        assert!(!PeerWatch::new(1, WATCH_EVERY).stalled(&seg, 0, 1));
+        // CPUs the word cannot hold are unknown.
+        assert_eq!(beat::cpu(beat::on_cpu(w, Some(5000))), None);
+        assert_eq!(beat::cpu(beat::on_cpu(w, None)), None);
     }
 }
