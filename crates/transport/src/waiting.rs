@@ -166,7 +166,8 @@ impl PeerWatch {
     /// Whether the peer will not answer soon: it is in a wait, and either
     /// idle (yielding or sleeping), or waiting for a rank other than `me`
     /// (it must hear from that one first), or its heartbeat has not moved
-    /// since the previous scheduled look (descheduled). Looked at on the
+    /// since the previous scheduled look (descheduled), or it waits on the
+    /// CPU this thread runs on (descheduled too: `on_my_cpu`). Looked at on the
     /// first turn and every `every` turns; once stalled, every turn,
     /// so the waiter spins again as soon as the peer's word moves and
     /// says nothing against it.
