@@ -11,6 +11,7 @@
 //! `2 conn(x) - total(x)`, the Fiduccia-Mattheyses gain of the move). After each level the graph is contracted (sparse,
 //! O(edges)). Finally the groups are unfolded top-down onto the tree.
 
+use crate::csr::Csr;
 use crate::graph::Graph;
 use crate::target::Target;
 use std::collections::HashMap;
@@ -18,13 +19,6 @@ use std::collections::HashMap;
 struct Unit {
     shape: u32,
     kids: Vec<u32>,
-}
-
-/// Compressed adjacency of the current units (local indexes).
-struct Csr {
-    xadj: Vec<usize>,
-    adj: Vec<u32>,
-    w: Vec<f64>,
 }
 
 /// Returns `vertex_at_leaf` (length `target.len()`; vertices >= `g.n` are
@@ -184,36 +178,11 @@ pub(crate) fn group(target: &Target, g: &Graph, w: &[f64]) -> Option<Vec<u32>> {
             }
         }
         // Contract the graph.
-        let nn = new_units.len();
-        let mut acc = vec![0f64; nn];
-        let mut seen: Vec<u32> = Vec::new();
-        let mut next = Csr {
-            xadj: Vec::with_capacity(nn + 1),
-            adj: Vec::new(),
-            w: Vec::new(),
-        };
-        next.xadj.push(0);
-        for (ni, (_, m)) in new_units.iter().enumerate() {
-            for &x in m {
-                for k in csr.xadj[x as usize]..csr.xadj[x as usize + 1] {
-                    let y = new_of_old[csr.adj[k] as usize];
-                    if y as usize != ni {
-                        if acc[y as usize] == 0.0 {
-                            seen.push(y);
-                        }
-                        acc[y as usize] += csr.w[k];
-                    }
-                }
-            }
-            seen.sort_unstable();
-            for &y in &seen {
-                next.adj.push(y);
-                next.w.push(acc[y as usize]);
-                acc[y as usize] = 0.0;
-            }
-            seen.clear();
-            next.xadj.push(next.adj.len());
-        }
+        let next = csr.contract(
+            new_units.iter().map(|(_, m)| m.iter().copied()),
+            &new_of_old,
+            true,
+        );
         cur = new_units.into_iter().map(|(id, _)| id).collect();
         csr = next;
     }

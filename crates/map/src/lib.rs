@@ -20,6 +20,7 @@
 mod baseline;
 pub mod bench;
 mod cost;
+mod csr;
 mod error;
 pub mod gen;
 mod graph;

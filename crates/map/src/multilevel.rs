@@ -10,6 +10,7 @@
 //! oversubscription only change the capacities), the ranks are bisected
 //! into the first group's capacity and the rest, and each side recurses.
 
+use crate::csr::{contract, Csr};
 use crate::graph::Graph;
 use crate::objective::Obj;
 use crate::rng::Rng;
@@ -238,14 +239,6 @@ fn coarsen(g: &Wg, maxvw: u32, rng: &mut Rng) -> Option<(Wg, Vec<u32>)> {
     if nc as usize * 10 > n * 9 {
         return None;
     }
-    let mut c = Wg {
-        xadj: Vec::with_capacity(nc as usize + 1),
-        vw: vec![0; nc as usize],
-        ..Wg::default()
-    };
-    c.xadj.push(0);
-    let mut acc = vec![0.0f64; nc as usize];
-    let mut seen: Vec<u32> = Vec::new();
     let mut members = vec![(u32::MAX, u32::MAX); nc as usize];
     for v in 0..n as u32 {
         let m = &mut members[cmap[v as usize] as usize];
@@ -255,27 +248,15 @@ fn coarsen(g: &Wg, maxvw: u32, rng: &mut Rng) -> Option<(Wg, Vec<u32>)> {
             m.1 = v
         }
     }
-    for (cv, &(a, b)) in members.iter().enumerate() {
-        for x in [a, b].into_iter().filter(|&x| x != u32::MAX) {
-            c.vw[cv] += g.vw[x as usize];
-            for k in g.xadj[x as usize]..g.xadj[x as usize + 1] {
-                let y = cmap[g.adj[k] as usize];
-                if y as usize != cv {
-                    if acc[y as usize] == 0.0 {
-                        seen.push(y);
-                    }
-                    acc[y as usize] += g.w[k];
-                }
-            }
-        }
-        for &y in &seen {
-            c.adj.push(y);
-            c.w.push(acc[y as usize]);
-            acc[y as usize] = 0.0;
-        }
-        seen.clear();
-        c.xadj.push(c.adj.len());
+    let mut vw = vec![0; nc as usize];
+    for v in 0..n {
+        vw[cmap[v] as usize] += g.vw[v];
     }
+    let groups = members
+        .iter()
+        .map(|&(a, b)| [a, b].into_iter().filter(|&x| x != u32::MAX));
+    let Csr { xadj, adj, w } = contract((&g.xadj, &g.adj, &g.w), groups, &cmap, false);
+    let c = Wg { xadj, adj, w, vw };
     Some((c, cmap))
 }
 
