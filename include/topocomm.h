@@ -138,6 +138,14 @@ int tc_recv_x(void *buf, size_t cap, int src, int tag, int ctx, double budget_s,
 /* Waits for *req at most budget_s seconds (<= 0: no limit): *flag = 1 when
  * complete (*req = TC_REQUEST_NULL), else 0 and *req stays valid. */
 int tc_wait_for(tc_request *req, double budget_s, int *flag, tc_status *status);
+/* Waits for reqs[0..n) in turn, each at most budget_s seconds (<= 0: no
+ * limit), returning at the first one not complete in its budget. Each one
+ * that completed or failed becomes TC_REQUEST_NULL with sts[i] filled and
+ * rcs[i] its outcome (TC_OK or an error code, e.g. TC_ERR_TRUNCATED); the
+ * others keep their handle; TC_REQUEST_NULL entries are skipped. *left:
+ * how many are still pending. */
+int tc_wait_all_x(size_t n, tc_request *reqs, tc_status *sts, int *rcs, double budget_s,
+                  size_t *left);
 int tc_iprobe_x(int src, int tag, int ctx, int *flag, tc_status *status);
 /* blocked != 0: this rank is about to block in another library's call and
  * will not answer through the transport until tc_note_blocked(0); peers

@@ -11,7 +11,9 @@ Each build LABEL=PATH gets a folder of its own (a temporary TOPOCOMM_MPI_BUILD)
 holding copies of mpi/build/<impl>/libtopocomm-{accel,mpi,fortran}.so
 next to PATH copied as libtopocomm.so; the accelerator's
 rpath starts with $ORIGIN, so it loads that copy. Nothing in the checkout is
-overwritten. Per round: plain and every build, the order rotated round by
+overwritten. A PATH that is a folder with <impl>/ in it (mpi/build of another
+checkout, e.g. a `git worktree` of the base commit) is a whole build, the
+accelerator included, used in place as TOPOCOMM_MPI_BUILD. Per round: plain and every build, the order rotated round by
 round, so no configuration always runs first or last. Prints, per test and
 size, the median over rounds of each configuration and every job's value.
 
@@ -53,8 +55,10 @@ def main():
     builds = []
     for b in a.builds:
         label, _, path = b.partition("=")
-        if not label or not path or not os.path.isfile(path):
-            sys.exit(f"lib-ab.py: build {b!r}: expected LABEL=PATH of an existing libtopocomm.so")
+        whole = os.path.isdir(os.path.join(path, a.impl))
+        if not label or not path or not (os.path.isfile(path) or whole):
+            sys.exit(f"lib-ab.py: build {b!r}: expected LABEL=PATH of an existing libtopocomm.so "
+                     f"or of a build folder with {a.impl}/ in it (mpi/build of a checkout)")
         builds.append((label, os.path.abspath(path)))
     prog = "std_p2p" if a.bench == "p2p" else "std_coll"
     src = os.path.join(ROOT, "mpi", "build", a.impl)
@@ -77,6 +81,11 @@ def main():
     try:
         dirs = {}
         for label, path in builds:
+            if os.path.isdir(path):
+                # A whole build (accelerator and all): used in place; its
+                # libraries find their libtopocomm.so through their rpath.
+                dirs[label] = path
+                continue
             d = os.path.join(tmp, label, a.impl)
             os.makedirs(d)
             for f in ("libtopocomm-accel.so", "libtopocomm-mpi.so", "libtopocomm-fortran.so"):

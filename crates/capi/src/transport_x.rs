@@ -7,7 +7,7 @@ use crate::error::*;
 use crate::transport::{code_of, join_args, put_status, rank_arg, take_req, with, TcStatus};
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
-use topocomm_transport::{Comm, Error, Status};
+use topocomm_transport::{Comm, Error, Request, Status};
 
 /// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
 pub const TC_SEND_SYNC: c_int = 1;
@@ -221,6 +221,63 @@ pub extern "C" fn tc_wait_for(
             put_status(status, s);
             set_flag(flag, true)?;
         }
+        Ok(TC_OK)
+    })
+}
+
+/// Waits for the `n` requests of `reqs` in turn, each at most `budget_s`
+/// seconds (`<= 0`: no limit), and returns at the first one not complete
+/// in its budget. Each request that completed (or failed) becomes
+/// `TC_REQUEST_NULL`, with `sts[i]` filled (also for a truncated message)
+/// and `rcs[i]` its outcome (`TC_OK` or an error code); the others keep
+/// their handle. `TC_REQUEST_NULL` entries are skipped. `*left`: how many
+/// are still pending. One call for a whole `MPI_Waitall` window instead of
+/// one per request (docs/mpi.md).
+#[no_mangle]
+pub extern "C" fn tc_wait_all_x(
+    n: usize,
+    reqs: *mut u64,
+    sts: *mut TcStatus,
+    rcs: *mut c_int,
+    budget_s: f64,
+    left: *mut usize,
+) -> i32 {
+    with(|c| {
+        if left.is_null() || (n > 0 && (reqs.is_null() || sts.is_null() || rcs.is_null())) {
+            return Err(Error::Invalid("reqs, sts, rcs or left is NULL".into()));
+        }
+        let budget = budget_arg(budget_s);
+        let mut pending = 0;
+        for i in 0..n {
+            // SAFETY: the caller passes arrays of n elements (checked non-NULL).
+            let (h, st, rc) = unsafe { (&mut *reqs.add(i), sts.add(i), &mut *rcs.add(i)) };
+            if *h == 0 {
+                continue;
+            }
+            if pending > 0 {
+                pending += 1;
+                continue;
+            }
+            let r = Request::from_u64(*h);
+            let res = match budget {
+                Some(b) => c.wait_for(r, b),
+                None => c.wait(r).map(Some),
+            };
+            if matches!(res, Ok(None)) {
+                pending += 1;
+                continue;
+            }
+            *h = 0;
+            *rc = match status_or_truncation(res, st) {
+                Ok(s) => {
+                    put_status(st, s.unwrap_or_default());
+                    TC_OK
+                }
+                Err(e) => code_of(&e),
+            };
+        }
+        // SAFETY: non-NULL (checked).
+        unsafe { *left = pending };
         Ok(TC_OK)
     })
 }

@@ -6,7 +6,7 @@
 
 use crate::choose::{Chooser, Pick};
 use crate::comm::{Comm, ANY_SOURCE, ANY_TAG};
-use crate::copy::copy_plain;
+use crate::copy::{copy_plain, copy_small};
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
@@ -190,9 +190,15 @@ impl Comm {
         let Some((buf, st)) = self.fit(idx, src, tag, len) else {
             return;
         };
-        self.before_long_copy(len);
-        // SAFETY: buf holds cap >= len bytes (irecv contract, checked by fit); data holds len.
-        unsafe { copy_plain(buf, data, len) };
+        if len <= INLINE_BYTES {
+            // SAFETY: buf holds cap >= len bytes (irecv contract, checked by
+            // fit); data holds len.
+            unsafe { copy_small(buf, data, len) };
+        } else {
+            self.before_long_copy(len);
+            // SAFETY: as above.
+            unsafe { copy_plain(buf, data, len) };
+        }
         self.complete(idx, st, None);
     }
 
@@ -320,7 +326,13 @@ impl Comm {
             matches!(self.reqs[idx as usize].kind,
                 ReqKind::Recv { src: s, key, .. } if matches(s, key, src, got))
         })?;
-        self.posted.remove(i)
+        // The head in the common case (receives matched in posting order):
+        // pop_front skips remove's general shifting.
+        if i == 0 {
+            self.posted.pop_front()
+        } else {
+            self.posted.remove(i)
+        }
     }
 
     /// Cancels receive `r` if no message has matched it yet: returns true
@@ -443,7 +455,7 @@ impl Comm {
                 }
                 if c.kind == K_INLINE {
                     // SAFETY: len <= cap (checked) and <= INLINE_BYTES.
-                    unsafe { copy_plain(ptr, c.body.as_ptr(), len) };
+                    unsafe { copy_small(ptr, c.body.as_ptr(), len) };
                 } else {
                     let data = self.cur_slot(s);
                     // SAFETY: the slot holds len <= fragment published bytes;

@@ -7,7 +7,7 @@
 //! of `comm.rs`.
 
 use crate::comm::Comm;
-use crate::copy::{copy_nontemporal, copy_plain};
+use crate::copy::{copy_nontemporal, copy_plain, copy_small};
 use crate::error::{Error, Result};
 use crate::recv::Key;
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
@@ -200,6 +200,7 @@ impl Comm {
 
     /// Writes a cell's fields, then publishes it (ordering 1).
     fn push_cell(&mut self, dst: usize, kind: u16, key: Key, len: u64, body: &[u8]) {
+        debug_assert!(body.len() <= INLINE_BYTES);
         let o = &mut self.outs[dst];
         let pos = o.head;
         // SAFETY: the cell at pos % RING is ours: ring_space() checked that
@@ -210,7 +211,7 @@ impl Comm {
             (*c).ctx = key.ctx;
             (*c).tag = key.tag;
             (*c).len = len;
-            std::ptr::copy_nonoverlapping(body.as_ptr(), (*c).body.as_mut_ptr(), body.len());
+            copy_small((*c).body.as_mut_ptr(), body.as_ptr(), body.len());
             (*c).seq.store(pos + 1, Ordering::Release);
         }
         o.head += 1;
@@ -241,10 +242,15 @@ impl Comm {
                 if !self.ring_space(dst) {
                     return false;
                 }
-                let mut body = [0u8; INLINE_BYTES];
-                // SAFETY: len <= inline_max <= INLINE_BYTES; ptr valid per contract.
-                unsafe { copy_plain(body.as_mut_ptr(), job.ptr, job.len) };
-                self.push_cell(dst, K_INLINE, job.key, job.len as u64, &body[..job.len]);
+                let body: &[u8] = if job.len == 0 {
+                    &[]
+                } else {
+                    // SAFETY: ptr is valid for len bytes per isend's contract
+                    // and stays untouched until the send completes, i.e.
+                    // until this very push.
+                    unsafe { std::slice::from_raw_parts(job.ptr, job.len) }
+                };
+                self.push_cell(dst, K_INLINE, job.key, job.len as u64, body);
             }
             Proto::Eager => {
                 if !self.ring_space(dst) || !self.slot_free(dst) {

@@ -90,8 +90,12 @@ void acc_comm_unregister(MPI_Comm comm);
 static inline int acc_local(const acc_comm *c, int r) {
     return (r >= 0 && r < c->size) ? c->tc_rank[r] : -1;
 }
+/* Calls the communicator's error handler with `code` (not MPI_SUCCESS). */
+int acc_error_call(MPI_Comm comm, int code);
 /* Calls the communicator's error handler with `code` and returns it. */
-int acc_error(MPI_Comm comm, int code);
+static inline int acc_error(MPI_Comm comm, int code) {
+    return code == MPI_SUCCESS ? code : acc_error_call(comm, code);
+}
 
 /* ---- Datatypes (dtype.c) ------------------------------------------------- */
 /* A message's bytes: contiguous in the user buffer (tmp == NULL, data
@@ -107,10 +111,42 @@ struct acc_msg {
 int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes);
 /* Bytes of `count` elements of `type` (0 for an invalid type). */
 size_t acc_bytes(int count, MPI_Datatype type);
-int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m);
+/* The layout of the last datatype seen (dtype.c): three PMPI queries per
+ * message cost as much as a small message itself. MPI_Type_free clears it
+ * (a freed handle may come back for another type). */
+struct acc_dtype_cache {
+    int valid;
+    MPI_Datatype type;
+    int size;
+    MPI_Aint tlb, text, ext;
+};
+extern struct acc_dtype_cache acc_dt_last;
+/* The common case of acc_pack and acc_recv_area, inline: the last datatype
+ * again, `count` of it contiguous. 0: take the full path. */
+static inline int acc_msg_fast(const void *buf, int count, MPI_Datatype type,
+                               struct acc_msg *m) {
+    const struct acc_dtype_cache *d = &acc_dt_last;
+    if (!d->valid || d->type != type || count <= 0 || d->size <= 0 || d->text != d->size ||
+        (count != 1 && d->ext != d->size))
+        return 0;
+    m->data = (const char *)buf + d->tlb;
+    m->len = (size_t)d->size * (size_t)count;
+    m->tmp = NULL;
+    return 1;
+}
+int acc_pack_full(const void *buf, int count, MPI_Datatype type, MPI_Comm comm,
+                  struct acc_msg *m);
+int acc_recv_area_full(void *buf, int count, MPI_Datatype type, struct acc_msg *m);
+/* The bytes of a send: the user's buffer when contiguous, else packed. */
+static inline int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm,
+                           struct acc_msg *m) {
+    return acc_msg_fast(buf, count, type, m) ? MPI_SUCCESS : acc_pack_full(buf, count, type, comm, m);
+}
 /* Where `count` elements of `type` are received: into the user buffer when
  * contiguous, else into a temporary (unpacked by acc_unpack). */
-int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m);
+static inline int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m) {
+    return acc_msg_fast(buf, count, type, m) ? MPI_SUCCESS : acc_recv_area_full(buf, count, type, m);
+}
 int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype type,
                MPI_Comm comm);
 /* Copies a status into the application's, leaving its MPI_ERROR as it
@@ -175,16 +211,59 @@ static inline void acc_note(acc_req *r, int src, int tag, size_t bytes, int err)
 /* Writes r's status into the application's (nothing for MPI_STATUS_IGNORE). */
 void acc_status_out(const acc_req *r, MPI_Status *out);
 /* Marks r done (and no longer outstanding). */
-void acc_set_done(acc_req *r);
-void acc_count(acc_req *r);
+static inline void acc_set_done(acc_req *r) {
+    r->done = 1;
+    if (r->counted) {
+        r->counted = 0;
+        acc.outstanding--;
+    }
+}
+/* Counts r as outstanding until acc_set_done. */
+static inline void acc_count(acc_req *r) {
+    if (!r->counted) {
+        r->counted = 1;
+        acc.outstanding++;
+    }
+}
 void acc_req_release(acc_req *r);
+
+/* Handles of ours: values no MPI library ever produces (Open MPI: an odd
+ * pointer; MPICH: a handle whose kind bits say "invalid"), so every
+ * request-taking function can tell ours from plain ones (req.c). The
+ * lookups below are inline: a window of small messages makes several per
+ * message. */
+#define ACC_REQ_CHUNK 256
+extern acc_req **acc_req_chunks;
+extern int acc_req_nchunks;
+#if defined(OPEN_MPI)
+#define ACC_HANDLE_OF(i) ((MPI_Request)(uintptr_t)(((uintptr_t)(i) << 1) | 1))
+#define ACC_IS_OURS(h) (((uintptr_t)(h)) & 1)
+#define ACC_INDEX_OF(h) ((int)((uintptr_t)(h) >> 1))
+#elif defined(MPICH)
+/* MPICH handles carry their kind in bits 30-31; kind 0 is "invalid". */
+#define ACC_HANDLE_OF(i) ((MPI_Request)(0x10000000 | (i)))
+#define ACC_IS_OURS(h) ((((unsigned)(h)) >> 28) == 1)
+#define ACC_INDEX_OF(h) ((int)(((unsigned)(h)) & 0x0fffffff))
+#else
+#error "unknown MPI implementation"
+#endif
 /* The request behind a handle of ours, or NULL for a plain MPI handle. */
-acc_req *acc_req_of(MPI_Request h);
-MPI_Request acc_handle(acc_req *r);
+static inline acc_req *acc_req_of(MPI_Request h) {
+    if (h == MPI_REQUEST_NULL || !ACC_IS_OURS(h)) return NULL;
+    int i = ACC_INDEX_OF(h);
+    if (i / ACC_REQ_CHUNK >= acc_req_nchunks) return NULL;
+    return &acc_req_chunks[i / ACC_REQ_CHUNK][i % ACC_REQ_CHUNK];
+}
+static inline MPI_Request acc_handle(acc_req *r) { return ACC_HANDLE_OF(r->index); }
 /* Polls r (no blocking): 1 when done (status stored in r->st). */
 int acc_req_poll(acc_req *r);
 /* Blocks until r is done (slices + PMPI progress). */
 int acc_req_wait(acc_req *r);
+/* Waits for the transport requests among rs[0..n) (NULL entries: not ours)
+ * with one call into the transport per slice for all of them, not one per
+ * request (a window of small messages); the others are left to
+ * acc_req_wait, which returns at once for those done here. */
+void acc_req_wait_batch(acc_req *const rs[], int n);
 /* Finishes a done request for the caller: status out, handle released or
  * (persistent) made inactive; returns the MPI error code. */
 int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st);

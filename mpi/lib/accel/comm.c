@@ -216,8 +216,8 @@ void acc_comm_unregister(MPI_Comm comm) {
     free_comm(c);
 }
 
-int acc_error(MPI_Comm comm, int code) {
-    if (code != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, code);
+int acc_error_call(MPI_Comm comm, int code) {
+    PMPI_Comm_call_errhandler(comm, code);
     return code;
 }
 

@@ -8,41 +8,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The layout of the last datatype seen: three PMPI queries per message
- * cost as much as a small message itself. MPI_Type_free clears it (a
- * freed handle may come back for another type). */
-static struct {
-    int valid;
-    MPI_Datatype type;
-    int size;
-    MPI_Aint tlb, text, ext;
-} last;
+/* The layout of the last datatype seen (accel.h). */
+struct acc_dtype_cache acc_dt_last;
 
 int MPI_Type_free(MPI_Datatype *type) {
-    last.valid = 0;
+    acc_dt_last.valid = 0;
     return PMPI_Type_free(type);
 }
 
 int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
-    if (!last.valid || last.type != type) {
+    if (!acc_dt_last.valid || acc_dt_last.type != type) {
         MPI_Aint elb;
-        if (PMPI_Type_size(type, &last.size) != MPI_SUCCESS || last.size < 0) {
-            last.valid = 0;
+        if (PMPI_Type_size(type, &acc_dt_last.size) != MPI_SUCCESS || acc_dt_last.size < 0) {
+            acc_dt_last.valid = 0;
             return -1;
         }
-        PMPI_Type_get_true_extent(type, &last.tlb, &last.text);
-        PMPI_Type_get_extent(type, &elb, &last.ext);
-        last.type = type;
-        last.valid = 1;
+        PMPI_Type_get_true_extent(type, &acc_dt_last.tlb, &acc_dt_last.text);
+        PMPI_Type_get_extent(type, &elb, &acc_dt_last.ext);
+        acc_dt_last.type = type;
+        acc_dt_last.valid = 1;
     }
-    int size = last.size;
+    int size = acc_dt_last.size;
     *bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
     if (size == 0 || count <= 0) {
         *lb = 0;
         return 1;
     }
-    *lb = last.tlb;
-    return last.text == size && (count == 1 || last.ext == size);
+    *lb = acc_dt_last.tlb;
+    return acc_dt_last.text == size && (count == 1 || acc_dt_last.ext == size);
 }
 
 size_t acc_bytes(int count, MPI_Datatype type) {
@@ -51,7 +44,8 @@ size_t acc_bytes(int count, MPI_Datatype type) {
     return acc_contiguous(count, type, &lb, &bytes) < 0 ? 0 : bytes;
 }
 
-int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struct acc_msg *m) {
+int acc_pack_full(const void *buf, int count, MPI_Datatype type, MPI_Comm comm,
+                  struct acc_msg *m) {
     MPI_Aint lb;
     size_t bytes;
     m->tmp = NULL;
@@ -78,7 +72,7 @@ int acc_pack(const void *buf, int count, MPI_Datatype type, MPI_Comm comm, struc
     return MPI_SUCCESS;
 }
 
-int acc_recv_area(void *buf, int count, MPI_Datatype type, struct acc_msg *m) {
+int acc_recv_area_full(void *buf, int count, MPI_Datatype type, struct acc_msg *m) {
     MPI_Aint lb;
     size_t bytes;
     m->tmp = NULL;

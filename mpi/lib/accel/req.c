@@ -10,40 +10,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK 256
-static acc_req **chunks;
-static int nchunks;
+/* Requests live in blocks of ACC_REQ_CHUNK that never move: a handle is an index. */
+acc_req **acc_req_chunks;
+int acc_req_nchunks;
 static acc_req *free_list;
 
 #if defined(OPEN_MPI)
-#define HANDLE_OF(i) ((MPI_Request)(uintptr_t)(((uintptr_t)(i) << 1) | 1))
-#define IS_OURS(h) (((uintptr_t)(h)) & 1)
-#define INDEX_OF(h) ((int)((uintptr_t)(h) >> 1))
 #define F_BASE 0x40000000 /* Open MPI's Fortran handles are small table indices */
-#elif defined(MPICH)
-/* MPICH handles carry their kind in bits 30-31; kind 0 is "invalid". */
-#define HANDLE_OF(i) ((MPI_Request)(0x10000000 | (i)))
-#define IS_OURS(h) ((((unsigned)(h)) >> 28) == 1)
-#define INDEX_OF(h) ((int)(((unsigned)(h)) & 0x0fffffff))
-#define F_BASE 0 /* MPICH's Fortran handle is the C handle */
 #else
-#error "unknown MPI implementation"
+#define F_BASE 0 /* MPICH's Fortran handle is the C handle */
 #endif
 
 acc_req *acc_req_new(void) {
     if (!free_list) {
-        acc_req **c = realloc(chunks, sizeof *chunks * (size_t)(nchunks + 1));
+        acc_req **c = realloc(acc_req_chunks, sizeof *acc_req_chunks * (size_t)(acc_req_nchunks + 1));
         if (!c) return NULL;
-        chunks = c;
-        acc_req *block = calloc(CHUNK, sizeof *block);
+        acc_req_chunks = c;
+        acc_req *block = calloc(ACC_REQ_CHUNK, sizeof *block);
         if (!block) return NULL;
-        chunks[nchunks] = block;
-        for (int i = CHUNK - 1; i >= 0; i--) {
-            block[i].index = nchunks * CHUNK + i;
+        acc_req_chunks[acc_req_nchunks] = block;
+        for (int i = ACC_REQ_CHUNK - 1; i >= 0; i--) {
+            block[i].index = acc_req_nchunks * ACC_REQ_CHUNK + i;
             block[i].next = free_list;
             free_list = &block[i];
         }
-        nchunks++;
+        acc_req_nchunks++;
     }
     acc_req *r = free_list;
     free_list = r->next;
@@ -63,64 +54,47 @@ void acc_status_out(const acc_req *r, MPI_Status *out) {
     if (r->cancelled) PMPI_Status_set_cancelled(out, 1);
 }
 
-void acc_set_done(acc_req *r) {
-    r->done = 1;
-    if (r->counted) {
-        r->counted = 0;
-        acc.outstanding--;
-    }
-}
-
-/* Counts r as outstanding until acc_set_done. */
-void acc_count(acc_req *r) {
-    if (!r->counted) {
-        r->counted = 1;
-        acc.outstanding++;
-    }
-}
-
 void acc_hold_type(acc_req *r) {
     if (r->held == MPI_DATATYPE_NULL && PMPI_Type_dup(r->type, &r->held) != MPI_SUCCESS)
         r->held = MPI_DATATYPE_NULL;
 }
 
-static void drop_type(acc_req *r) {
-    if (r->held != MPI_DATATYPE_NULL) PMPI_Type_free(&r->held);
-    r->held = MPI_DATATYPE_NULL;
+static inline void drop_type(acc_req *r) {
+    if (r->held != MPI_DATATYPE_NULL) {
+        PMPI_Type_free(&r->held);
+        r->held = MPI_DATATYPE_NULL;
+    }
 }
 
 void acc_req_release(acc_req *r) {
     drop_type(r);
     if (r->owns_type) PMPI_Type_free(&r->type);
     r->owns_type = 0;
-    free(r->msg.tmp);
-    r->msg.tmp = NULL;
-    acc_nbc_free(r->nbc);
-    r->nbc = NULL;
+    /* No calls in the common case: a small message's whole path is about
+     * a thousand instructions, and each call here cost ~20. */
+    if (r->msg.tmp) {
+        free(r->msg.tmp);
+        r->msg.tmp = NULL;
+    }
+    if (r->nbc) {
+        acc_nbc_free(r->nbc);
+        r->nbc = NULL;
+    }
     r->next = free_list;
     r->kind = K_DONE;
     r->freed = 1;
     free_list = r;
 }
 
-acc_req *acc_req_of(MPI_Request h) {
-    if (h == MPI_REQUEST_NULL || !IS_OURS(h)) return NULL;
-    int i = INDEX_OF(h);
-    if (i / CHUNK >= nchunks) return NULL;
-    return &chunks[i / CHUNK][i % CHUNK];
-}
-
-MPI_Request acc_handle(acc_req *r) { return HANDLE_OF(r->index); }
-
 #if defined(OPEN_MPI)
 /* Open MPI's Fortran handles index a table; ours lie above it. (MPICH's
  * f2c/c2f are identity macros: our handles pass through unchanged.) */
 MPI_Request MPI_Request_f2c(MPI_Fint f) {
-    return f >= F_BASE ? HANDLE_OF(f - F_BASE) : PMPI_Request_f2c(f);
+    return f >= F_BASE ? ACC_HANDLE_OF(f - F_BASE) : PMPI_Request_f2c(f);
 }
 
 MPI_Fint MPI_Request_c2f(MPI_Request h) {
-    if (h != MPI_REQUEST_NULL && IS_OURS(h)) return (MPI_Fint)(F_BASE + INDEX_OF(h));
+    if (h != MPI_REQUEST_NULL && ACC_IS_OURS(h)) return (MPI_Fint)(F_BASE + ACC_INDEX_OF(h));
     return PMPI_Request_c2f(h);
 }
 #endif
@@ -143,9 +117,11 @@ static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
         fprintf(stderr, "topocomm accel: rank %d: receive failed: %s\n", acc.world_rank,
                 tc_last_error());
     if (rc == 0) {
-        MPI_Datatype t = r->held != MPI_DATATYPE_NULL ? r->held : r->type;
-        int u = acc_unpack(&r->msg, got, r->buf, r->count, t, r->comm);
-        if (u != MPI_SUCCESS) r->err = u;
+        if (r->msg.tmp) { /* packed: unpack (contiguous data landed in place) */
+            MPI_Datatype t = r->held != MPI_DATATYPE_NULL ? r->held : r->type;
+            int u = acc_unpack(&r->msg, got, r->buf, r->count, t, r->comm);
+            if (u != MPI_SUCCESS) r->err = u;
+        }
         drop_type(r);
     } else {
         free(r->msg.tmp);
@@ -218,6 +194,56 @@ int acc_req_wait(acc_req *r) {
     return r->err;
 }
 
+/* Whether r waits on a transport request. */
+static int on_tc(const acc_req *r) {
+    return r && !r->done && (r->kind == K_SEND || r->kind == K_RECV) && r->tc != TC_REQUEST_NULL;
+}
+
+void acc_req_wait_batch(acc_req *const rs[], int n) {
+    enum { STACK = 64 };
+    int m = 0;
+    for (int i = 0; i < n; i++) m += on_tc(rs[i]);
+    if (m < 2) return; /* one request: acc_req_wait is as cheap */
+    tc_request stack_h[STACK];
+    tc_status stack_s[STACK];
+    int stack_rc[STACK];
+    acc_req *stack_q[STACK];
+    tc_request *h = stack_h;
+    tc_status *st = stack_s;
+    int *rc = stack_rc;
+    acc_req **q = stack_q;
+    if (m > STACK) {
+        h = malloc(sizeof *h * (size_t)m);
+        st = malloc(sizeof *st * (size_t)m);
+        rc = malloc(sizeof *rc * (size_t)m);
+        q = malloc(sizeof *q * (size_t)m);
+    }
+    if (h && st && rc && q) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (on_tc(rs[i])) {
+                q[k] = rs[i];
+                h[k++] = rs[i]->tc;
+            }
+        for (;;) {
+            size_t left = 0;
+            if (tc_wait_all_x((size_t)m, h, st, rc, ACC_SLICE, &left) != 0) break;
+            for (k = 0; k < m; k++)
+                if (h[k] == TC_REQUEST_NULL && q[k]->tc != TC_REQUEST_NULL)
+                    complete_tc(q[k], rc[k], &st[k]);
+            if (left == 0) break;
+            /* Between slices, as acc_req_wait does. */
+            acc_mpi_progress();
+            acc_progress();
+        }
+    }
+    /* On a failed call or allocation, acc_req_wait takes what is left. */
+    if (h != stack_h) free(h);
+    if (st != stack_s) free(st);
+    if (rc != stack_rc) free(rc);
+    if (q != stack_q) free(q);
+}
+
 int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
     int err = r->err;
     acc_status_out(r, st);
@@ -267,8 +293,10 @@ int acc_req_start(acc_req *r) {
              * wait costs nothing (message-rate windows). */
             r->tc = TC_REQUEST_NULL;
             acc_set_done(r);
-            free(r->msg.tmp);
-            r->msg.tmp = NULL;
+            if (r->msg.tmp) {
+                free(r->msg.tmp);
+                r->msg.tmp = NULL;
+            }
             acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
         }
         return MPI_SUCCESS;

@@ -130,46 +130,64 @@ static void subset_back(struct subset *s, MPI_Request reqs[], MPI_Status *sts, i
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
-    if (!any_ours(n, reqs) && !acc_nbc_busy()) return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
+    /* One look per handle: ours (rs[i]) or plain (NULL). */
+    enum { STACK = 64 };
+    acc_req *stack_rs[STACK];
+    acc_req **rs = n <= STACK ? stack_rs : malloc(sizeof *rs * (size_t)n);
+    if (!rs) {
+        if (!any_ours(n, reqs) && !acc_nbc_busy()) return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
+        return MPI_ERR_NO_MEM;
+    }
+    int ours = 0;
+    for (int i = 0; i < n; i++) ours += (rs[i] = acc_req_of(reqs[i])) != NULL;
+    if (!ours && !acc_nbc_busy()) {
+        if (rs != stack_rs) free(rs);
+        return ACC_BLOCKING(PMPI_Waitall(n, reqs, sts));
+    }
     int err = 0;
-    int stack_errs[64] = {0};
-    int *errs = n <= 64 ? stack_errs : calloc((size_t)n, sizeof(int));
-    /* Ours first (their waits drive PMPI progress too), then the plain
-     * ones in one call. */
+    int stack_errs[STACK] = {0};
+    int *errs = n <= STACK ? stack_errs : calloc((size_t)n, sizeof(int));
+    /* Ours first (their waits drive PMPI progress too), the transport's
+     * together, then the plain ones in one call. */
+    acc_req_wait_batch(rs, n);
     for (int i = 0; i < n; i++) {
-        acc_req *r = acc_req_of(reqs[i]);
+        acc_req *r = rs[i];
         if (!r) continue;
         acc_req_wait(r);
-        int e = finish_at(reqs, i, sts);
+        int e = acc_req_finish(r, &reqs[i], status_at(sts, i));
         if (errs) errs[i] = e;
         if (e != MPI_SUCCESS) err = 1;
     }
-    struct subset s;
     int rc = MPI_SUCCESS;
-    if (subset_init(&s, n, reqs) != 0) rc = MPI_ERR_NO_MEM;
-    else if (s.n > 0) {
-        if (acc_nbc_busy()) {
-            /* As in MPI_Wait: keep our non-blocking collectives moving. */
-            int flag = 0;
-            for (unsigned turn = 0;; turn++) {
-                rc = PMPI_Testall(s.n, s.reqs, &flag, sts == MPI_STATUSES_IGNORE ? sts : s.sts);
-                if (flag || rc != MPI_SUCCESS) break;
-                idle(turn + 2001);
+    if (ours < n) {
+        struct subset s;
+        if (subset_init(&s, n, reqs) != 0) rc = MPI_ERR_NO_MEM;
+        else if (s.n > 0) {
+            if (acc_nbc_busy()) {
+                /* As in MPI_Wait: keep our non-blocking collectives moving. */
+                int flag = 0;
+                for (unsigned turn = 0;; turn++) {
+                    rc = PMPI_Testall(s.n, s.reqs, &flag,
+                                      sts == MPI_STATUSES_IGNORE ? sts : s.sts);
+                    if (flag || rc != MPI_SUCCESS) break;
+                    idle(turn + 2001);
+                }
+            } else {
+                rc = PMPI_Waitall(s.n, s.reqs, sts == MPI_STATUSES_IGNORE ? sts : s.sts);
             }
-        } else {
-            rc = PMPI_Waitall(s.n, s.reqs, sts == MPI_STATUSES_IGNORE ? sts : s.sts);
+            subset_back(&s, reqs, sts, 1);
+            if (rc == MPI_ERR_IN_STATUS && errs && sts != MPI_STATUSES_IGNORE)
+                for (int k = 0; k < s.n; k++) errs[s.at[k]] = s.sts[k].MPI_ERROR;
         }
-        subset_back(&s, reqs, sts, 1);
-        if (rc == MPI_ERR_IN_STATUS && errs && sts != MPI_STATUSES_IGNORE)
-            for (int k = 0; k < s.n; k++) errs[s.at[k]] = s.sts[k].MPI_ERROR;
+        subset_free(&s);
     }
-    subset_free(&s);
     if (err || rc == MPI_ERR_IN_STATUS) {
         if (sts != MPI_STATUSES_IGNORE && errs)
             for (int i = 0; i < n; i++) sts[i].MPI_ERROR = errs[i];
         rc = MPI_ERR_IN_STATUS;
     }
     if (errs != stack_errs) free(errs);
+    if (rs != stack_rs) free(rs);
     return rc;
 }
 
