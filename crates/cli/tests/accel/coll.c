@@ -187,6 +187,49 @@ static void check_comm(MPI_Comm comm, const char *name) {
         MPI_Bcast(r0, N, MPI_DOUBLE, n - 1, comm);
         CHECK(memcmp(r0, first, sizeof r0) == 0, "%s ranks got different small bits", name);
     }
+    /* Large allreduces of two members (by halves over the transport; other
+     * sizes leave them to the MPI), odd counts included, in place and not:
+     * exact sums of small integers as doubles, and the non-commutative
+     * product in rank order (each element on its own). */
+    if (n == 2) {
+        const int counts[] = {4097, 16384, 100001};
+        for (int ci = 0; ci < 3; ci++) {
+            int m = counts[ci];
+            double *in = malloc((size_t)m * sizeof(double)), *out = malloc((size_t)m * sizeof(double));
+            for (int i = 0; i < m; i++) in[i] = (double)((i % 1000) * (r + 1));
+            for (int in_place = 0; in_place < 2; in_place++) {
+                if (in_place) memcpy(out, in, (size_t)m * sizeof(double));
+                MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, m, MPI_DOUBLE, MPI_SUM, comm);
+                for (int i = 0; i < m; i++)
+                    CHECK(out[i] == (double)((i % 1000) * (n * (n + 1) / 2)),
+                          "%s allreduce of %d doubles (in place %d) at %d: %g", name, m,
+                          in_place, i, out[i]);
+            }
+            free(in);
+            free(out);
+        }
+        MPI_Datatype tmat;
+        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
+        MPI_Type_commit(&tmat);
+        MPI_Op op;
+        MPI_Op_create(matmul, 0, &op);
+        enum { M = 1101 }; /* 17.6 KB of matrices: the halves path at 2 members */
+        mat *mine = malloc(M * sizeof(mat)), *prod = malloc(M * sizeof(mat));
+        for (int in_place = 0; in_place < 2; in_place++) {
+            for (int j = 0; j < M; j++) mine[j] = prod[j] = mat_of(r + j);
+            MPI_Allreduce(in_place ? MPI_IN_PLACE : mine, prod, M, tmat, op, comm);
+            for (int j = 0; j < M; j++) {
+                mat want = mat_of(j);
+                for (int k = 1; k < n; k++) want = mul(want, mat_of(k + j));
+                CHECK(memcmp(&prod[j], &want, sizeof want) == 0,
+                      "%s large non-commutative allreduce (in place %d) at %d", name, in_place, j);
+            }
+        }
+        free(mine);
+        free(prod);
+        MPI_Op_free(&op);
+        MPI_Type_free(&tmat);
+    }
     /* Zero-count operations. */
     MPI_Bcast(NULL, 0, MPI_INT, 0, comm);
     MPI_Allreduce(MPI_IN_PLACE, NULL, 0, MPI_INT, MPI_SUM, comm);
