@@ -2,17 +2,12 @@
 //! arguments fail with a message, and two threads (each its own rank, the
 //! communicator is per thread) exchange messages over one segment.
 
-use std::ffi::{CStr, CString};
-use std::os::fd::{BorrowedFd, IntoRawFd};
+mod common;
+
+use common::{last, two_rank_segment};
+use std::ffi::CString;
 use std::ptr::null;
 use topocomm::*;
-
-fn last() -> String {
-    // SAFETY: tc_last_error returns a valid NUL-terminated string.
-    unsafe { CStr::from_ptr(tc_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 #[test]
 fn bad_arguments_fail_with_a_message() {
@@ -43,18 +38,7 @@ fn bad_arguments_fail_with_a_message() {
 
 #[test]
 fn two_threads_join_one_segment_and_exchange_messages() {
-    let mut fd = -1;
-    assert_eq!(
-        tc_segment_create(2, null(), null(), &mut fd),
-        TC_OK,
-        "{}",
-        last()
-    );
-    // SAFETY: fd is the open descriptor tc_segment_create returned.
-    let second = unsafe { BorrowedFd::borrow_raw(fd) }
-        .try_clone_to_owned()
-        .unwrap()
-        .into_raw_fd();
+    let (fd, second) = two_rank_segment();
     let peer = std::thread::spawn(move || {
         assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
         let mut buf = vec![0u8; 100_000];

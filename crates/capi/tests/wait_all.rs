@@ -3,17 +3,11 @@
 //! (truncation included), a budget that leaves a late one pending, and bad
 //! arguments refused with a message. Two threads, each its own rank.
 
-use std::ffi::CStr;
-use std::os::fd::{BorrowedFd, IntoRawFd};
-use std::ptr::{null, null_mut};
-use topocomm::*;
+mod common;
 
-fn last() -> String {
-    // SAFETY: tc_last_error returns a valid NUL-terminated string.
-    unsafe { CStr::from_ptr(tc_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
+use common::{last, two_rank_segment};
+use std::ptr::null_mut;
+use topocomm::*;
 
 const CTX: i32 = 7;
 /// `TC_REQUEST_NULL` of topocomm.h.
@@ -29,18 +23,7 @@ fn empty() -> TcStatus {
 
 #[test]
 fn a_window_completes_in_one_call_and_a_late_receive_stays_pending() {
-    let mut fd = -1;
-    assert_eq!(
-        tc_segment_create(2, null(), null(), &mut fd),
-        TC_OK,
-        "{}",
-        last()
-    );
-    // SAFETY: fd is the open descriptor tc_segment_create returned.
-    let second = unsafe { BorrowedFd::borrow_raw(fd) }
-        .try_clone_to_owned()
-        .unwrap()
-        .into_raw_fd();
+    let (fd, second) = two_rank_segment();
     let sender = std::thread::spawn(move || {
         assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
         for (tag, msg) in [(1, &b"first"[..]), (2, b"second!!"), (3, b"truncated")] {

@@ -55,6 +55,18 @@ static double rnd(unsigned *s) {
     return ((double)(*s >> 8) / (double)(1u << 24) - 0.5) * 1e6 / (1 + (*s % 97));
 }
 
+/* The 2x2 matrix datatype and the non-commutative product on it. */
+static void mat_begin(MPI_Datatype *tmat, MPI_Op *op) {
+    MPI_Type_contiguous(4, MPI_UNSIGNED, tmat);
+    MPI_Type_commit(tmat);
+    MPI_Op_create(matmul, 0, op);
+}
+
+static void mat_end(MPI_Datatype *tmat, MPI_Op *op) {
+    MPI_Op_free(op);
+    MPI_Type_free(tmat);
+}
+
 static void check_comm(MPI_Comm comm, const char *name) {
     int r, n;
     MPI_Comm_rank(comm, &r);
@@ -122,10 +134,8 @@ static void check_comm(MPI_Comm comm, const char *name) {
         MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
         CHECK(m == (n - 1) * 1.5, "%s in-place allreduce max %g", name, m);
         MPI_Datatype tmat;
-        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
-        MPI_Type_commit(&tmat);
         MPI_Op op;
-        MPI_Op_create(matmul, 0, &op);
+        mat_begin(&tmat, &op);
         mat mine = mat_of(r), prod, want = mat_of(0);
         for (int k = 1; k < n; k++) want = mul(want, mat_of(k));
         MPI_Allreduce(&mine, &prod, 1, tmat, op, comm);
@@ -138,8 +148,7 @@ static void check_comm(MPI_Comm comm, const char *name) {
                 CHECK(memcmp(&p, &want, sizeof want) == 0, "%s reduce of a non-commutative op",
                       name);
         }
-        MPI_Op_free(&op);
-        MPI_Type_free(&tmat);
+        mat_end(&tmat, &op);
     }
 
     /* Determinism: 100 allreduces of the same random doubles give the same
@@ -209,10 +218,8 @@ static void check_comm(MPI_Comm comm, const char *name) {
             free(out);
         }
         MPI_Datatype tmat;
-        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
-        MPI_Type_commit(&tmat);
         MPI_Op op;
-        MPI_Op_create(matmul, 0, &op);
+        mat_begin(&tmat, &op);
         enum { M = 1101 }; /* 17.6 KB of matrices: the halves path at 2 members */
         mat *mine = malloc(M * sizeof(mat)), *prod = malloc(M * sizeof(mat));
         for (int in_place = 0; in_place < 2; in_place++) {
@@ -227,8 +234,7 @@ static void check_comm(MPI_Comm comm, const char *name) {
         }
         free(mine);
         free(prod);
-        MPI_Op_free(&op);
-        MPI_Type_free(&tmat);
+        mat_end(&tmat, &op);
     }
     /* Zero-count operations. */
     MPI_Bcast(NULL, 0, MPI_INT, 0, comm);
@@ -608,10 +614,8 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
      * element j; element j of the result is the rank-order product. */
     {
         MPI_Datatype tmat;
-        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
-        MPI_Type_commit(&tmat);
         MPI_Op op;
-        MPI_Op_create(matmul, 0, &op);
+        mat_begin(&tmat, &op);
         mat *mine = malloc(sizeof(mat) * 2 * (size_t)n), got[2];
         for (int j = 0; j < 2 * n; j++) mine[j] = mat_of(r + j);
         MPI_Reduce_scatter_block(mine, got, 2, tmat, op, comm);
@@ -631,8 +635,7 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
         }
         CHECK(memcmp(&sc, &want, sizeof want) == 0, "%s scan of a non-commutative op", name);
         free(mine);
-        MPI_Op_free(&op);
-        MPI_Type_free(&tmat);
+        mat_end(&tmat, &op);
     }
     /* Determinism: the same doubles give the same bits every time. */
     {
@@ -709,18 +712,15 @@ static void check_nb(MPI_Comm comm, const char *name) {
     /* The non-commutative product. */
     {
         MPI_Datatype tmat;
-        MPI_Type_contiguous(4, MPI_UNSIGNED, &tmat);
-        MPI_Type_commit(&tmat);
         MPI_Op op;
-        MPI_Op_create(matmul, 0, &op);
+        mat_begin(&tmat, &op);
         mat mine = mat_of(r), prod, want = mat_of(0);
         for (int k = 1; k < n; k++) want = mul(want, mat_of(k));
         MPI_Iallreduce(&mine, &prod, 1, tmat, op, comm, &q[0]);
         MPI_Wait(&q[0], MPI_STATUS_IGNORE);
         CHECK(memcmp(&prod, &want, sizeof want) == 0, "%s iallreduce of a non-commutative op",
               name);
-        MPI_Op_free(&op);
-        MPI_Type_free(&tmat);
+        mat_end(&tmat, &op);
     }
     /* Determinism: the same doubles, the same bits each time, on every rank;
      * eight at once. */

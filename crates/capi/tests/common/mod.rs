@@ -1,0 +1,32 @@
+//! Helpers shared by the C ABI tests that run two ranks as two threads.
+
+use std::ffi::CStr;
+use std::os::fd::{BorrowedFd, IntoRawFd};
+use std::ptr::null;
+use topocomm::*;
+
+/// The message of the last failed call on this thread.
+pub fn last() -> String {
+    // SAFETY: tc_last_error returns a valid NUL-terminated string.
+    unsafe { CStr::from_ptr(tc_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A segment for two ranks: its descriptor for rank 0 and a second one for
+/// rank 1 (each `tc_init_fd` consumes the descriptor it is given).
+pub fn two_rank_segment() -> (i32, i32) {
+    let mut fd = -1;
+    assert_eq!(
+        tc_segment_create(2, null(), null(), &mut fd),
+        TC_OK,
+        "{}",
+        last()
+    );
+    // SAFETY: fd is the open descriptor tc_segment_create returned.
+    let second = unsafe { BorrowedFd::borrow_raw(fd) }
+        .try_clone_to_owned()
+        .unwrap()
+        .into_raw_fd();
+    (fd, second)
+}
