@@ -153,6 +153,13 @@ fn on_my_cpu(v: u64) -> bool {
     beat::cpu(v).is_some_and(|c| current_cpu() == Some(c))
 }
 
+/// What one look at a peer's word tells rank `me` without history: the
+/// peer will not answer soon (`beat::stalled`), or it is in a wait on this
+/// very CPU (`on_my_cpu`).
+fn stalled_at_sight(v: u64, me: usize) -> bool {
+    beat::stalled(v, me) || (v & beat::WAITING != 0 && on_my_cpu(v))
+}
+
 impl PeerWatch {
     pub(crate) fn new(peer: usize, every: u32) -> PeerWatch {
         PeerWatch {
@@ -178,11 +185,10 @@ impl PeerWatch {
         }
         let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
         if scheduled {
-            self.stalled = beat::stalled(v, me)
-                || (v & beat::WAITING != 0 && (v == self.last || on_my_cpu(v)));
+            self.stalled = stalled_at_sight(v, me) || (v & beat::WAITING != 0 && v == self.last);
             self.last = v;
         } else if v != self.last {
-            self.stalled = beat::stalled(v, me) || (v & beat::WAITING != 0 && on_my_cpu(v));
+            self.stalled = stalled_at_sight(v, me);
             self.last = v;
         }
         self.stalled
@@ -358,8 +364,10 @@ impl Comm {
         if !self.watch_peers {
             return false;
         }
-        let v = self.seg.rank_slot(peer).beat.load(Ordering::Relaxed);
-        beat::stalled(v, self.rank) || (v & beat::WAITING != 0 && on_my_cpu(v))
+        stalled_at_sight(
+            self.seg.rank_slot(peer).beat.load(Ordering::Relaxed),
+            self.rank,
+        )
     }
 
     /// Tells the peers that this rank is blocked elsewhere (`true`: e.g.

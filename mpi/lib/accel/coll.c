@@ -199,22 +199,27 @@ static _Alignas(64) char red_small[2][RED_MAX_DEFAULT];
 static char *scratch; /* larger ones: grow-only, kept for the next call */
 static size_t scratch_cap;
 
+/* A working area of `bytes` (a multiple of 64): the static one when it
+ * fits, else the grow-only scratch. */
+static char *work_area(size_t bytes) {
+    if (bytes <= sizeof red_small) return red_small[0];
+    if (bytes > scratch_cap) {
+        free(scratch);
+        scratch = aligned_alloc(64, bytes);
+        scratch_cap = scratch ? bytes : 0;
+    }
+    return scratch;
+}
+
+static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
 /* Two working buffers of `bytes` each in d->acc and d->tmp. */
 static int red_alloc(struct red *d, size_t bytes) {
-    if (bytes <= sizeof red_small[0]) {
-        d->acc = red_small[0];
-        d->tmp = red_small[1];
-    } else {
-        size_t half = (bytes + 63) & ~(size_t)63;
-        if (2 * half > scratch_cap) {
-            free(scratch);
-            scratch = aligned_alloc(64, 2 * half);
-            scratch_cap = scratch ? 2 * half : 0;
-            if (!scratch) return MPI_ERR_NO_MEM;
-        }
-        d->acc = scratch;
-        d->tmp = scratch + half;
-    }
+    size_t half = round64(bytes);
+    char *w = work_area(2 * half);
+    if (!w) return MPI_ERR_NO_MEM;
+    d->acc = w;
+    d->tmp = w + half;
     return MPI_SUCCESS;
 }
 
@@ -299,8 +304,9 @@ static int allreduce_grp(const struct grp *g, struct red *d) {
  * - member 1 (the tail) receives member 0's copy of it into the head of
  *   the result (free until the allgather; the tail is the smaller half, so
  *   it fits), copies its own tail into the result and reduces into it.
- * 2 ranks, Open MPI on the dev VM: 64 KiB 10 us vs Open MPI's 22, 1 MiB
- * 441 vs 475 us, 16 MiB 7.8 vs 8.5 ms (docs/collectives.md). */
+ * 2 ranks on the dev VM, medians of 7 alternating jobs: 64 KiB 17 us vs
+ * Open MPI's 22, 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms
+ * (docs/collectives.md "Sizes"). */
 #define PAIR_SPLIT_MIN (16u << 10)
 
 static int allreduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf) {
@@ -316,12 +322,8 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     /* Where the other member's copy of my half lands: in place, the whole
      * result still holds my data (half of it on its way out): a working
      * buffer. */
-    char *in = out;
-    if (in_place) {
-        int rc = red_alloc(d, my_len);
-        if (rc != MPI_SUCCESS) return rc;
-        in = d->tmp;
-    }
+    char *in = in_place ? work_area(round64(my_len)) : out;
+    if (!in) return MPI_ERR_NO_MEM;
     int rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
     if (rc != MPI_SUCCESS) return rc;
     if (me == 0) {

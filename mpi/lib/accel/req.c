@@ -200,48 +200,55 @@ static int on_tc(const acc_req *r) {
 }
 
 void acc_req_wait_batch(acc_req *const rs[], int n) {
-    enum { STACK = 64 };
+    /* The transport's handles, statuses, outcomes and our requests, in one
+     * area: on the stack for a window of up to 64. */
+    struct slot {
+        tc_status st;
+        tc_request h;
+        acc_req *q;
+        int rc;
+    };
     int m = 0;
     for (int i = 0; i < n; i++) m += on_tc(rs[i]);
     if (m < 2) return; /* one request: acc_req_wait is as cheap */
+    enum { STACK = 64 };
+    tc_status stack_st[STACK];
     tc_request stack_h[STACK];
-    tc_status stack_s[STACK];
     int stack_rc[STACK];
     acc_req *stack_q[STACK];
+    char *heap = NULL;
+    tc_status *st = stack_st;
     tc_request *h = stack_h;
-    tc_status *st = stack_s;
     int *rc = stack_rc;
     acc_req **q = stack_q;
     if (m > STACK) {
-        h = malloc(sizeof *h * (size_t)m);
-        st = malloc(sizeof *st * (size_t)m);
-        rc = malloc(sizeof *rc * (size_t)m);
-        q = malloc(sizeof *q * (size_t)m);
+        /* Largest alignment first: statuses, handles, pointers, ints. */
+        heap = malloc(sizeof(struct slot) * (size_t)m);
+        if (!heap) return; /* acc_req_wait takes them one by one */
+        st = (tc_status *)heap;
+        h = (tc_request *)(st + m);
+        q = (acc_req **)(h + m);
+        rc = (int *)(q + m);
     }
-    if (h && st && rc && q) {
-        int k = 0;
-        for (int i = 0; i < n; i++)
-            if (on_tc(rs[i])) {
-                q[k] = rs[i];
-                h[k++] = rs[i]->tc;
-            }
-        for (;;) {
-            size_t left = 0;
-            if (tc_wait_all_x((size_t)m, h, st, rc, ACC_SLICE, &left) != 0) break;
-            for (k = 0; k < m; k++)
-                if (h[k] == TC_REQUEST_NULL && q[k]->tc != TC_REQUEST_NULL)
-                    complete_tc(q[k], rc[k], &st[k]);
-            if (left == 0) break;
-            /* Between slices, as acc_req_wait does. */
-            acc_mpi_progress();
-            acc_progress();
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (on_tc(rs[i])) {
+            q[k] = rs[i];
+            h[k++] = rs[i]->tc;
         }
+    for (;;) {
+        size_t left = 0;
+        /* A failed call leaves what is left to acc_req_wait. */
+        if (tc_wait_all_x((size_t)m, h, st, rc, ACC_SLICE, &left) != 0) break;
+        for (k = 0; k < m; k++)
+            if (h[k] == TC_REQUEST_NULL && q[k]->tc != TC_REQUEST_NULL)
+                complete_tc(q[k], rc[k], &st[k]);
+        if (left == 0) break;
+        /* Between slices, as acc_req_wait does. */
+        acc_mpi_progress();
+        acc_progress();
     }
-    /* On a failed call or allocation, acc_req_wait takes what is left. */
-    if (h != stack_h) free(h);
-    if (st != stack_s) free(st);
-    if (rc != stack_rc) free(rc);
-    if (q != stack_q) free(q);
+    free(heap);
 }
 
 int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {

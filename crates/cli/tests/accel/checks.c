@@ -139,6 +139,42 @@ static void pairwise(MPI_Comm comm) {
     MPI_Wait(&c, &cst);
     MPI_Test_cancelled(&cst, &flag);
     CHECK(flag);
+    /* A window of 150 receives and 150 sends in one MPI_Waitall (beyond
+     * the accelerator's 64 on the stack), tags cycling, statuses checked,
+     * the last receive too short (a truncation in the middle of the array
+     * leaves the others complete). */
+    {
+        enum { W = 150 };
+        int sb[W], rb[W], two[2] = {-1, -1};
+        MPI_Request q[2 * W];
+        MPI_Status sts[2 * W];
+        for (int k = 0; k < W; k++) {
+            sb[k] = rank * 100000 + k;
+            rb[k] = -1;
+        }
+        for (int k = 0; k < W - 1; k++)
+            MPI_Irecv(&rb[k], 1, MPI_INT, peer, 20 + k % 7, comm, &q[k]);
+        MPI_Irecv(two, 1, MPI_INT, peer, 19, comm, &q[W - 1]);
+        for (int k = 0; k < W - 1; k++)
+            MPI_Isend(&sb[k], 1, MPI_INT, peer, 20 + k % 7, comm, &q[W + k]);
+        MPI_Isend(sb, 2, MPI_INT, peer, 19, comm, &q[2 * W - 1]);
+        /* Which communicator's handler a request array's error goes to
+         * differs (MPICH: MPI_COMM_WORLD's): return on all three. */
+        MPI_Comm all[3] = {comm, MPI_COMM_WORLD, MPI_COMM_SELF};
+        for (int i = 0; i < 3; i++) MPI_Comm_set_errhandler(all[i], MPI_ERRORS_RETURN);
+        int rc = MPI_Waitall(2 * W, q, sts);
+        for (int i = 0; i < 3; i++) MPI_Comm_set_errhandler(all[i], MPI_ERRORS_ARE_FATAL);
+        int err_class = MPI_SUCCESS;
+        MPI_Error_class(sts[W - 1].MPI_ERROR, &err_class);
+        CHECK(rc == MPI_ERR_IN_STATUS && err_class == MPI_ERR_TRUNCATE);
+        int ok = 1;
+        for (int k = 0; k < W - 1; k++)
+            ok &= rb[k] == peer * 100000 + k && sts[k].MPI_SOURCE == peer &&
+                  sts[k].MPI_TAG == 20 + k % 7 && sts[k].MPI_ERROR == MPI_SUCCESS &&
+                  q[k] == MPI_REQUEST_NULL;
+        CHECK(ok);
+        CHECK(two[1] == -1 && sts[W - 1].MPI_SOURCE == peer && sts[W - 1].MPI_TAG == 19);
+    }
     /* Sendrecv_replace. */
     int v = rank;
     MPI_Sendrecv_replace(&v, 1, MPI_INT, peer, 9, peer, 9, comm, MPI_STATUS_IGNORE);
