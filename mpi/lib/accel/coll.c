@@ -53,8 +53,8 @@ enum {
 #define BCAST_MAX_DEFAULT (1u << 20)
 
 static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
-/* Two-member allreduce by halves (allreduce_pair): no limit of its own. */
-static size_t pair_max = SIZE_MAX;
+/* Allreduce by blocks (allreduce_split): no limit of its own. */
+static size_t split_max = SIZE_MAX;
 
 int acc_coll_hier, acc_coll_lanes;
 
@@ -77,7 +77,7 @@ void acc_coll_init(void) {
                     v, RED_MAX_DEFAULT, BCAST_MAX_DEFAULT);
         return;
     }
-    red_max = bcast_max = pair_max = (size_t)x;
+    red_max = bcast_max = split_max = (size_t)x;
 }
 
 /* struct grp (the members a phase runs over): coll.h. */
@@ -291,53 +291,10 @@ static int allreduce_grp(const struct grp *g, struct red *d) {
     return rc == MPI_SUCCESS ? tc_err(bcast_bytes(g, d->acc, d->bytes, 0)) : rc;
 }
 
-/* Allreduce of two members from PAIR_SPLIT_MIN bytes: each reduces one half
- * (a reduce-scatter), then they swap the reduced halves (an allgather).
- * Both halves are computed as member 0's (op) member 1's, so both members
- * get the same bits. Against recursive doubling (whole buffer copied in,
- * exchanged, reduced and copied out), each member moves and reduces half
- * the data and copies at most one half, into or out of a working buffer
- * only when in place:
- * - member 0 (the head, the larger half) receives member 1's copy of it
- *   straight into the result and reduces into it (PMPI_Reduce_local's
- *   inout operand is the upper one);
- * - member 1 (the tail) receives member 0's copy of it into the head of
- *   the result (free until the allgather; the tail is the smaller half, so
- *   it fits), copies its own tail into the result and reduces into it.
- * 2 ranks on the dev VM, medians of 7 alternating jobs: 64 KiB 17 us vs
- * Open MPI's 22, 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms
- * (docs/collectives.md "Sizes"). */
-#define PAIR_SPLIT_MIN (16u << 10)
-
-static int allreduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf) {
-    int me = g->me, other = 1 - me;
-    size_t esz = d->bytes / (size_t)d->count; /* contiguous: count x size bytes */
-    int c1 = d->count / 2, c0 = d->count - c1;
-    size_t h0 = (size_t)c0 * esz, h1 = d->bytes - h0;
-    size_t my_off = me ? h0 : 0, my_len = me ? h1 : h0;
-    size_t their_off = me ? 0 : h0, their_len = me ? h0 : h1;
-    const char *mine = (const char *)src + d->lb; /* data starts */
-    char *out = (char *)rbuf + d->lb;
-    int in_place = mine == out;
-    /* Where the other member's copy of my half lands: in place, the whole
-     * result still holds my data (half of it on its way out): a working
-     * buffer. */
-    char *in = in_place ? work_area(round64(my_len)) : out;
-    if (!in) return MPI_ERR_NO_MEM;
-    int rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
-    if (rc != MPI_SUCCESS) return rc;
-    if (me == 0) {
-        /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
-        rc = PMPI_Reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
-        if (rc == MPI_SUCCESS && in != out) memcpy(out, in, my_len);
-    } else {
-        if (!in_place) memcpy(out + my_off, mine + my_off, my_len);
-        rc = PMPI_Reduce_local(in - d->lb, out + my_off - d->lb, c1, d->type, d->op);
-    }
-    if (rc != MPI_SUCCESS) return rc;
-    return tc_err(
-        xfer(g, out + my_off, my_len, other, out + their_off, their_len, other, T_ALLREDUCE));
-}
+/* Allreduce by blocks from SPLIT_MIN bytes, any number of members
+ * (allreduce_split, after the request helpers below). */
+#define SPLIT_MIN (16u << 10)
+static int allreduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf);
 
 /* ---- Lanes: small collectives through flags and blocks in the segment --- */
 
@@ -573,16 +530,15 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     struct red d;
     if (!c || count < 0) return 0;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    /* Two members, large: the halves (every member sees the same size,
-     * count and limit: MPI requires equal counts and datatypes). */
-    if (!c->mixed && c->size == 2 && count >= 2 &&
-        acc_contiguous(count, type, &d.lb, &d.bytes) == 1 && d.bytes >= PAIR_SPLIT_MIN &&
-        d.bytes <= pair_max) {
+    /* Large: by blocks (every member sees the same size, count and limit:
+     * MPI requires equal counts and datatypes). */
+    if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
+        d.bytes >= SPLIT_MIN && d.bytes <= split_max) {
         struct grp g = whole(c);
         d.count = count;
         d.type = type;
         d.op = op;
-        *rc = acc_error(comm, allreduce_pair(&g, &d, src, rbuf));
+        *rc = acc_error(comm, allreduce_split(&g, &d, src, rbuf));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -639,11 +595,13 @@ static int reqs_init(struct reqs *q, int n) {
 }
 
 /* Waits for every posted request (all of them, also after a failure, so
- * none is left pointing at the caller's buffers) and frees the array. */
+ * none is left pointing at the caller's buffers; those already waited for
+ * are TC_REQUEST_NULL) and frees the array. */
 static int reqs_wait(struct reqs *q) {
     int rc = 0;
     for (int i = 0; i < q->n; i++) {
         tc_status ts;
+        if (q->r[i] == TC_REQUEST_NULL) continue;
         int e = acc_wait_tc(&q->r[i], &ts);
         if (rc == 0) rc = e;
     }
@@ -661,6 +619,90 @@ static int post_recv(const struct grp *g, struct reqs *q, void *buf, size_t len,
 static int post_send(const struct grp *g, struct reqs *q, const void *buf, size_t len, int dst,
                      int tag) {
     return tc_isend_x(NONEMPTY(buf, len), len, g->tc[dst], tag, g->ctx, 0, &q->r[q->n++]);
+}
+
+/* ---- Large allreduce by blocks: a reduce-scatter, then an allgather ------
+ * The vector is cut into n blocks of whole elements (block j: count/n
+ * elements, one more for j < count % n) and member j reduces block j:
+ * every member sends block j of its contribution straight to member j,
+ * which folds the n copies in member order,
+ *   x_0 (op) (x_1 (op) (... (op) x_{n-1})),
+ * taking them from the top as they arrive, then sends the reduced block to
+ * every member. Each block is reduced once, by one member, in one order, so
+ * every member gets the same bits, run after run (also for non-commutative
+ * operations). Against recursive doubling, which copies, exchanges and
+ * reduces the whole vector log2(n) times, each member moves 2(n-1)/n of it
+ * and reduces (n-1)/n of one block's worth n times smaller; the MPIs switch
+ * to the same shape (reduce-scatter + allgather, Rabenseifner) at these
+ * sizes. All receives of a phase are posted before its sends, so every
+ * rendezvous can start at once. Member n-1's copy is received straight into
+ * the result (not in place), the others into a working area; in place,
+ * the member's own block is moved aside first. Two members, medians of 7
+ * alternating jobs on the 2-vCPU dev VM: 64 KiB 17 us vs Open MPI's 22,
+ * 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms (docs/collectives.md "Sizes"). */
+
+/* Block j of `count` elements cut n ways: its first element and count. */
+static void split_block(int count, int n, int j, int *first, int *cnt) {
+    int q = count / n, r = count % n;
+    *first = j * q + (j < r ? j : r);
+    *cnt = q + (j < r);
+}
+
+static int allreduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf) {
+    int n = g->n, me = g->me, top = n - 1;
+    size_t esz = d->bytes / (size_t)d->count; /* contiguous: count x size bytes */
+    const char *mine = (const char *)src + d->lb; /* data starts */
+    char *out = (char *)rbuf + d->lb;
+    int in_place = mine == out, first, cnt;
+    split_block(d->count, n, me, &first, &cnt);
+    size_t my_off = (size_t)first * esz, my_len = (size_t)cnt * esz, slot = round64(my_len);
+    char *T = out + my_off; /* my reduced block */
+    char *w = work_area(slot * (size_t)n); /* slot j: member j's copy of my block */
+    struct reqs q;
+    if (!w) return MPI_ERR_NO_MEM;
+    int err = reqs_init(&q, 2 * n);
+    if (err != MPI_SUCCESS) return err;
+    if (in_place && me != top) memcpy(w + (size_t)me * slot, T, my_len);
+    /* Phase 1. Receives in member order: member j's at index j - (j > me). */
+    int terr = 0;
+    for (int j = 0; j < n && terr == 0; j++)
+        if (j != me)
+            terr = post_recv(g, &q, j == top ? T : w + (size_t)j * slot, my_len, j, T_ALLREDUCE);
+    for (int k = 1; k < n && terr == 0; k++) {
+        int dst = (me + k) % n, f, c;
+        split_block(d->count, n, dst, &f, &c);
+        terr = post_send(g, &q, mine + (size_t)f * esz, (size_t)c * esz, dst, T_ALLREDUCE);
+    }
+    /* The fold from the top: T = x_{n-1}, then T = x_j (op) T. */
+    if (terr == 0 && me == top && !in_place) memcpy(T, mine + my_off, my_len);
+    for (int j = top; j >= 0 && terr == 0 && err == MPI_SUCCESS; j--) {
+        const char *x;
+        if (j == me) {
+            x = in_place ? w + (size_t)me * slot : mine + my_off;
+        } else {
+            tc_status ts;
+            terr = acc_wait_tc(&q.r[j - (j > me)], &ts);
+            if (terr == 0 && ts.count != my_len) terr = TC_ERR_TRUNCATED;
+            x = w + (size_t)j * slot;
+        }
+        if (terr == 0 && j < top && cnt > 0)
+            err = PMPI_Reduce_local(x - d->lb, T - d->lb, cnt, d->type, d->op);
+    }
+    int werr = reqs_wait(&q); /* the sends, and everything after a failure */
+    if (terr == 0) terr = werr;
+    if (terr != 0 || err != MPI_SUCCESS) return err != MPI_SUCCESS ? err : tc_err(terr);
+    /* Phase 2: the reduced blocks to everyone. */
+    err = reqs_init(&q, 2 * n);
+    if (err != MPI_SUCCESS) return err;
+    for (int k = 1; k < n && terr == 0; k++) {
+        int from = (me - k + n) % n, f, c;
+        split_block(d->count, n, from, &f, &c);
+        terr = post_recv(g, &q, out + (size_t)f * esz, (size_t)c * esz, from, T_RESULT);
+    }
+    for (int k = 1; k < n && terr == 0; k++)
+        terr = post_send(g, &q, T, my_len, (me + k) % n, T_RESULT);
+    werr = reqs_wait(&q);
+    return tc_err(terr ? terr : werr);
 }
 
 /* The bytes of `count` elements of `type`, or (size_t)-1 if unusable. */

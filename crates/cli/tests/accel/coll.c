@@ -196,11 +196,11 @@ static void check_comm(MPI_Comm comm, const char *name) {
         MPI_Bcast(r0, N, MPI_DOUBLE, n - 1, comm);
         CHECK(memcmp(r0, first, sizeof r0) == 0, "%s ranks got different small bits", name);
     }
-    /* Large allreduces of two members (by halves over the transport; other
-     * sizes leave them to the MPI), odd counts included, in place and not:
-     * exact sums of small integers as doubles, and the non-commutative
-     * product in rank order (each element on its own). */
-    if (n == 2) {
+    /* Large allreduces (by blocks over the transport: one block per
+     * member), counts that do not divide evenly included, in place and
+     * not: exact sums of small integers as doubles, and the
+     * non-commutative product in rank order (each element on its own). */
+    {
         const int counts[] = {4097, 16384, 100001};
         for (int ci = 0; ci < 3; ci++) {
             int m = counts[ci];
@@ -220,7 +220,7 @@ static void check_comm(MPI_Comm comm, const char *name) {
         MPI_Datatype tmat;
         MPI_Op op;
         mat_begin(&tmat, &op);
-        enum { M = 1101 }; /* 17.6 KB of matrices: the halves path at 2 members */
+        enum { M = 1101 }; /* 17.6 KB of matrices: the blocks path */
         mat *mine = malloc(M * sizeof(mat)), *prod = malloc(M * sizeof(mat));
         for (int in_place = 0; in_place < 2; in_place++) {
             for (int j = 0; j < M; j++) mine[j] = prod[j] = mat_of(r + j);
