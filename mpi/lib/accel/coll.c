@@ -291,9 +291,56 @@ static int allreduce_grp(const struct grp *g, struct red *d) {
     return rc == MPI_SUCCESS ? tc_err(bcast_bytes(g, d->acc, d->bytes, 0)) : rc;
 }
 
-/* Allreduce by blocks from SPLIT_MIN bytes, any number of members
- * (allreduce_split, after the request helpers below). */
+/* Allreduce of two members from SPLIT_MIN bytes: each reduces one half
+ * (a reduce-scatter), then they swap the reduced halves (an allgather).
+ * Both halves are computed as member 0's (op) member 1's, so both members
+ * get the same bits. Against recursive doubling (whole buffer copied in,
+ * exchanged, reduced and copied out), each member moves and reduces half
+ * the data and copies at most one half, into or out of a working buffer
+ * only when in place:
+ * - member 0 (the head, the larger half) receives member 1's copy of it
+ *   straight into the result and reduces into it (PMPI_Reduce_local's
+ *   inout operand is the upper one);
+ * - member 1 (the tail) receives member 0's copy of it into the head of
+ *   the result (free until the allgather; the tail is the smaller half, so
+ *   it fits), copies its own tail into the result and reduces into it.
+ * 2 ranks on the dev VM, medians of 7 alternating jobs: 64 KiB 17 us vs
+ * Open MPI's 22, 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms
+ * (docs/collectives.md "Sizes"). */
 #define SPLIT_MIN (16u << 10)
+
+static int allreduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf) {
+    int me = g->me, other = 1 - me;
+    size_t esz = d->bytes / (size_t)d->count; /* contiguous: count x size bytes */
+    int c1 = d->count / 2, c0 = d->count - c1;
+    size_t h0 = (size_t)c0 * esz, h1 = d->bytes - h0;
+    size_t my_off = me ? h0 : 0, my_len = me ? h1 : h0;
+    size_t their_off = me ? 0 : h0, their_len = me ? h0 : h1;
+    const char *mine = (const char *)src + d->lb; /* data starts */
+    char *out = (char *)rbuf + d->lb;
+    int in_place = mine == out;
+    /* Where the other member's copy of my half lands: in place, the whole
+     * result still holds my data (half of it on its way out): a working
+     * buffer. */
+    char *in = in_place ? work_area(round64(my_len)) : out;
+    if (!in) return MPI_ERR_NO_MEM;
+    int rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
+    if (rc != MPI_SUCCESS) return rc;
+    if (me == 0) {
+        /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
+        rc = PMPI_Reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
+        if (rc == MPI_SUCCESS && in != out) memcpy(out, in, my_len);
+    } else {
+        if (!in_place) memcpy(out + my_off, mine + my_off, my_len);
+        rc = PMPI_Reduce_local(in - d->lb, out + my_off - d->lb, c1, d->type, d->op);
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    return tc_err(
+        xfer(g, out + my_off, my_len, other, out + their_off, their_len, other, T_ALLREDUCE));
+}
+
+/* Allreduce by blocks from SPLIT_MIN bytes, three or more members
+ * (allreduce_split, after the request helpers below). */
 static int allreduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf);
 
 /* ---- Lanes: small collectives through flags and blocks in the segment --- */
@@ -538,7 +585,8 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
         d.count = count;
         d.type = type;
         d.op = op;
-        *rc = acc_error(comm, allreduce_split(&g, &d, src, rbuf));
+        *rc = acc_error(comm, c->size == 2 ? allreduce_pair(&g, &d, src, rbuf)
+                                           : allreduce_split(&g, &d, src, rbuf));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -632,14 +680,16 @@ static int post_send(const struct grp *g, struct reqs *q, const void *buf, size_
  * every member gets the same bits, run after run (also for non-commutative
  * operations). Against recursive doubling, which copies, exchanges and
  * reduces the whole vector log2(n) times, each member moves 2(n-1)/n of it
- * and reduces (n-1)/n of one block's worth n times smaller; the MPIs switch
- * to the same shape (reduce-scatter + allgather, Rabenseifner) at these
- * sizes. All receives of a phase are posted before its sends, so every
- * rendezvous can start at once. Member n-1's copy is received straight into
- * the result (not in place), the others into a working area; in place,
- * the member's own block is moved aside first. Two members, medians of 7
- * alternating jobs on the 2-vCPU dev VM: 64 KiB 17 us vs Open MPI's 22,
- * 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms (docs/collectives.md "Sizes"). */
+ * and reduces n-1 blocks of 1/n; the MPIs switch to the same shape
+ * (reduce-scatter + allgather) at these sizes. All receives of a phase are
+ * posted before its sends, so every rendezvous can start at once. Member
+ * n-1's copy is received straight into the result (not in place), the
+ * others into a working area; in place, the member's own block is moved
+ * aside first. Two members take allreduce_pair, which measured faster
+ * than this at n = 2. Cutting phase 1 into 64 or 256 KiB chunks, received
+ * into a small ring and reduced while in the cache, did not pay on the dev
+ * VM: within 10% either way, slower at 64 KiB-1 MiB (docs/collectives.md
+ * "Sizes"). */
 
 /* Block j of `count` elements cut n ways: its first element and count. */
 static void split_block(int count, int n, int j, int *first, int *cnt) {
