@@ -339,9 +339,10 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
         xfer(g, out + my_off, my_len, other, out + their_off, their_len, other, T_ALLREDUCE));
 }
 
-/* Allreduce by blocks from SPLIT_MIN bytes, three or more members
- * (allreduce_split, after the request helpers below). */
-static int allreduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf);
+/* Allreduce (root < 0) and reduce by blocks from SPLIT_MIN bytes
+ * (reduce_split, after the request helpers below). */
+static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
+                        int root);
 
 /* ---- Lanes: small collectives through flags and blocks in the segment --- */
 
@@ -521,10 +522,22 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
                     int root, MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
     struct red d;
-    if (!c || root < 0 || root >= c->size || !red_ok(&d, count, type)) return 0;
+    if (!c || root < 0 || root >= c->size || count < 0) return 0;
+    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    /* Large: by blocks, gathered at the root (as the allreduce). */
+    if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
+        acc_coll_split_ok(d.bytes)) {
+        struct grp g = whole(c);
+        d.count = count;
+        d.type = type;
+        d.op = op;
+        *rc = acc_error(comm, reduce_split(&g, &d, src, rbuf, root));
+        acc.stats.coll_tc++;
+        return 1;
+    }
+    if (!red_ok(&d, count, type)) return 0;
     if (c->mixed && !commutative(op)) return 0;
     int me = my_comm_rank(c);
-    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     int ierr = red_init(&d, src, count, type, op);
     if (ierr != MPI_SUCCESS) return acc_coll_done(comm, ierr, rc);
     if (lane_fits(c, d.bytes)) {
@@ -580,13 +593,13 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     /* Large: by blocks (every member sees the same size, count and limit:
      * MPI requires equal counts and datatypes). */
     if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
-        d.bytes >= SPLIT_MIN && d.bytes <= split_max) {
+        acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
         d.count = count;
         d.type = type;
         d.op = op;
         *rc = acc_error(comm, c->size == 2 ? allreduce_pair(&g, &d, src, rbuf)
-                                           : allreduce_split(&g, &d, src, rbuf));
+                                           : reduce_split(&g, &d, src, rbuf, -1));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -669,66 +682,73 @@ static int post_send(const struct grp *g, struct reqs *q, const void *buf, size_
     return tc_isend_x(NONEMPTY(buf, len), len, g->tc[dst], tag, g->ctx, 0, &q->r[q->n++]);
 }
 
-/* ---- Large allreduce by blocks: a reduce-scatter, then an allgather ------
- * The vector is cut into n blocks of whole elements (block j: count/n
- * elements, one more for j < count % n) and member j reduces block j:
- * every member sends block j of its contribution straight to member j,
- * which folds the n copies in member order,
+/* ---- Large reductions by blocks: a reduce-scatter, then whatever moves
+ * the reduced blocks (an allgather for MPI_Allreduce, a gather to the root
+ * for MPI_Reduce, nothing for MPI_Reduce_scatter(_block)).
+ * The vector is cut into n blocks of whole elements and member j reduces
+ * block j: every member sends block j of its contribution straight to
+ * member j, which folds the n copies in member order,
  *   x_0 (op) (x_1 (op) (... (op) x_{n-1})),
- * taking them from the top as they arrive, then sends the reduced block to
- * every member. Each block is reduced once, by one member, in one order, so
- * every member gets the same bits, run after run (also for non-commutative
- * operations). Against recursive doubling, which copies, exchanges and
- * reduces the whole vector log2(n) times, each member moves 2(n-1)/n of it
- * and reduces n-1 blocks of 1/n; the MPIs switch to the same shape
- * (reduce-scatter + allgather) at these sizes. All receives of a phase are
- * posted before its sends, so every rendezvous can start at once. Member
- * n-1's copy is received straight into the result (not in place), the
- * others into a working area; in place, the member's own block is moved
- * aside first. Two members take allreduce_pair, which measured faster
- * than this at n = 2. Cutting phase 1 into 64 or 256 KiB chunks, received
- * into a small ring and reduced while in the cache, did not pay on the dev
- * VM: within 10% either way, slower at 64 KiB-1 MiB (docs/collectives.md
- * "Sizes"). */
+ * taking them from the top as they arrive. Each block is reduced once, by
+ * one member, in one order, so every member gets the same bits, run after
+ * run (also for non-commutative operations). Against the whole-vector
+ * trees, which copy, exchange and reduce the whole vector log2(n) times,
+ * each member moves (n-1)/n of it per phase and reduces n-1 blocks of 1/n;
+ * the MPIs switch to the same shape at these sizes. All receives of a
+ * phase are posted before its sends, so every rendezvous can start at
+ * once. Member n-1's copy is received straight into the member's result
+ * block, the others into a working area; when the result block holds the
+ * member's own contribution (in place), that is moved aside first.
+ * Cutting the phase into 64 or 256 KiB chunks, received into a small ring
+ * and reduced while in the cache, did not pay on the dev VM: within 10%
+ * either way, slower at 64 KiB-1 MiB (docs/collectives.md "Sizes"). */
 
-/* Block j of `count` elements cut n ways: its first element and count. */
-static void split_block(int count, int n, int j, int *first, int *cnt) {
-    int q = count / n, r = count % n;
+/* Block j of `count` elements cut n ways (counts NULL), or of the given
+ * counts (MPI_Reduce_scatter's): its first element and count. */
+static void block_of(const struct blocks *b, int j, int *first, int *cnt) {
+    if (b->counts) {
+        int f = 0;
+        for (int i = 0; i < j; i++) f += b->counts[i];
+        *first = f;
+        *cnt = b->counts[j];
+        return;
+    }
+    int q = b->count / b->n, r = b->count % b->n;
     *first = j * q + (j < r ? j : r);
     *cnt = q + (j < r);
 }
 
-static int allreduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf) {
-    int n = g->n, me = g->me, top = n - 1;
+int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct blocks *b,
+                           const char *mine, char **T, int aliased) {
+    int n = g->n, me = g->me, top = n - 1, first, cnt;
     size_t esz = d->bytes / (size_t)d->count; /* contiguous: count x size bytes */
-    const char *mine = (const char *)src + d->lb; /* data starts */
-    char *out = (char *)rbuf + d->lb;
-    int in_place = mine == out, first, cnt;
-    split_block(d->count, n, me, &first, &cnt);
+    block_of(b, me, &first, &cnt);
     size_t my_off = (size_t)first * esz, my_len = (size_t)cnt * esz, slot = round64(my_len);
-    char *T = out + my_off; /* my reduced block */
-    char *w = work_area(slot * (size_t)n); /* slot j: member j's copy of my block */
+    /* Slot j: member j's copy of my block; slot n: my result if *T is NULL. */
+    char *w = work_area(slot * (size_t)(n + 1));
     struct reqs q;
     if (!w) return MPI_ERR_NO_MEM;
+    if (!*T) *T = w + (size_t)n * slot;
+    char *t = *T;
     int err = reqs_init(&q, 2 * n);
     if (err != MPI_SUCCESS) return err;
-    if (in_place && me != top) memcpy(w + (size_t)me * slot, T, my_len);
-    /* Phase 1. Receives in member order: member j's at index j - (j > me). */
+    if (aliased && me != top) memcpy(w + (size_t)me * slot, t, my_len);
+    /* Receives in member order: member j's at index j - (j > me). */
     int terr = 0;
     for (int j = 0; j < n && terr == 0; j++)
         if (j != me)
-            terr = post_recv(g, &q, j == top ? T : w + (size_t)j * slot, my_len, j, T_ALLREDUCE);
+            terr = post_recv(g, &q, j == top ? t : w + (size_t)j * slot, my_len, j, T_ALLREDUCE);
     for (int k = 1; k < n && terr == 0; k++) {
         int dst = (me + k) % n, f, c;
-        split_block(d->count, n, dst, &f, &c);
+        block_of(b, dst, &f, &c);
         terr = post_send(g, &q, mine + (size_t)f * esz, (size_t)c * esz, dst, T_ALLREDUCE);
     }
-    /* The fold from the top: T = x_{n-1}, then T = x_j (op) T. */
-    if (terr == 0 && me == top && !in_place) memcpy(T, mine + my_off, my_len);
+    /* The fold from the top: t = x_{n-1}, then t = x_j (op) t. */
+    if (terr == 0 && me == top && !aliased) memcpy(t, mine + my_off, my_len);
     for (int j = top; j >= 0 && terr == 0 && err == MPI_SUCCESS; j--) {
         const char *x;
         if (j == me) {
-            x = in_place ? w + (size_t)me * slot : mine + my_off;
+            x = aliased ? w + (size_t)me * slot : mine + my_off;
         } else {
             tc_status ts;
             terr = acc_wait_tc(&q.r[j - (j > me)], &ts);
@@ -736,23 +756,48 @@ static int allreduce_split(const struct grp *g, struct red *d, const void *src, 
             x = w + (size_t)j * slot;
         }
         if (terr == 0 && j < top && cnt > 0)
-            err = PMPI_Reduce_local(x - d->lb, T - d->lb, cnt, d->type, d->op);
+            err = PMPI_Reduce_local(x - d->lb, t - d->lb, cnt, d->type, d->op);
     }
     int werr = reqs_wait(&q); /* the sends, and everything after a failure */
     if (terr == 0) terr = werr;
-    if (terr != 0 || err != MPI_SUCCESS) return err != MPI_SUCCESS ? err : tc_err(terr);
-    /* Phase 2: the reduced blocks to everyone. */
-    err = reqs_init(&q, 2 * n);
+    return err != MPI_SUCCESS ? err : tc_err(terr);
+}
+
+/* The blocks' phase 2: root < 0: every member's reduced block t to every
+ * member's `out` (an allgather), else to the root's only. */
+static int blocks_out(const struct grp *g, const struct blocks *b, size_t esz, const char *t,
+                      char *out, int root) {
+    int n = g->n, me = g->me, first, cnt;
+    block_of(b, me, &first, &cnt);
+    struct reqs q;
+    int err = reqs_init(&q, 2 * n), terr = 0;
     if (err != MPI_SUCCESS) return err;
-    for (int k = 1; k < n && terr == 0; k++) {
+    for (int k = 1; k < n && terr == 0 && (root < 0 || me == root); k++) {
         int from = (me - k + n) % n, f, c;
-        split_block(d->count, n, from, &f, &c);
+        block_of(b, from, &f, &c);
         terr = post_recv(g, &q, out + (size_t)f * esz, (size_t)c * esz, from, T_RESULT);
     }
-    for (int k = 1; k < n && terr == 0; k++)
-        terr = post_send(g, &q, T, my_len, (me + k) % n, T_RESULT);
-    werr = reqs_wait(&q);
+    for (int k = 1; k < n && terr == 0; k++) {
+        int dst = (me + k) % n;
+        if (root < 0 || dst == root)
+            terr = post_send(g, &q, t, (size_t)cnt * esz, dst, T_RESULT);
+    }
+    int werr = reqs_wait(&q);
     return tc_err(terr ? terr : werr);
+}
+
+/* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes. */
+static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
+                        int root) {
+    struct blocks b = {d->count, g->n, NULL};
+    int first, cnt, me = g->me, all = root < 0 || me == root;
+    const char *mine = (const char *)src + d->lb; /* data starts */
+    char *out = all ? (char *)rbuf + d->lb : NULL;
+    size_t esz = d->bytes / (size_t)d->count;
+    block_of(&b, me, &first, &cnt);
+    char *t = all ? out + (size_t)first * esz : NULL; /* non-roots: a working area */
+    int err = acc_coll_reduce_blocks(g, d, &b, mine, &t, all && mine == out);
+    return err != MPI_SUCCESS ? err : blocks_out(g, &b, esz, t, out, root);
 }
 
 /* The bytes of `count` elements of `type`, or (size_t)-1 if unusable. */
@@ -1087,6 +1132,8 @@ int acc_coll_red_init(struct red *d, const void *src, int count, MPI_Datatype ty
 }
 
 int acc_coll_reduce_to_first(const struct grp *g, struct red *d) { return reduce_to_first(g, d); }
+
+int acc_coll_split_ok(size_t bytes) { return bytes >= SPLIT_MIN && bytes <= split_max; }
 
 int acc_coll_done(MPI_Comm comm, int err, int *rc) {
     *rc = acc_error(comm, err);

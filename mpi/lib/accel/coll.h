@@ -25,6 +25,25 @@ struct red {
     char *acc, *tmp; /* data starts */
 };
 
+/* How a vector of `count` elements is cut into one block per member of
+ * n: evenly (counts NULL: count/n each, one more for the first count % n)
+ * or by counts[] (MPI_Reduce_scatter's). */
+struct blocks {
+    int count, n;
+    const int *counts;
+};
+
+/* The reduce-scatter of the large reductions: member j ends with block j of
+ * the reduction, in member order, in *T (NULL: a working area, returned in
+ * *T, valid until the next collective). `mine` is where this member's
+ * contribution's data starts; `aliased` says *T is this member's own block
+ * of it (in place). d needs count, type, op, lb and bytes (contiguous
+ * data). An MPI error class (transport failures included). */
+int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct blocks *b,
+                           const char *mine, char **T, int aliased);
+/* Whether a contiguous reduction of `bytes` per member runs by blocks. */
+int acc_coll_split_ok(size_t bytes);
+
 /* The registration of `comm` when it is all on this node and collectives
  * whose sizes not every member knows (the v variants) run over the
  * transport: the same answer on every member (communicator, node, the

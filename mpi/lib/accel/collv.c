@@ -297,9 +297,24 @@ static int red_scatter(const void *sbuf, void *rbuf, const int *counts, int each
         total += k;
     }
     struct red d;
-    if (total > INT_MAX || !acc_coll_red_ok(&d, (int)total, type)) return 0;
+    if (total > INT_MAX) return 0;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     struct grp g = acc_coll_whole(c);
+    if (acc_contiguous((int)total, type, &d.lb, &d.bytes) == 1 && acc_coll_split_ok(d.bytes)) {
+        /* Large: each member reduces its own segment (coll.c's blocks);
+         * in place, into a working area until every segment is sent. */
+        struct blocks b = {(int)total, g.n, counts};
+        d.count = (int)total;
+        d.type = type;
+        d.op = op;
+        int in_place = sbuf == MPI_IN_PLACE;
+        char *t = in_place ? NULL : (char *)rbuf + d.lb;
+        int err = acc_coll_reduce_blocks(&g, &d, &b, (const char *)src + d.lb, &t, 0);
+        size_t mine = d.bytes / (size_t)total * (size_t)(counts ? counts[g.me] : each);
+        if (err == MPI_SUCCESS && in_place && mine) memcpy((char *)rbuf + d.lb, t, mine);
+        return acc_coll_done(comm, err, rc);
+    }
+    if (!acc_coll_red_ok(&d, (int)total, type)) return 0;
     int err = acc_coll_red_init(&d, src, (int)total, type, op);
     if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     size_t esz = total > 0 ? d.bytes / (size_t)total : 0;

@@ -214,6 +214,24 @@ static void check_comm(MPI_Comm comm, const char *name) {
                           "%s allreduce of %d doubles (in place %d) at %d: %g", name, m,
                           in_place, i, out[i]);
             }
+            /* Reduce to every root, in place there or not; the others pass
+             * no receive buffer (insignificant there). Plain MPICH 4.0.2
+             * crashes in its own reduce for MPI_IN_PLACE at a root other
+             * than 0 from 1000 doubles (2 and 3 ranks): Open MPI only. */
+            for (int root = 0; root < n; root++)
+                for (int in_place = 0; in_place < 2; in_place++) {
+#ifndef OPEN_MPI
+                    if (in_place && root != 0) continue;
+#endif
+                    int ip = in_place && r == root;
+                    for (int i = 0; i < m; i++) out[i] = ip ? in[i] : -1.0;
+                    MPI_Reduce(ip ? MPI_IN_PLACE : in, r == root ? out : NULL, m, MPI_DOUBLE,
+                               MPI_SUM, root, comm);
+                    for (int i = 0; i < m && r == root; i++)
+                        CHECK(out[i] == (double)((i % 1000) * (n * (n + 1) / 2)),
+                              "%s reduce of %d doubles to %d (in place %d) at %d: %g", name, m,
+                              root, in_place, i, out[i]);
+                }
             free(in);
             free(out);
         }
@@ -231,6 +249,14 @@ static void check_comm(MPI_Comm comm, const char *name) {
                 CHECK(memcmp(&prod[j], &want, sizeof want) == 0,
                       "%s large non-commutative allreduce (in place %d) at %d", name, in_place, j);
             }
+        }
+        for (int j = 0; j < M; j++) mine[j] = mat_of(r + j);
+        MPI_Reduce(mine, r == n - 1 ? prod : NULL, M, tmat, op, n - 1, comm);
+        for (int j = 0; j < M && r == n - 1; j++) {
+            mat want = mat_of(j);
+            for (int k = 1; k < n; k++) want = mul(want, mat_of(k + j));
+            CHECK(memcmp(&prod[j], &want, sizeof want) == 0,
+                  "%s large non-commutative reduce at %d", name, j);
         }
         free(mine);
         free(prod);
@@ -547,8 +573,9 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
     int r, n;
     MPI_Comm_rank(comm, &r);
     MPI_Comm_size(comm, &n);
-    const int ms[] = {0, 1, 3, 100};
-    for (int mi = 0; mi < 4; mi++) {
+    /* 2100 longs per member: large enough for the blocks of coll.c. */
+    const int ms[] = {0, 1, 3, 100, 2100};
+    for (int mi = 0; mi < 5; mi++) {
         int m = ms[mi];
         size_t all = (size_t)n * (size_t)m;
         long *in = malloc(sizeof(long) * (all + 1)), *out = malloc(sizeof(long) * (all + 1));
@@ -564,10 +591,12 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
         for (int k = 0; k < m; k++)
             CHECK(in[k] == base + (long)n * (r * m + k),
                   "%s reduce_scatter_block in place %d: [%d] = %ld", name, m, k, in[k]);
-        /* Uneven counts: member i gets (i + m) % 3 elements (zeros too). */
+        /* Uneven counts: member i gets (i + m) % 3 elements (zeros too),
+         * more for the larger m (the last member none for 2100). */
         int *rc = malloc(sizeof(int) * (size_t)n), tot = 0, off = 0;
         for (int i = 0; i < n; i++) {
-            rc[i] = (i + m) % 3 + (m == 100 ? 50 : 0);
+            rc[i] = (i + m) % 3 + (m == 100 ? 50 : m > 100 ? m : 0);
+            if (m > 100 && i == n - 1) rc[i] = 0;
             if (i < r) off += rc[i];
             tot += rc[i];
         }
@@ -585,7 +614,9 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
                   name, m, k, v[k]);
         free(v);
         free(rc);
-        /* Scans of m longs: member r gets the sum over members 0..r (0..r-1). */
+        /* Scans of m longs: member r gets the sum over members 0..r (0..r-1).
+         * (Not the large size: scans that large go to the MPI's own.) */
+        if (m > 100) m = 0;
         for (int k = 0; k < m; k++) in[k] = (r + 1) * 10L + k;
         MPI_Scan(in, out, m, MPI_LONG, MPI_SUM, comm);
         for (int k = 0; k < m; k++)
