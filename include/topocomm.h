@@ -109,8 +109,28 @@ int tc_probe(int src, int tag, tc_status *status);
 int tc_iprobe(int src, int tag, int *flag, tc_status *status);
 int tc_barrier(void);
 
+/* ---- Collectives (docs/capi.md) ------------------------------------------
+ * Every rank calls the same collectives in the same order with the same
+ * sizes. Reductions combine (lower ranks) op (higher ranks) along a tree
+ * fixed by the job size: the same bits on every run and every rank. */
+enum { TC_INT32 = 1, TC_INT64, TC_UINT64, TC_FLOAT, TC_DOUBLE };
+enum { TC_SUM = 1, TC_PROD, TC_MIN, TC_MAX }; /* integers wrap */
+int tc_bcast(void *buf, size_t len, int root);
+/* sbuf NULL: in place (from rbuf). */
+int tc_allreduce(const void *sbuf, void *rbuf, size_t count, int dtype, int op);
+/* rbuf ignored (may be NULL) except at root; in place only at root. */
+int tc_reduce(const void *sbuf, void *rbuf, size_t count, int dtype, int op, int root);
+/* rbuf: size x len bytes, block r from rank r; sbuf NULL: in place. */
+int tc_allgather(const void *sbuf, size_t len, void *rbuf);
+/* sbuf, rbuf: size x len bytes; block d of sbuf goes to rank d. */
+int tc_alltoall(const void *sbuf, size_t len, void *rbuf);
+/* The root's rbuf / sbuf: size x len bytes (ignored elsewhere). */
+int tc_gather(const void *sbuf, size_t len, void *rbuf, int root);
+int tc_scatter(const void *sbuf, size_t len, void *rbuf, int root);
+
 /* ---- Extended transport API (used by the MPI accelerator, docs/capi.md) --
- * Matching contexts: a message sent in context ctx (0..65535) matches only
+ * Matching contexts: a message sent in context ctx (0..65534; 65535 is the
+ * collectives') matches only
  * receives and probes of the same context; the plain functions above use
  * context 0. */
 #define TC_SEND_SYNC 1 /* flags: the send completes only once matched */

@@ -15,6 +15,7 @@
 // documented in include/topocomm.h, since C cannot see Rust's `unsafe fn`.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod coll;
 mod error;
 mod lanes;
 mod map;
@@ -23,6 +24,7 @@ mod topo;
 mod transport;
 mod transport_x;
 
+pub use coll::*;
 pub use error::*;
 pub use lanes::*;
 pub use map::*;

@@ -7,6 +7,7 @@ use crate::error::*;
 use crate::transport::{code_of, join_args, put_status, rank_arg, take_req, with, TcStatus};
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
+use topocomm_transport::coll::COLL_CTX;
 use topocomm_transport::{Comm, Error, Request, Status};
 
 /// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
@@ -16,7 +17,13 @@ pub const TC_SEND_SYNC: c_int = 1;
 pub const TC_REQUEST_DONE: u64 = 0xFFFF_FFFF;
 
 fn ctx_arg(ctx: c_int) -> Result<u16, Error> {
-    u16::try_from(ctx).map_err(|_| Error::Invalid(format!("context {ctx} is not in 0..=65535")))
+    match u16::try_from(ctx) {
+        Ok(c) if c != COLL_CTX => Ok(c),
+        Ok(_) => Err(Error::Invalid(format!(
+            "context {ctx} is reserved for the collectives (tc_bcast, tc_allreduce, ...)"
+        ))),
+        Err(_) => Err(Error::Invalid(format!("context {ctx} is not in 0..=65534"))),
+    }
 }
 
 /// A budget in seconds; `<= 0` or not finite: none.
@@ -91,7 +98,8 @@ pub extern "C" fn tc_set_timeout(seconds: f64) -> i32 {
     })
 }
 
-/// `tc_isend` in matching context `ctx` (0..=65535; 0 is the plain API's),
+/// `tc_isend` in matching context `ctx` (0..=65534; 0 is the plain API's,
+/// 65535 the collectives'),
 /// with `flags` (`TC_SEND_SYNC`).
 #[no_mangle]
 pub extern "C" fn tc_isend_x(

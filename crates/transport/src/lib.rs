@@ -22,6 +22,7 @@ pub mod bench;
 pub mod bootstrap;
 mod choose;
 pub mod cma;
+pub mod coll;
 mod comm;
 mod copy;
 mod error;

@@ -1,0 +1,221 @@
+//! Collectives of topocomm programs: `tc_bcast`, `tc_reduce`,
+//! `tc_allreduce`, `tc_allgather`, `tc_alltoall`, `tc_gather`, `tc_scatter`
+//! (topocomm_transport::coll; docs/capi.md). Every rank of the job calls
+//! the same collectives in the same order with matching sizes.
+
+use crate::transport::{rank_arg, with};
+use crate::TC_OK;
+use std::ffi::{c_int, c_void};
+use topocomm_transport::coll::{self, Dtype, Op};
+use topocomm_transport::Error;
+
+/// Element types of `tc_reduce`/`tc_allreduce` (topocomm.h).
+pub const TC_INT32: c_int = 1;
+pub const TC_INT64: c_int = 2;
+pub const TC_UINT64: c_int = 3;
+pub const TC_FLOAT: c_int = 4;
+pub const TC_DOUBLE: c_int = 5;
+/// Reduction operations.
+pub const TC_SUM: c_int = 1;
+pub const TC_PROD: c_int = 2;
+pub const TC_MIN: c_int = 3;
+pub const TC_MAX: c_int = 4;
+
+fn dtype_arg(t: c_int) -> Result<Dtype, Error> {
+    Ok(match t {
+        TC_INT32 => Dtype::I32,
+        TC_INT64 => Dtype::I64,
+        TC_UINT64 => Dtype::U64,
+        TC_FLOAT => Dtype::F32,
+        TC_DOUBLE => Dtype::F64,
+        _ => {
+            return Err(Error::Invalid(format!(
+                "datatype {t} is none of TC_INT32, TC_INT64, TC_UINT64, TC_FLOAT, TC_DOUBLE"
+            )))
+        }
+    })
+}
+
+fn op_arg(o: c_int) -> Result<Op, Error> {
+    Ok(match o {
+        TC_SUM => Op::Sum,
+        TC_PROD => Op::Prod,
+        TC_MIN => Op::Min,
+        TC_MAX => Op::Max,
+        _ => {
+            return Err(Error::Invalid(format!(
+                "operation {o} is none of TC_SUM, TC_PROD, TC_MIN, TC_MAX"
+            )))
+        }
+    })
+}
+
+/// `len` readable bytes at `p` (NULL only when empty).
+fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> Result<&'a [u8], Error> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::Invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: the caller provides `len` readable bytes at `p` for the call
+    // (topocomm.h), not written meanwhile.
+    Ok(unsafe { std::slice::from_raw_parts(p.cast(), len) })
+}
+
+/// `len` writable bytes at `p` (NULL only when empty).
+fn bytes_mut<'a>(p: *mut c_void, len: usize, what: &str) -> Result<&'a mut [u8], Error> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(Error::Invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: the caller provides `len` writable bytes at `p` for the call,
+    // not accessed otherwise meanwhile (topocomm.h).
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast(), len) })
+}
+
+/// Element count times size, or an error naming `count`.
+fn count_bytes(count: usize, dt: Dtype) -> Result<usize, Error> {
+    count
+        .checked_mul(dt.size())
+        .ok_or_else(|| Error::Invalid(format!("count {count} is too large")))
+}
+
+/// Broadcasts `len` bytes of `buf` from rank `root` to every rank.
+#[no_mangle]
+pub extern "C" fn tc_bcast(buf: *mut c_void, len: usize, root: c_int) -> i32 {
+    with(|c| {
+        let root = rank_arg(root, "root")?;
+        coll::bcast(c, bytes_mut(buf, len, "buf")?, root).map(|_| TC_OK)
+    })
+}
+
+/// `rbuf` := the element-wise reduction of every rank's `count` elements
+/// of `sbuf` (NULL: in place, from `rbuf`), in rank order, on every rank.
+#[no_mangle]
+pub extern "C" fn tc_allreduce(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> i32 {
+    with(|c| {
+        let (dt, op) = (dtype_arg(dtype)?, op_arg(op)?);
+        let len = count_bytes(count, dt)?;
+        let send = if sbuf.is_null() {
+            None
+        } else {
+            Some(bytes(sbuf, len, "sbuf")?)
+        };
+        coll::allreduce(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
+    })
+}
+
+/// `tc_allreduce`'s result at rank `root` only (`rbuf` is ignored, and may
+/// be NULL, elsewhere; `sbuf` NULL: in place, at the root only).
+#[no_mangle]
+pub extern "C" fn tc_reduce(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+    root: c_int,
+) -> i32 {
+    with(|c| {
+        let (dt, op, root) = (dtype_arg(dtype)?, op_arg(op)?, rank_arg(root, "root")?);
+        let len = count_bytes(count, dt)?;
+        let send = if sbuf.is_null() {
+            None
+        } else {
+            Some(bytes(sbuf, len, "sbuf")?)
+        };
+        let rlen = if c.rank() == root { len } else { 0 };
+        coll::reduce(c, dt, op, send, bytes_mut(rbuf, rlen, "rbuf")?, root).map(|_| TC_OK)
+    })
+}
+
+fn blocks_len(c_size: usize, len: usize) -> Result<usize, Error> {
+    len.checked_mul(c_size)
+        .ok_or_else(|| Error::Invalid(format!("len {len} is too large")))
+}
+
+/// Every rank's `len` bytes of `sbuf` (NULL: in place, from block r of
+/// `rbuf`) into block r of every rank's `rbuf` (size x len bytes).
+#[no_mangle]
+pub extern "C" fn tc_allgather(sbuf: *const c_void, len: usize, rbuf: *mut c_void) -> i32 {
+    with(|c| {
+        let all = blocks_len(c.size(), len)?;
+        let send = if sbuf.is_null() {
+            None
+        } else {
+            Some(bytes(sbuf, len, "sbuf")?)
+        };
+        coll::allgather(c, send, bytes_mut(rbuf, all, "rbuf")?).map(|_| TC_OK)
+    })
+}
+
+/// Block d (`len` bytes) of every rank's `sbuf` into block r of rank d's
+/// `rbuf` (both size x len bytes).
+#[no_mangle]
+pub extern "C" fn tc_alltoall(sbuf: *const c_void, len: usize, rbuf: *mut c_void) -> i32 {
+    with(|c| {
+        let all = blocks_len(c.size(), len)?;
+        coll::alltoall(c, bytes(sbuf, all, "sbuf")?, bytes_mut(rbuf, all, "rbuf")?).map(|_| TC_OK)
+    })
+}
+
+/// Every rank's `len` bytes of `sbuf` into block r of the root's `rbuf`
+/// (size x len bytes; ignored elsewhere).
+#[no_mangle]
+pub extern "C" fn tc_gather(
+    sbuf: *const c_void,
+    len: usize,
+    rbuf: *mut c_void,
+    root: c_int,
+) -> i32 {
+    with(|c| {
+        let root = rank_arg(root, "root")?;
+        let rlen = if c.rank() == root {
+            blocks_len(c.size(), len)?
+        } else {
+            0
+        };
+        coll::gather(
+            c,
+            bytes(sbuf, len, "sbuf")?,
+            bytes_mut(rbuf, rlen, "rbuf")?,
+            root,
+        )
+        .map(|_| TC_OK)
+    })
+}
+
+/// Block r (`len` bytes) of the root's `sbuf` (size x len bytes; ignored
+/// elsewhere) into rank r's `rbuf`.
+#[no_mangle]
+pub extern "C" fn tc_scatter(
+    sbuf: *const c_void,
+    len: usize,
+    rbuf: *mut c_void,
+    root: c_int,
+) -> i32 {
+    with(|c| {
+        let root = rank_arg(root, "root")?;
+        let slen = if c.rank() == root {
+            blocks_len(c.size(), len)?
+        } else {
+            0
+        };
+        coll::scatter(
+            c,
+            bytes(sbuf, slen, "sbuf")?,
+            bytes_mut(rbuf, len, "rbuf")?,
+            root,
+        )
+        .map(|_| TC_OK)
+    })
+}

@@ -1,0 +1,588 @@
+//! Collectives over the transport for topocomm programs (the `tc_*` C API,
+//! docs/capi.md): every rank of the job takes part, in the same order.
+//!
+//! Messages travel in a matching context of their own ([`COLL_CTX`]), so
+//! they never match the program's point-to-point messages, and each pair's
+//! FIFO order pairs the k-th collective message from a to b with b's k-th
+//! collective receive from a. The algorithms are those of the MPI
+//! accelerator (docs/collectives.md): binomial trees and recursive doubling
+//! for small vectors, blocks (a reduce-scatter, then an allgather or a
+//! gather) from [`SPLIT_MIN`] bytes, direct exchanges for the block
+//! collectives.
+//!
+//! Reductions combine partial results only as (lower ranks) op (higher
+//! ranks) along a tree fixed by the job size, so a floating-point result
+//! is the same bits on every run and, for an allreduce, on every rank.
+
+use crate::{Comm, Error, Request, Result};
+
+/// The matching context of collective messages, reserved (the C API
+/// refuses it for point-to-point messages).
+pub const COLL_CTX: u16 = u16::MAX;
+
+/// From this many bytes per rank, reductions run by blocks.
+pub const SPLIT_MIN: usize = 16 << 10;
+
+const T_BCAST: i32 = 1;
+const T_REDUCE: i32 = 2;
+const T_RESULT: i32 = 3;
+const T_ALLREDUCE: i32 = 4;
+const T_BLOCKS: i32 = 5;
+const T_GATHER: i32 = 6;
+const T_SCATTER: i32 = 7;
+const T_ALLGATHER: i32 = 8;
+const T_ALLTOALL: i32 = 9;
+
+/// Element types of reductions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    I32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl Dtype {
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::I32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+        }
+    }
+}
+
+/// Reduction operations (integers wrap on overflow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Sum,
+    Prod,
+    Min,
+    Max,
+}
+
+fn min<T: PartialOrd>(l: T, r: T) -> T {
+    if r < l {
+        r
+    } else {
+        l
+    }
+}
+
+fn max<T: PartialOrd>(l: T, r: T) -> T {
+    if r > l {
+        r
+    } else {
+        l
+    }
+}
+
+/// `inout := x (op) inout`, element by element; `x` holds the lower
+/// ranks' partial result. Both are whole elements of `dt`.
+pub fn combine(dt: Dtype, op: Op, x: &[u8], inout: &mut [u8]) {
+    macro_rules! run {
+        ($t:ty, $add:expr, $mul:expr) => {{
+            const S: usize = std::mem::size_of::<$t>();
+            for (a, b) in x.chunks_exact(S).zip(inout.chunks_exact_mut(S)) {
+                let l = <$t>::from_ne_bytes(a.try_into().expect("S bytes"));
+                let r = <$t>::from_ne_bytes((&*b).try_into().expect("S bytes"));
+                let v: $t = match op {
+                    Op::Sum => $add(l, r),
+                    Op::Prod => $mul(l, r),
+                    Op::Min => min(l, r),
+                    Op::Max => max(l, r),
+                };
+                b.copy_from_slice(&v.to_ne_bytes());
+            }
+        }};
+    }
+    match dt {
+        Dtype::I32 => run!(i32, i32::wrapping_add, i32::wrapping_mul),
+        Dtype::I64 => run!(i64, i64::wrapping_add, i64::wrapping_mul),
+        Dtype::U64 => run!(u64, u64::wrapping_add, u64::wrapping_mul),
+        Dtype::F32 => run!(f32, |l: f32, r| l + r, |l: f32, r| l * r),
+        Dtype::F64 => run!(f64, |l: f64, r| l + r, |l: f64, r| l * r),
+    }
+}
+
+/// Requests of one step, each receive with the byte count it must get
+/// (every rank passes the same sizes; a different count is the caller's
+/// error, reported rather than left as garbage).
+#[derive(Default)]
+struct Posted(Vec<(Request, Option<usize>)>);
+
+impl Posted {
+    /// Sends `len` bytes at `p` to `dst`.
+    ///
+    /// # Safety
+    /// The bytes stay valid and unmodified until [`Posted::wait`].
+    unsafe fn send(
+        &mut self,
+        c: &mut Comm,
+        p: *const u8,
+        len: usize,
+        dst: usize,
+        tag: i32,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { c.isend_ctx(p, len, dst, tag, COLL_CTX, false)? };
+        self.0.push((r, None));
+        Ok(())
+    }
+
+    /// Receives exactly `len` bytes at `p` from `src`.
+    ///
+    /// # Safety
+    /// The bytes stay valid, writable and untouched until [`Posted::wait`].
+    unsafe fn recv(
+        &mut self,
+        c: &mut Comm,
+        p: *mut u8,
+        len: usize,
+        src: usize,
+        tag: i32,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { c.irecv_ctx(p, len, src as i32, tag, COLL_CTX)? };
+        self.0.push((r, Some(len)));
+        Ok(())
+    }
+
+    /// Waits for every request (all of them, also after a failure, so
+    /// none is left writing into or reading from a caller's buffer).
+    fn wait(self, c: &mut Comm) -> Result<()> {
+        let mut first = Ok(());
+        for (r, want) in self.0 {
+            let res = c.wait(r).and_then(|st| match want {
+                Some(w) if st.count != w => Err(mismatch(st.source, st.count, w)),
+                _ => Ok(()),
+            });
+            if first.is_ok() {
+                first = res;
+            }
+        }
+        first
+    }
+}
+
+fn mismatch(src: i32, got: usize, want: usize) -> Error {
+    Error::Invalid(format!(
+        "collective message of {got} bytes from rank {src} where {want} were expected: the ranks \
+         passed different sizes"
+    ))
+}
+
+/// Runs one step: `post` posts its requests into a [`Posted`], which is
+/// waited for whatever `post` returned.
+fn step(c: &mut Comm, post: impl FnOnce(&mut Comm, &mut Posted) -> Result<()>) -> Result<()> {
+    let mut q = Posted::default();
+    let posted = post(c, &mut q);
+    let waited = q.wait(c);
+    posted.and(waited)
+}
+
+fn check_root(c: &Comm, root: usize) -> Result<()> {
+    if root >= c.size() {
+        return Err(Error::Invalid(format!(
+            "root rank {root} is out of range (job of {} ranks)",
+            c.size()
+        )));
+    }
+    Ok(())
+}
+
+fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(Error::Invalid(format!(
+            "{what} holds {got} bytes where {want} are needed"
+        )));
+    }
+    Ok(())
+}
+
+fn check_elems(dt: Dtype, bytes: usize, what: &str) -> Result<()> {
+    if bytes % dt.size() != 0 {
+        return Err(Error::Invalid(format!(
+            "{what} holds {bytes} bytes, not a whole number of {}-byte elements",
+            dt.size()
+        )));
+    }
+    Ok(())
+}
+
+// ---- Broadcast ------------------------------------------------------------
+
+/// Binomial tree from the root: each rank receives from its parent, then
+/// sends to its children (all posted at once, larger subtrees first).
+pub fn bcast(c: &mut Comm, buf: &mut [u8], root: usize) -> Result<()> {
+    check_root(c, root)?;
+    let (n, me) = (c.size(), c.rank());
+    let vr = (me + n - root) % n;
+    let len = buf.len();
+    let p = buf.as_mut_ptr();
+    let mut mask = 1;
+    while mask < n {
+        if vr & mask != 0 {
+            let parent = (vr - mask + root) % n;
+            // SAFETY: `buf` is borrowed for the whole step.
+            step(c, |c, q| unsafe { q.recv(c, p, len, parent, T_BCAST) })?;
+            break;
+        }
+        mask <<= 1;
+    }
+    step(c, |c, q| {
+        let mut m = mask >> 1;
+        while m > 0 {
+            if vr + m < n {
+                // SAFETY: as above; only read while the sends are out.
+                unsafe { q.send(c, p, len, (vr + m + root) % n, T_BCAST)? };
+            }
+            m >>= 1;
+        }
+        Ok(())
+    })
+}
+
+// ---- Reductions ------------------------------------------------------------
+
+/// Exchanges `send` with `peer`'s into `recv` (both posted before either
+/// is waited for).
+fn swap_with(c: &mut Comm, send: &[u8], recv: &mut [u8], peer: usize, tag: i32) -> Result<()> {
+    step(c, |c, q| {
+        // SAFETY: both buffers are borrowed for the whole step.
+        unsafe {
+            q.recv(c, recv.as_mut_ptr(), recv.len(), peer, tag)?;
+            q.send(c, send.as_ptr(), send.len(), peer, tag)
+        }
+    })
+}
+
+/// Binomial reduction in rank order to rank 0: at step `mask`, rank r (a
+/// multiple of 2 mask) holds ranks [r, r+mask) in `acc` and combines
+/// [r+mask, r+2 mask) from r+mask on its right. Rank 0 ends with the
+/// result in `acc`.
+fn reduce_to_first(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<()> {
+    let (n, r) = (c.size(), c.rank());
+    let mut tmp = vec![0u8; acc.len()];
+    let mut mask = 1;
+    while mask < n {
+        if r & mask != 0 {
+            let (p, len) = (acc.as_ptr(), acc.len());
+            // SAFETY: `acc` is borrowed for the whole step.
+            return step(c, |c, q| unsafe { q.send(c, p, len, r - mask, T_REDUCE) });
+        }
+        if r + mask < n {
+            let (p, len) = (tmp.as_mut_ptr(), tmp.len());
+            // SAFETY: `tmp` is borrowed for the whole step.
+            step(c, |c, q| unsafe { q.recv(c, p, len, r + mask, T_REDUCE) })?;
+            combine(dt, op, acc, &mut tmp);
+            std::mem::swap(acc, &mut tmp);
+        }
+        mask <<= 1;
+    }
+    Ok(())
+}
+
+/// Whole-vector allreduce: recursive doubling for power-of-two sizes (both
+/// partners combine lower (op) upper), else the reduction to rank 0 and
+/// the broadcast.
+fn allreduce_tree(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<()> {
+    let (n, r) = (c.size(), c.rank());
+    if !n.is_power_of_two() {
+        reduce_to_first(c, dt, op, acc)?;
+        return bcast(c, acc, 0);
+    }
+    let mut tmp = vec![0u8; acc.len()];
+    let mut mask = 1;
+    while mask < n {
+        let partner = r ^ mask;
+        swap_with(c, acc, &mut tmp, partner, T_ALLREDUCE)?;
+        if partner > r {
+            combine(dt, op, acc, &mut tmp);
+            std::mem::swap(acc, &mut tmp);
+        } else {
+            combine(dt, op, &tmp, acc);
+        }
+        mask <<= 1;
+    }
+    Ok(())
+}
+
+/// Block j of `count` elements cut `n` ways: (first element, elements).
+fn block(count: usize, n: usize, j: usize) -> (usize, usize) {
+    let (q, r) = (count / n, count % n);
+    (j * q + j.min(r), q + usize::from(j < r))
+}
+
+/// The reduce-scatter of the large reductions: every rank sends block j of
+/// `input` (data at `inp`, `count` elements) to rank j, which returns its
+/// block reduced in rank order, x_0 (op) (x_1 (op) (... (op) x_{n-1})).
+///
+/// # Safety
+/// `inp` points to `count` readable elements that stay valid during the
+/// call; the caller may write to this rank's own block of them only after
+/// the call.
+unsafe fn reduce_blocks(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    inp: *const u8,
+    count: usize,
+) -> Result<Vec<u8>> {
+    let (n, me, es) = (c.size(), c.rank(), dt.size());
+    let (first, cnt) = block(count, n, me);
+    let len = cnt * es;
+    let mut slots = vec![0u8; len * n];
+    let sp = slots.as_mut_ptr();
+    step(c, |c, q| {
+        for k in 1..n {
+            let src = (me + n - k) % n;
+            // SAFETY: slot `src` of `slots`, borrowed for the whole step.
+            unsafe { q.recv(c, sp.add(src * len), len, src, T_BLOCKS)? };
+        }
+        for k in 1..n {
+            let dst = (me + k) % n;
+            let (f, m) = block(count, n, dst);
+            // SAFETY: block `dst` of the input (the caller's contract).
+            unsafe { q.send(c, inp.add(f * es), m * es, dst, T_BLOCKS)? };
+        }
+        Ok(())
+    })?;
+    // SAFETY: my block of the input: readable (the caller's contract).
+    let own = unsafe { std::slice::from_raw_parts(inp.add(first * es), len) };
+    let copy = |j: usize| {
+        if j == me {
+            own
+        } else {
+            &slots[j * len..(j + 1) * len]
+        }
+    };
+    let mut out = copy(n - 1).to_vec();
+    for j in (0..n - 1).rev() {
+        combine(dt, op, copy(j), &mut out);
+    }
+    Ok(out)
+}
+
+/// The shared front of [`reduce`] and [`allreduce`]: element count, and
+/// the input (the send buffer, or `recv` in place).
+fn red_args(dt: Dtype, send: Option<&[u8]>, recv_len: usize, significant: bool) -> Result<usize> {
+    let bytes = match send {
+        Some(s) => {
+            if significant {
+                check_len("the receive buffer", recv_len, s.len())?;
+            }
+            s.len()
+        }
+        None => recv_len,
+    };
+    check_elems(dt, bytes, "the send buffer")?;
+    Ok(bytes / dt.size())
+}
+
+/// `recv := x_0 (op) x_1 (op) ... (op) x_{n-1}` on every rank, x_r rank
+/// r's `send` (`None`: in place, from `recv`).
+pub fn allreduce(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+) -> Result<()> {
+    let count = red_args(dt, send, recv.len(), true)?;
+    let (n, me, es) = (c.size(), c.rank(), dt.size());
+    if count * es >= SPLIT_MIN && count >= n {
+        let inp = send.map_or(recv.as_ptr(), |s| s.as_ptr());
+        // SAFETY: `inp` is `send` or `recv`, `count` elements, borrowed for
+        // the call; `recv` is written only after the reduce-scatter.
+        let mine = unsafe { reduce_blocks(c, dt, op, inp, count)? };
+        let (first, _) = block(count, n, me);
+        recv[first * es..first * es + mine.len()].copy_from_slice(&mine);
+        let rp = recv.as_mut_ptr();
+        return step(c, |c, q| {
+            for k in 1..n {
+                let src = (me + n - k) % n;
+                let (f, m) = block(count, n, src);
+                // SAFETY: block `src` of `recv`, disjoint from the others
+                // and from `mine`, borrowed for the whole step.
+                unsafe { q.recv(c, rp.add(f * es), m * es, src, T_RESULT)? };
+            }
+            for k in 1..n {
+                // SAFETY: `mine` lives until the step ends.
+                unsafe { q.send(c, mine.as_ptr(), mine.len(), (me + k) % n, T_RESULT)? };
+            }
+            Ok(())
+        });
+    }
+    let mut acc = send.map_or_else(|| recv.to_vec(), <[u8]>::to_vec);
+    allreduce_tree(c, dt, op, &mut acc)?;
+    recv.copy_from_slice(&acc);
+    Ok(())
+}
+
+/// [`allreduce`]'s result on `root` only (`recv` is significant there
+/// only: other ranks may pass an empty one).
+pub fn reduce(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    root: usize,
+) -> Result<()> {
+    check_root(c, root)?;
+    let (n, me, es) = (c.size(), c.rank(), dt.size());
+    if send.is_none() && me != root {
+        return Err(Error::Invalid(
+            "in place (no send buffer) only at the root".into(),
+        ));
+    }
+    let count = red_args(dt, send, recv.len(), me == root)?;
+    if count * es >= SPLIT_MIN && count >= n {
+        let inp = send.map_or(recv.as_ptr(), |s| s.as_ptr());
+        // SAFETY: as in `allreduce`.
+        let mine = unsafe { reduce_blocks(c, dt, op, inp, count)? };
+        if me != root {
+            let (p, len) = (mine.as_ptr(), mine.len());
+            // SAFETY: `mine` lives until the step ends.
+            return step(c, |c, q| unsafe { q.send(c, p, len, root, T_RESULT) });
+        }
+        let (first, _) = block(count, n, me);
+        recv[first * es..first * es + mine.len()].copy_from_slice(&mine);
+        let rp = recv.as_mut_ptr();
+        return step(c, |c, q| {
+            for src in (0..n).filter(|&j| j != me) {
+                let (f, m) = block(count, n, src);
+                // SAFETY: block `src` of `recv`, borrowed for the step.
+                unsafe { q.recv(c, rp.add(f * es), m * es, src, T_RESULT)? };
+            }
+            Ok(())
+        });
+    }
+    let mut acc = send.map_or_else(|| recv.to_vec(), <[u8]>::to_vec);
+    reduce_to_first(c, dt, op, &mut acc)?;
+    if root != 0 {
+        if me == 0 {
+            let (p, len) = (acc.as_ptr(), acc.len());
+            // SAFETY: `acc` lives until the step ends.
+            step(c, |c, q| unsafe { q.send(c, p, len, root, T_RESULT) })?;
+        } else if me == root {
+            let (p, len) = (acc.as_mut_ptr(), acc.len());
+            // SAFETY: `acc` is borrowed for the whole step.
+            step(c, |c, q| unsafe { q.recv(c, p, len, 0, T_RESULT) })?;
+        }
+    }
+    if me == root {
+        recv.copy_from_slice(&acc);
+    }
+    Ok(())
+}
+
+// ---- Block collectives: one message per pair, all posted at once ---------
+
+/// Every rank's `send` (`None`: in place, its block of `recv`) into block
+/// r of every rank's `recv` (n blocks of the send size).
+pub fn allgather(c: &mut Comm, send: Option<&[u8]>, recv: &mut [u8]) -> Result<()> {
+    let (n, me) = (c.size(), c.rank());
+    if recv.len() % n != 0 {
+        return Err(Error::Invalid(format!(
+            "the receive buffer's {} bytes are not {n} equal blocks",
+            recv.len()
+        )));
+    }
+    let blk = recv.len() / n;
+    if let Some(s) = send {
+        check_len("the send buffer", s.len(), blk)?;
+        recv[me * blk..(me + 1) * blk].copy_from_slice(s);
+    }
+    let rp = recv.as_mut_ptr();
+    // Others read the send buffer, not the copy just written (docs/collectives.md).
+    let sp = send.map_or(rp.cast_const().wrapping_add(me * blk), |s| s.as_ptr());
+    step(c, |c, q| {
+        for k in 1..n {
+            let src = (me + n - k) % n;
+            // SAFETY: block `src` of `recv`, borrowed for the whole step.
+            unsafe { q.recv(c, rp.add(src * blk), blk, src, T_ALLGATHER)? };
+        }
+        for k in 1..n {
+            // SAFETY: `send` or my block of `recv`, not written meanwhile.
+            unsafe { q.send(c, sp, blk, (me + k) % n, T_ALLGATHER)? };
+        }
+        Ok(())
+    })
+}
+
+/// Block d of each rank's `send` into block r of rank d's `recv`.
+pub fn alltoall(c: &mut Comm, send: &[u8], recv: &mut [u8]) -> Result<()> {
+    let (n, me) = (c.size(), c.rank());
+    check_len("the send buffer", send.len(), recv.len())?;
+    if recv.len() % n != 0 {
+        return Err(Error::Invalid(format!(
+            "the buffers' {} bytes are not {n} equal blocks",
+            recv.len()
+        )));
+    }
+    let blk = recv.len() / n;
+    recv[me * blk..(me + 1) * blk].copy_from_slice(&send[me * blk..(me + 1) * blk]);
+    let rp = recv.as_mut_ptr();
+    step(c, |c, q| {
+        for k in 1..n {
+            let src = (me + n - k) % n;
+            // SAFETY: block `src` of `recv`, borrowed for the whole step.
+            unsafe { q.recv(c, rp.add(src * blk), blk, src, T_ALLTOALL)? };
+        }
+        for k in 1..n {
+            let dst = (me + k) % n;
+            // SAFETY: block `dst` of `send`, borrowed for the whole step.
+            unsafe { q.send(c, send.as_ptr().add(dst * blk), blk, dst, T_ALLTOALL)? };
+        }
+        Ok(())
+    })
+}
+
+/// Every rank's `send` into block r of the root's `recv` (significant at
+/// the root only).
+pub fn gather(c: &mut Comm, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
+    check_root(c, root)?;
+    let (n, me, blk) = (c.size(), c.rank(), send.len());
+    if me != root {
+        // SAFETY: `send` is borrowed for the whole step.
+        return step(c, |c, q| unsafe {
+            q.send(c, send.as_ptr(), blk, root, T_GATHER)
+        });
+    }
+    check_len("the root's receive buffer", recv.len(), n * blk)?;
+    recv[me * blk..(me + 1) * blk].copy_from_slice(send);
+    let rp = recv.as_mut_ptr();
+    step(c, |c, q| {
+        for src in (0..n).filter(|&j| j != me) {
+            // SAFETY: block `src` of `recv`, borrowed for the whole step.
+            unsafe { q.recv(c, rp.add(src * blk), blk, src, T_GATHER)? };
+        }
+        Ok(())
+    })
+}
+
+/// Block r of the root's `send` (significant at the root only) into rank
+/// r's `recv`.
+pub fn scatter(c: &mut Comm, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
+    check_root(c, root)?;
+    let (n, me, blk) = (c.size(), c.rank(), recv.len());
+    if me != root {
+        let (p, len) = (recv.as_mut_ptr(), recv.len());
+        // SAFETY: `recv` is borrowed for the whole step.
+        return step(c, |c, q| unsafe { q.recv(c, p, len, root, T_SCATTER) });
+    }
+    check_len("the root's send buffer", send.len(), n * blk)?;
+    recv.copy_from_slice(&send[me * blk..(me + 1) * blk]);
+    step(c, |c, q| {
+        for dst in (0..n).filter(|&j| j != me) {
+            // SAFETY: block `dst` of `send`, borrowed for the whole step.
+            unsafe { q.send(c, send.as_ptr().add(dst * blk), blk, dst, T_SCATTER)? };
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,263 @@
+//! Collectives of 1 to 4 ranks, each a thread with its own `Comm` on one
+//! segment (more threads than the dev machine's 2 CPUs: the waiting
+//! policy's oversubscribed case).
+
+use super::*;
+use crate::bootstrap::create_segment;
+
+/// Runs `f(rank's comm)` on `n` ranks, each a thread; panics of a rank
+/// fail the test.
+fn job(n: usize, f: fn(&mut Comm)) {
+    let m = topocomm_topo::load_default(Some(&format!("synthetic:core:{n} pu:1"))).unwrap();
+    let fd = create_segment(&m, &vec![None; n], None).unwrap();
+    let ranks: Vec<_> = (0..n)
+        .map(|r| {
+            let fd = fd.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut c = Comm::join(fd, r).unwrap();
+                f(&mut c);
+                c.finalize().unwrap();
+            })
+        })
+        .collect();
+    for r in ranks {
+        r.join().expect("a rank failed");
+    }
+}
+
+fn f64s(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+fn i64s(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
+fn as_i64s(b: &[u8]) -> Vec<i64> {
+    b.chunks_exact(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Rank r's element i for the integer checks.
+fn val(r: usize, i: usize) -> i64 {
+    (r as i64 + 1) * 1000 + (i % 997) as i64
+}
+
+/// Element counts: tiny, not dividing by the ranks, and by blocks (>= 16 KiB).
+const COUNTS: [usize; 4] = [1, 3, 2049, 5001];
+
+#[test]
+fn broadcasts_reach_every_rank_from_every_root() {
+    for n in 1..=4 {
+        job(n, |c| {
+            let n = c.size();
+            for len in [0, 7, 40_000] {
+                for root in 0..n {
+                    let want: Vec<u8> = (0..len).map(|i| (i * 7 + root) as u8).collect();
+                    let mut b = if c.rank() == root {
+                        want.clone()
+                    } else {
+                        vec![0; len]
+                    };
+                    bcast(c, &mut b, root).unwrap();
+                    assert_eq!(b, want, "{n} ranks, {len} bytes, root {root}");
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn allreduces_give_exact_sums_minima_and_maxima_in_place_or_not() {
+    for n in 1..=4 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for count in COUNTS {
+                let mine: Vec<i64> = (0..count).map(|i| val(me, i)).collect();
+                let sum: Vec<i64> = (0..count)
+                    .map(|i| (0..n).map(|r| val(r, i)).sum())
+                    .collect();
+                let mut out = vec![0u8; count * 8];
+                allreduce(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut out).unwrap();
+                assert_eq!(as_i64s(&out), sum, "{n} ranks, {count} elements");
+                let mut inplace = i64s(&mine);
+                allreduce(c, Dtype::I64, Op::Sum, None, &mut inplace).unwrap();
+                assert_eq!(as_i64s(&inplace), sum, "{n} ranks, {count} in place");
+                allreduce(c, Dtype::I64, Op::Max, Some(&i64s(&mine)), &mut out).unwrap();
+                assert!(as_i64s(&out)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == val(n - 1, i)));
+                allreduce(c, Dtype::I64, Op::Min, Some(&i64s(&mine)), &mut out).unwrap();
+                assert!(as_i64s(&out)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == val(0, i)));
+            }
+            let mut p = 0i32.to_ne_bytes();
+            allreduce(
+                c,
+                Dtype::I32,
+                Op::Prod,
+                Some(&(me as i32 + 2).to_ne_bytes()),
+                &mut p,
+            )
+            .unwrap();
+            assert_eq!(i32::from_ne_bytes(p), (2..n as i32 + 2).product::<i32>());
+        });
+    }
+}
+
+#[test]
+fn double_sums_are_the_same_bits_every_time_and_on_every_rank() {
+    for n in 2..=4 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for count in [16, 5000] {
+                // Magnitudes 1e-8..1e8: the order of the additions shows.
+                let mine: Vec<f64> = (0..count)
+                    .map(|i| ((i * 31 + me * 17) % 101) as f64 * 10f64.powi((i % 17) as i32 - 8))
+                    .collect();
+                let mut first = vec![0u8; count * 8];
+                allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut first).unwrap();
+                for _ in 0..20 {
+                    let mut again = vec![0u8; count * 8];
+                    allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut again).unwrap();
+                    assert_eq!(again, first, "{n} ranks, {count} doubles");
+                }
+                let mut all = vec![0u8; n * first.len()];
+                allgather(c, Some(&first), &mut all).unwrap();
+                assert!(
+                    all.chunks_exact(first.len()).all(|b| b == first),
+                    "ranks differ"
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn reductions_reach_every_root_in_place_or_not() {
+    for n in 1..=4 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for count in COUNTS {
+                let mine: Vec<i64> = (0..count).map(|i| val(me, i)).collect();
+                let sum: Vec<i64> = (0..count)
+                    .map(|i| (0..n).map(|r| val(r, i)).sum())
+                    .collect();
+                for root in 0..n {
+                    // Only the root's receive buffer is significant.
+                    let mut out = vec![0u8; if me == root { count * 8 } else { 0 }];
+                    reduce(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut out, root).unwrap();
+                    if me == root {
+                        assert_eq!(as_i64s(&out), sum, "{n} ranks, {count}, root {root}");
+                        let mut inplace = i64s(&mine);
+                        reduce(c, Dtype::I64, Op::Sum, None, &mut inplace, root).unwrap();
+                        assert_eq!(as_i64s(&inplace), sum, "in place, root {root}");
+                    } else {
+                        reduce(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut [], root).unwrap();
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn block_collectives_move_every_block_to_its_place() {
+    for n in 1..=4 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for blk in [0, 5, 70_000] {
+                let byte = |from: usize, to: usize, i: usize| (from * 31 + to * 7 + i) as u8;
+                let own: Vec<u8> = (0..blk).map(|i| byte(me, 0, i)).collect();
+                let mut all = vec![0u8; n * blk];
+                allgather(c, Some(&own), &mut all).unwrap();
+                for r in 0..n {
+                    assert!(
+                        (0..blk).all(|i| all[r * blk + i] == byte(r, 0, i)),
+                        "allgather {blk}"
+                    );
+                }
+                let mut inplace = vec![0u8; n * blk];
+                inplace[me * blk..(me + 1) * blk].copy_from_slice(&own);
+                allgather(c, None, &mut inplace).unwrap();
+                assert_eq!(inplace, all, "allgather in place {blk}");
+                let send: Vec<u8> = (0..n * blk)
+                    .map(|k| byte(me, k / blk.max(1), k % blk.max(1)))
+                    .collect();
+                let mut got = vec![0u8; n * blk];
+                alltoall(c, &send, &mut got).unwrap();
+                for r in 0..n {
+                    assert!(
+                        (0..blk).all(|i| got[r * blk + i] == byte(r, me, i)),
+                        "alltoall {blk}"
+                    );
+                }
+                for root in 0..n {
+                    let mut at_root = vec![0u8; if me == root { n * blk } else { 0 }];
+                    gather(c, &own, &mut at_root, root).unwrap();
+                    if me == root {
+                        assert_eq!(at_root, all, "gather {blk} to {root}");
+                    }
+                    let mut mine = vec![0u8; blk];
+                    let from = if me == root { send.clone() } else { Vec::new() };
+                    scatter(c, &from, &mut mine, root).unwrap();
+                    assert!(
+                        (0..blk).all(|i| mine[i] == byte(root, me, i)),
+                        "scatter {blk}"
+                    );
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_with_what_was_expected() {
+    job(2, |c| {
+        let e = bcast(c, &mut [0u8; 4], 2).unwrap_err().to_string();
+        assert!(
+            e.contains("root rank 2 is out of range (job of 2 ranks)"),
+            "{e}"
+        );
+        let e = allreduce(c, Dtype::F64, Op::Sum, Some(&[0u8; 12]), &mut [0u8; 12])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a whole number of 8-byte elements"), "{e}");
+        let e = allreduce(c, Dtype::F64, Op::Sum, Some(&[0u8; 16]), &mut [0u8; 8])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the receive buffer holds 8 bytes where 16 are needed"),
+            "{e}"
+        );
+        let e = allgather(c, None, &mut [0u8; 5]).unwrap_err().to_string();
+        assert!(e.contains("not 2 equal blocks"), "{e}");
+        if c.rank() == 1 {
+            let e = reduce(c, Dtype::I32, Op::Sum, None, &mut [0u8; 4], 0)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("in place (no send buffer) only at the root"),
+                "{e}"
+            );
+        }
+        // Ranks that disagree on a size: the receiver says so, no garbage.
+        let mut b = vec![0u8; 8 + 8 * c.rank()];
+        let e = bcast(c, &mut b, 0);
+        if c.rank() == 1 {
+            let e = e.unwrap_err().to_string();
+            assert!(
+                e.contains("of 8 bytes from rank 0 where 16 were expected"),
+                "{e}"
+            );
+        }
+        // Still in step afterwards.
+        let mut x = [c.rank() as u8];
+        bcast(c, &mut x, 1).unwrap();
+        assert_eq!(x, [1]);
+    });
+}

@@ -1,0 +1,80 @@
+/* The tc_* collectives over the topocomm transport: broadcast, allreduce
+ * (small and by blocks, in place), reduce to every root, allgather and
+ * alltoall, checked on every rank, and the bits of a double sum the same
+ * on every rank. Run: topocomm run -n 3 -- ./collectives */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <topocomm.h>
+
+#define CHECK(call)                                                               \
+    do {                                                                          \
+        int rc_ = (call);                                                         \
+        if (rc_ != TC_OK) {                                                       \
+            fprintf(stderr, "%s failed (%d): %s\n", #call, rc_, tc_last_error()); \
+            return 1;                                                             \
+        }                                                                         \
+    } while (0)
+#define EXPECT(cond, ...)                         \
+    do {                                          \
+        if (!(cond)) {                            \
+            fprintf(stderr, "rank %d: ", rank);   \
+            fprintf(stderr, __VA_ARGS__);         \
+            fputc('\n', stderr);                  \
+            return 1;                             \
+        }                                         \
+    } while (0)
+
+int main(void) {
+    CHECK(tc_init());
+    int rank = tc_rank(), size = tc_size();
+    char word[16] = "";
+    if (rank == size - 1) strcpy(word, "hello");
+    CHECK(tc_bcast(word, sizeof word, size - 1));
+    EXPECT(!strcmp(word, "hello"), "bcast gave '%s'", word);
+
+    /* 10 and 5000 elements: the trees, then the blocks (>= 16 KiB). */
+    size_t counts[] = {10, 5000};
+    for (int k = 0; k < 2; k++) {
+        size_t n = counts[k];
+        long long *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+        if (!in || !out) return 1;
+        for (size_t i = 0; i < n; i++) in[i] = (long long)(rank + 1) * (long long)i;
+        long long tri = (long long)size * (size + 1) / 2;
+        CHECK(tc_allreduce(in, out, n, TC_INT64, TC_SUM));
+        for (size_t i = 0; i < n; i++) EXPECT(out[i] == tri * (long long)i, "allreduce[%zu]", i);
+        CHECK(tc_allreduce(NULL, in, n, TC_INT64, TC_MAX)); /* in place */
+        for (size_t i = 0; i < n; i++) EXPECT(in[i] == (long long)size * (long long)i, "max[%zu]", i);
+        for (int root = 0; root < size; root++) {
+            for (size_t i = 0; i < n; i++) in[i] = (long long)(rank + 1) * (long long)i;
+            CHECK(tc_reduce(in, rank == root ? out : NULL, n, TC_INT64, TC_SUM, root));
+            if (rank == root)
+                for (size_t i = 0; i < n; i++) EXPECT(out[i] == tri * (long long)i, "reduce[%zu]", i);
+        }
+        free(in);
+        free(out);
+    }
+
+    double x = 1.0 / (rank + 3), sum, all[64];
+    if (size > 64) return 2;
+    CHECK(tc_allreduce(&x, &sum, 1, TC_DOUBLE, TC_SUM));
+    CHECK(tc_allgather(&sum, sizeof sum, all));
+    for (int r = 0; r < size; r++) EXPECT(!memcmp(&all[r], &sum, sizeof sum), "bits differ");
+
+    int *send = malloc(sizeof(int) * (size_t)size), *got = malloc(sizeof(int) * (size_t)size);
+    if (!send || !got) return 1;
+    for (int d = 0; d < size; d++) send[d] = rank * 100 + d;
+    CHECK(tc_alltoall(send, sizeof(int), got));
+    for (int r = 0; r < size; r++) EXPECT(got[r] == r * 100 + rank, "alltoall[%d] = %d", r, got[r]);
+    EXPECT(tc_bcast(word, 4, size) == TC_ERR_INVALID_ARGUMENT, "a bad root was taken");
+    EXPECT(strstr(tc_last_error(), "out of range") != NULL, "%s", tc_last_error());
+    EXPECT(tc_send_x(word, 1, 0, 1, 65535, 0) == TC_ERR_INVALID_ARGUMENT,
+           "the collectives' context was taken");
+    EXPECT(tc_allreduce(&x, &sum, 1, 99, TC_SUM) == TC_ERR_INVALID_ARGUMENT &&
+               strstr(tc_last_error(), "datatype 99") != NULL,
+           "%s", tc_last_error());
+    free(send);
+    free(got);
+    if (rank == 0) printf("collectives ok: %d ranks, sum %.17g\n", size, sum);
+    return tc_finalize() == TC_OK ? 0 : 1;
+}
