@@ -168,6 +168,18 @@ pub extern "C" fn tc_alltoall(sbuf: *const c_void, len: usize, rbuf: *mut c_void
     })
 }
 
+/// The root as an index, and the bytes of the root-only buffer here:
+/// size x len at the root, none elsewhere.
+fn rooted(c: &topocomm_transport::Comm, root: c_int, len: usize) -> Result<(usize, usize), Error> {
+    let root = rank_arg(root, "root")?;
+    let here = if c.rank() == root {
+        blocks_len(c.size(), len)?
+    } else {
+        0
+    };
+    Ok((root, here))
+}
+
 /// Every rank's `len` bytes of `sbuf` into block r of the root's `rbuf`
 /// (size x len bytes; ignored elsewhere).
 #[no_mangle]
@@ -178,19 +190,9 @@ pub extern "C" fn tc_gather(
     root: c_int,
 ) -> i32 {
     with(|c| {
-        let root = rank_arg(root, "root")?;
-        let rlen = if c.rank() == root {
-            blocks_len(c.size(), len)?
-        } else {
-            0
-        };
-        coll::gather(
-            c,
-            bytes(sbuf, len, "sbuf")?,
-            bytes_mut(rbuf, rlen, "rbuf")?,
-            root,
-        )
-        .map(|_| TC_OK)
+        let (root, all) = rooted(c, root, len)?;
+        let (s, r) = (bytes(sbuf, len, "sbuf")?, bytes_mut(rbuf, all, "rbuf")?);
+        coll::gather(c, s, r, root).map(|_| TC_OK)
     })
 }
 
@@ -204,18 +206,8 @@ pub extern "C" fn tc_scatter(
     root: c_int,
 ) -> i32 {
     with(|c| {
-        let root = rank_arg(root, "root")?;
-        let slen = if c.rank() == root {
-            blocks_len(c.size(), len)?
-        } else {
-            0
-        };
-        coll::scatter(
-            c,
-            bytes(sbuf, slen, "sbuf")?,
-            bytes_mut(rbuf, len, "rbuf")?,
-            root,
-        )
-        .map(|_| TC_OK)
+        let (root, all) = rooted(c, root, len)?;
+        let (s, r) = (bytes(sbuf, all, "sbuf")?, bytes_mut(rbuf, len, "rbuf")?);
+        coll::scatter(c, s, r, root).map(|_| TC_OK)
     })
 }

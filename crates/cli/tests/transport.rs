@@ -812,35 +812,29 @@ fn c_example_builds_warning_free_and_runs() {
             .unwrap();
         assert!(st.success());
     }
-    let exe = std::env::temp_dir().join(format!("tc-pingpong-{}", std::process::id()));
-    let o = Command::new("cc")
-        .args(["-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(root.join("examples/c/pingpong.c"))
-        .arg(format!("-I{}", root.join("include").display()))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-ltopocomm")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    // examples/c/NAME.c built warning-free against include/topocomm.h.
+    let build = |name: &str| {
+        let exe = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+        let o = Command::new("cc")
+            .args(["-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(root.join(format!("examples/c/{name}.c")))
+            .arg(format!("-I{}", root.join("include").display()))
+            .arg(format!("-L{}", lib.display()))
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-ltopocomm")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        exe
+    };
+    let exe = build("pingpong");
     let out = run_ok(&["run", "-n", "2", "--", exe.to_str().unwrap()]);
     assert!(out.contains("pingpong ok: 2 ranks"), "{out}");
     assert!(out.contains("truncation:"), "{out}");
     let _ = std::fs::remove_file(exe);
     // The collectives, with more ranks than the dev machine's 2 CPUs.
-    let exe = std::env::temp_dir().join(format!("tc-collectives-{}", std::process::id()));
-    let o = Command::new("cc")
-        .args(["-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(root.join("examples/c/collectives.c"))
-        .arg(format!("-I{}", root.join("include").display()))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-ltopocomm")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    let exe = build("collectives");
     for n in ["1", "3", "4"] {
         let out = run_ok(&["run", "-n", n, "--", exe.to_str().unwrap()]);
         assert!(out.contains(&format!("collectives ok: {n} ranks")), "{out}");

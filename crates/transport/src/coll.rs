@@ -181,6 +181,40 @@ fn step(c: &mut Comm, post: impl FnOnce(&mut Comm, &mut Posted) -> Result<()>) -
     posted.and(waited)
 }
 
+/// A block of a step: where its bytes lie and how many.
+type Blk<P> = Option<(P, usize)>;
+
+/// One message per pair, all posted at once: from each other rank `src`,
+/// `recv_at(src)` (if any), then to each other rank `dst`, `send_at(dst)`
+/// (if any); receives first, so that every rendezvous can start at once.
+///
+/// # Safety
+/// Every block given stays valid (receive blocks writable, disjoint and
+/// untouched, send blocks unmodified) until the call returns.
+unsafe fn exchange(
+    c: &mut Comm,
+    tag: i32,
+    recv_at: impl Fn(usize) -> Blk<*mut u8>,
+    send_at: impl Fn(usize) -> Blk<*const u8>,
+) -> Result<()> {
+    let (n, me) = (c.size(), c.rank());
+    step(c, |c, q| {
+        for src in (1..n).map(|k| (me + n - k) % n) {
+            if let Some((p, len)) = recv_at(src) {
+                // SAFETY: the caller's contract.
+                unsafe { q.recv(c, p, len, src, tag)? };
+            }
+        }
+        for dst in (1..n).map(|k| (me + k) % n) {
+            if let Some((p, len)) = send_at(dst) {
+                // SAFETY: the caller's contract.
+                unsafe { q.send(c, p, len, dst, tag)? };
+            }
+        }
+        Ok(())
+    })
+}
+
 fn check_root(c: &Comm, root: usize) -> Result<()> {
     if root >= c.size() {
         return Err(Error::Invalid(format!(
@@ -314,6 +348,12 @@ fn block(count: usize, n: usize, j: usize) -> (usize, usize) {
     (j * q + j.min(r), q + usize::from(j < r))
 }
 
+/// Block j of a vector of `count` elements of `es` bytes at `p`.
+fn blocks_at(p: *mut u8, count: usize, n: usize, es: usize, j: usize) -> Blk<*mut u8> {
+    let (f, m) = block(count, n, j);
+    Some((p.wrapping_add(f * es), m * es))
+}
+
 /// The reduce-scatter of the large reductions: every rank sends block j of
 /// `input` (data at `inp`, `count` elements) to rank j, which returns its
 /// block reduced in rank order, x_0 (op) (x_1 (op) (... (op) x_{n-1})).
@@ -334,20 +374,19 @@ unsafe fn reduce_blocks(
     let len = cnt * es;
     let mut slots = vec![0u8; len * n];
     let sp = slots.as_mut_ptr();
-    step(c, |c, q| {
-        for k in 1..n {
-            let src = (me + n - k) % n;
-            // SAFETY: slot `src` of `slots`, borrowed for the whole step.
-            unsafe { q.recv(c, sp.add(src * len), len, src, T_BLOCKS)? };
-        }
-        for k in 1..n {
-            let dst = (me + k) % n;
-            let (f, m) = block(count, n, dst);
-            // SAFETY: block `dst` of the input (the caller's contract).
-            unsafe { q.send(c, inp.add(f * es), m * es, dst, T_BLOCKS)? };
-        }
-        Ok(())
-    })?;
+    // SAFETY: slot j of `slots` (disjoint, borrowed for the call) from
+    // rank j; block j of the input (the caller's contract) to rank j.
+    unsafe {
+        exchange(
+            c,
+            T_BLOCKS,
+            |j| Some((sp.add(j * len), len)),
+            |j| {
+                let (f, m) = block(count, n, j);
+                Some((inp.add(f * es), m * es))
+            },
+        )?
+    };
     // SAFETY: my block of the input: readable (the caller's contract).
     let own = unsafe { std::slice::from_raw_parts(inp.add(first * es), len) };
     let copy = |j: usize| {
@@ -362,6 +401,30 @@ unsafe fn reduce_blocks(
         combine(dt, op, copy(j), &mut out);
     }
     Ok(out)
+}
+
+/// This rank's block of a reduction by blocks ([`reduce_blocks`] of
+/// `send`, or of `recv` in place), also copied into its place in `recv`
+/// when `into_recv`.
+fn my_block(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    count: usize,
+    into_recv: bool,
+) -> Result<Vec<u8>> {
+    let inp = send.map_or(recv.as_ptr(), |s| s.as_ptr());
+    // SAFETY: `inp` is `send` or `recv`, `count` elements (red_args),
+    // borrowed for the call; `recv` is written only after the
+    // reduce-scatter.
+    let mine = unsafe { reduce_blocks(c, dt, op, inp, count)? };
+    if into_recv {
+        let ((first, _), es) = (block(count, c.size(), c.rank()), dt.size());
+        recv[first * es..first * es + mine.len()].copy_from_slice(&mine);
+    }
+    Ok(mine)
 }
 
 /// The shared front of [`reduce`] and [`allreduce`]: element count, and
@@ -390,29 +453,20 @@ pub fn allreduce(
     recv: &mut [u8],
 ) -> Result<()> {
     let count = red_args(dt, send, recv.len(), true)?;
-    let (n, me, es) = (c.size(), c.rank(), dt.size());
+    let (n, es) = (c.size(), dt.size());
     if count * es >= SPLIT_MIN && count >= n {
-        let inp = send.map_or(recv.as_ptr(), |s| s.as_ptr());
-        // SAFETY: `inp` is `send` or `recv`, `count` elements, borrowed for
-        // the call; `recv` is written only after the reduce-scatter.
-        let mine = unsafe { reduce_blocks(c, dt, op, inp, count)? };
-        let (first, _) = block(count, n, me);
-        recv[first * es..first * es + mine.len()].copy_from_slice(&mine);
+        let mine = my_block(c, dt, op, send, recv, count, true)?;
         let rp = recv.as_mut_ptr();
-        return step(c, |c, q| {
-            for k in 1..n {
-                let src = (me + n - k) % n;
-                let (f, m) = block(count, n, src);
-                // SAFETY: block `src` of `recv`, disjoint from the others
-                // and from `mine`, borrowed for the whole step.
-                unsafe { q.recv(c, rp.add(f * es), m * es, src, T_RESULT)? };
-            }
-            for k in 1..n {
-                // SAFETY: `mine` lives until the step ends.
-                unsafe { q.send(c, mine.as_ptr(), mine.len(), (me + k) % n, T_RESULT)? };
-            }
-            Ok(())
-        });
+        // SAFETY: block j of `recv` (disjoint from the others and from
+        // `mine`) from rank j; `mine` to every rank; both live for the call.
+        return unsafe {
+            exchange(
+                c,
+                T_RESULT,
+                |j| blocks_at(rp, count, n, es, j),
+                |_| Some((mine.as_ptr(), mine.len())),
+            )
+        };
     }
     let mut acc = send.map_or_else(|| recv.to_vec(), <[u8]>::to_vec);
     allreduce_tree(c, dt, op, &mut acc)?;
@@ -439,25 +493,22 @@ pub fn reduce(
     }
     let count = red_args(dt, send, recv.len(), me == root)?;
     if count * es >= SPLIT_MIN && count >= n {
-        let inp = send.map_or(recv.as_ptr(), |s| s.as_ptr());
-        // SAFETY: as in `allreduce`.
-        let mine = unsafe { reduce_blocks(c, dt, op, inp, count)? };
-        if me != root {
-            let (p, len) = (mine.as_ptr(), mine.len());
-            // SAFETY: `mine` lives until the step ends.
-            return step(c, |c, q| unsafe { q.send(c, p, len, root, T_RESULT) });
-        }
-        let (first, _) = block(count, n, me);
-        recv[first * es..first * es + mine.len()].copy_from_slice(&mine);
+        let mine = my_block(c, dt, op, send, recv, count, me == root)?;
         let rp = recv.as_mut_ptr();
-        return step(c, |c, q| {
-            for src in (0..n).filter(|&j| j != me) {
-                let (f, m) = block(count, n, src);
-                // SAFETY: block `src` of `recv`, borrowed for the step.
-                unsafe { q.recv(c, rp.add(f * es), m * es, src, T_RESULT)? };
-            }
-            Ok(())
-        });
+        // SAFETY: at the root, block j of `recv` from rank j; elsewhere
+        // `mine` to the root; both live for the call.
+        return unsafe {
+            exchange(
+                c,
+                T_RESULT,
+                |j| {
+                    (me == root)
+                        .then(|| blocks_at(rp, count, n, es, j))
+                        .flatten()
+                },
+                |j| (j == root).then_some((mine.as_ptr(), mine.len())),
+            )
+        };
     }
     let mut acc = send.map_or_else(|| recv.to_vec(), <[u8]>::to_vec);
     reduce_to_first(c, dt, op, &mut acc)?;
@@ -498,18 +549,16 @@ pub fn allgather(c: &mut Comm, send: Option<&[u8]>, recv: &mut [u8]) -> Result<(
     let rp = recv.as_mut_ptr();
     // Others read the send buffer, not the copy just written (docs/collectives.md).
     let sp = send.map_or(rp.cast_const().wrapping_add(me * blk), |s| s.as_ptr());
-    step(c, |c, q| {
-        for k in 1..n {
-            let src = (me + n - k) % n;
-            // SAFETY: block `src` of `recv`, borrowed for the whole step.
-            unsafe { q.recv(c, rp.add(src * blk), blk, src, T_ALLGATHER)? };
-        }
-        for k in 1..n {
-            // SAFETY: `send` or my block of `recv`, not written meanwhile.
-            unsafe { q.send(c, sp, blk, (me + k) % n, T_ALLGATHER)? };
-        }
-        Ok(())
-    })
+    // SAFETY: block j of `recv` from rank j; `send` (or my block of
+    // `recv`, not written meanwhile) to every rank; all live for the call.
+    unsafe {
+        exchange(
+            c,
+            T_ALLGATHER,
+            |j| Some((rp.wrapping_add(j * blk), blk)),
+            |_| Some((sp, blk)),
+        )
+    }
 }
 
 /// Block d of each rank's `send` into block r of rank d's `recv`.
@@ -524,20 +573,17 @@ pub fn alltoall(c: &mut Comm, send: &[u8], recv: &mut [u8]) -> Result<()> {
     }
     let blk = recv.len() / n;
     recv[me * blk..(me + 1) * blk].copy_from_slice(&send[me * blk..(me + 1) * blk]);
-    let rp = recv.as_mut_ptr();
-    step(c, |c, q| {
-        for k in 1..n {
-            let src = (me + n - k) % n;
-            // SAFETY: block `src` of `recv`, borrowed for the whole step.
-            unsafe { q.recv(c, rp.add(src * blk), blk, src, T_ALLTOALL)? };
-        }
-        for k in 1..n {
-            let dst = (me + k) % n;
-            // SAFETY: block `dst` of `send`, borrowed for the whole step.
-            unsafe { q.send(c, send.as_ptr().add(dst * blk), blk, dst, T_ALLTOALL)? };
-        }
-        Ok(())
-    })
+    let (rp, sp) = (recv.as_mut_ptr(), send.as_ptr());
+    // SAFETY: block j of `recv` from rank j, block j of `send` to rank j;
+    // both borrowed for the call.
+    unsafe {
+        exchange(
+            c,
+            T_ALLTOALL,
+            |j| Some((rp.wrapping_add(j * blk), blk)),
+            |j| Some((sp.wrapping_add(j * blk), blk)),
+        )
+    }
 }
 
 /// Every rank's `send` into block r of the root's `recv` (significant at
@@ -545,22 +591,21 @@ pub fn alltoall(c: &mut Comm, send: &[u8], recv: &mut [u8]) -> Result<()> {
 pub fn gather(c: &mut Comm, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
     check_root(c, root)?;
     let (n, me, blk) = (c.size(), c.rank(), send.len());
-    if me != root {
-        // SAFETY: `send` is borrowed for the whole step.
-        return step(c, |c, q| unsafe {
-            q.send(c, send.as_ptr(), blk, root, T_GATHER)
-        });
+    if me == root {
+        check_len("the root's receive buffer", recv.len(), n * blk)?;
+        recv[me * blk..(me + 1) * blk].copy_from_slice(send);
     }
-    check_len("the root's receive buffer", recv.len(), n * blk)?;
-    recv[me * blk..(me + 1) * blk].copy_from_slice(send);
-    let rp = recv.as_mut_ptr();
-    step(c, |c, q| {
-        for src in (0..n).filter(|&j| j != me) {
-            // SAFETY: block `src` of `recv`, borrowed for the whole step.
-            unsafe { q.recv(c, rp.add(src * blk), blk, src, T_GATHER)? };
-        }
-        Ok(())
-    })
+    let (rp, sp) = (recv.as_mut_ptr(), send.as_ptr());
+    // SAFETY: at the root, block j of `recv` from rank j; elsewhere `send`
+    // to the root; both borrowed for the call.
+    unsafe {
+        exchange(
+            c,
+            T_GATHER,
+            |j| (me == root).then(|| (rp.wrapping_add(j * blk), blk)),
+            |j| (j == root).then_some((sp, blk)),
+        )
+    }
 }
 
 /// Block r of the root's `send` (significant at the root only) into rank
@@ -568,20 +613,21 @@ pub fn gather(c: &mut Comm, send: &[u8], recv: &mut [u8], root: usize) -> Result
 pub fn scatter(c: &mut Comm, send: &[u8], recv: &mut [u8], root: usize) -> Result<()> {
     check_root(c, root)?;
     let (n, me, blk) = (c.size(), c.rank(), recv.len());
-    if me != root {
-        let (p, len) = (recv.as_mut_ptr(), recv.len());
-        // SAFETY: `recv` is borrowed for the whole step.
-        return step(c, |c, q| unsafe { q.recv(c, p, len, root, T_SCATTER) });
+    if me == root {
+        check_len("the root's send buffer", send.len(), n * blk)?;
+        recv.copy_from_slice(&send[me * blk..(me + 1) * blk]);
     }
-    check_len("the root's send buffer", send.len(), n * blk)?;
-    recv.copy_from_slice(&send[me * blk..(me + 1) * blk]);
-    step(c, |c, q| {
-        for dst in (0..n).filter(|&j| j != me) {
-            // SAFETY: block `dst` of `send`, borrowed for the whole step.
-            unsafe { q.send(c, send.as_ptr().add(dst * blk), blk, dst, T_SCATTER)? };
-        }
-        Ok(())
-    })
+    let (rp, sp) = (recv.as_mut_ptr(), send.as_ptr());
+    // SAFETY: elsewhere, `recv` from the root; at the root, block j of
+    // `send` to rank j; both borrowed for the call.
+    unsafe {
+        exchange(
+            c,
+            T_SCATTER,
+            |j| (j == root).then_some((rp, blk)),
+            |j| (me == root).then(|| (sp.wrapping_add(j * blk), blk)),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,17 @@ fn val(r: usize, i: usize) -> i64 {
     (r as i64 + 1) * 1000 + (i % 997) as i64
 }
 
+/// Rank `me`'s elements and their sums over the `n` ranks.
+fn mine_and_sum(n: usize, me: usize, count: usize) -> (Vec<i64>, Vec<i64>) {
+    let mine = (0..count).map(|i| val(me, i)).collect();
+    (
+        mine,
+        (0..count)
+            .map(|i| (0..n).map(|r| val(r, i)).sum())
+            .collect(),
+    )
+}
+
 /// Element counts: tiny, not dividing by the ranks, and by blocks (>= 16 KiB).
 const COUNTS: [usize; 4] = [1, 3, 2049, 5001];
 
@@ -74,10 +85,7 @@ fn allreduces_give_exact_sums_minima_and_maxima_in_place_or_not() {
         job(n, |c| {
             let (n, me) = (c.size(), c.rank());
             for count in COUNTS {
-                let mine: Vec<i64> = (0..count).map(|i| val(me, i)).collect();
-                let sum: Vec<i64> = (0..count)
-                    .map(|i| (0..n).map(|r| val(r, i)).sum())
-                    .collect();
+                let (mine, sum) = mine_and_sum(n, me, count);
                 let mut out = vec![0u8; count * 8];
                 allreduce(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut out).unwrap();
                 assert_eq!(as_i64s(&out), sum, "{n} ranks, {count} elements");
@@ -143,10 +151,7 @@ fn reductions_reach_every_root_in_place_or_not() {
         job(n, |c| {
             let (n, me) = (c.size(), c.rank());
             for count in COUNTS {
-                let mine: Vec<i64> = (0..count).map(|i| val(me, i)).collect();
-                let sum: Vec<i64> = (0..count)
-                    .map(|i| (0..n).map(|r| val(r, i)).sum())
-                    .collect();
+                let (mine, sum) = mine_and_sum(n, me, count);
                 for root in 0..n {
                     // Only the root's receive buffer is significant.
                     let mut out = vec![0u8; if me == root { count * 8 } else { 0 }];
