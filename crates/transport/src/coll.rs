@@ -297,7 +297,7 @@ fn swap_with(c: &mut Comm, send: &[u8], recv: &mut [u8], peer: usize, tag: i32) 
 /// result in `acc`.
 fn reduce_to_first(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<()> {
     let (n, r) = (c.size(), c.rank());
-    let mut tmp = vec![0u8; acc.len()];
+    let mut tmp = Vec::new(); // only ranks that receive need it
     let mut mask = 1;
     while mask < n {
         if r & mask != 0 {
@@ -306,6 +306,7 @@ fn reduce_to_first(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result
             return step(c, |c, q| unsafe { q.send(c, p, len, r - mask, T_REDUCE) });
         }
         if r + mask < n {
+            tmp.resize(acc.len(), 0);
             let (p, len) = (tmp.as_mut_ptr(), tmp.len());
             // SAFETY: `tmp` is borrowed for the whole step.
             step(c, |c, q| unsafe { q.recv(c, p, len, r + mask, T_REDUCE) })?;

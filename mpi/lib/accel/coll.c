@@ -53,7 +53,8 @@ enum {
 #define BCAST_MAX_DEFAULT (1u << 20)
 
 static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
-/* Allreduce by blocks (allreduce_split): no limit of its own. */
+/* Reductions by blocks (reduce_split, acc_coll_reduce_blocks): no limit
+ * of their own. */
 static size_t split_max = SIZE_MAX;
 
 int acc_coll_hier, acc_coll_lanes;
@@ -121,7 +122,7 @@ static int xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, voi
     int rc = 0;
     if (dst >= 0 && slen <= XFER_EAGER) {
         rc = tc_isend_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx, 0, &rs);
-        if (rc == 0 && rs != TC_REQUEST_DONE) rc = acc_wait_tc(&rs, NULL);
+        if (rc == 0) rc = acc_wait_tc(&rs, NULL); /* at once when done at posting */
         return rc == 0 && src >= 0 ? recv_from(g, rbuf, rlen, src, tag) : rc;
     }
     if (dst < 0) return src >= 0 ? recv_from(g, rbuf, rlen, src, tag) : 0;
