@@ -59,6 +59,7 @@ pub(crate) fn multisection(
     ob: &Obj,
     ranks: usize,
     seed: u64,
+    threads: usize,
 ) -> Option<Vec<u32>> {
     let mut wg = Wg {
         xadj: vec![0],
@@ -74,9 +75,6 @@ pub(crate) fn multisection(
         }
         wg.xadj.push(wg.adj.len());
     }
-    let mut leaf_of = vec![u32::MAX; ranks];
-    let mut rng = Rng::new(seed ^ 0x6d75_6c74_696c);
-    let mut local = vec![u32::MAX; ranks];
     let kids = t.tree[t.root as usize].children.clone();
     // Ranks that never communicate cost nothing wherever they are: only
     // the others are placed (packed into the first subtrees), the silent
@@ -85,24 +83,79 @@ pub(crate) fn multisection(
     let talking: Vec<u32> = (0..ranks as u32)
         .filter(|&v| wg.xadj[v as usize] < wg.xadj[v as usize + 1])
         .collect();
-    let mut stack: Vec<(Vec<u32>, u32, Vec<u32>)> = vec![(talking, t.root, kids)];
-    while let Some((verts, node, kids)) = stack.pop() {
+    let cx = Sections {
+        t,
+        wg: &wg,
+        seed: seed ^ 0x6d75_6c74_696c,
+    };
+    let mut placed = Vec::with_capacity(talking.len());
+    let mut local = vec![u32::MAX; ranks];
+    cx.section(talking, t.root, kids, &mut local, &mut placed, threads);
+    drop(local);
+    let mut leaf_of = vec![u32::MAX; ranks];
+    for (v, leaf) in placed {
+        // Two ranks on one leaf would be a bug: caught below.
+        leaf_of[v as usize] = leaf;
+    }
+    let mut used = vec![false; t.len()];
+    for &l in leaf_of.iter().filter(|&&l| l != u32::MAX) {
+        used[l as usize] = true;
+    }
+    let mut free = (0..t.len() as u32).filter(|&l| !used[l as usize]);
+    for l in leaf_of.iter_mut().filter(|l| **l == u32::MAX) {
+        *l = free.next()?;
+    }
+    used.iter_mut().for_each(|u| *u = false);
+    for &l in &leaf_of {
+        if l as usize >= used.len() || std::mem::replace(&mut used[l as usize], true) {
+            return None;
+        }
+    }
+    Some(leaf_of)
+}
+
+/// What every step of one multisection shares (read-only, so the two
+/// sides of a cut can be sectioned on two threads).
+struct Sections<'a> {
+    t: &'a Target,
+    wg: &'a Wg,
+    seed: u64,
+}
+
+/// Below this many ranks a side is sectioned on the thread that cut it:
+/// a thread start costs more than such a side's whole sectioning.
+const PARALLEL_MIN: usize = 2048;
+
+impl Sections<'_> {
+    /// Places `verts` in the leaves below the children `kids` of `node`,
+    /// appending `(rank, leaf)` to `placed`. `local` is scratch indexed by
+    /// rank (all `u32::MAX` on entry and on return). With `threads > 1`
+    /// the two sides of a cut are sectioned at the same time; each cut
+    /// draws from a generator seeded by its own place in the tree, so the
+    /// result does not depend on the number of threads or their timing.
+    fn section(
+        &self,
+        verts: Vec<u32>,
+        node: u32,
+        kids: Vec<u32>,
+        local: &mut [u32],
+        placed: &mut Vec<(u32, u32)>,
+        threads: usize,
+    ) {
+        let t = self.t;
         if verts.is_empty() {
-            continue;
+            return;
         }
         let tn = &t.tree[node as usize];
         if kids.is_empty() {
             // A leaf (one slot): the capacities guarantee one rank at most.
-            for &v in &verts {
-                leaf_of[v as usize] = tn.lo;
-            }
-            // (more than one rank here would be a bug: caught below)
-            continue;
+            placed.extend(verts.iter().map(|&v| (v, tn.lo)));
+            return;
         }
         if kids.len() == 1 {
             let c = kids[0];
-            stack.push((verts, c, t.tree[c as usize].children.clone()));
-            continue;
+            let grandkids = t.tree[c as usize].children.clone();
+            return self.section(verts, c, grandkids, local, placed, threads);
         }
         let cap = |ks: &[u32]| -> i64 {
             ks.iter()
@@ -123,16 +176,23 @@ pub(crate) fn multisection(
         let n = verts.len() as i64;
         let (ca, cb) = (cap(&ka), cap(&kb));
         if ca >= n {
-            stack.push((verts, node, ka));
-            continue;
+            return self.section(verts, node, ka, local, placed, threads);
         }
-        let sub = induced(&wg, &verts, &mut local);
+        let sub = induced(self.wg, &verts, local);
         // Side A may get anything from n - cb to ca ranks: aim at the
         // capacity-proportional share, the cut picks within the window.
         let (lo, hi) = ((n - cb).max(0), ca.min(n));
         let want = (n * ca + (ca + cb) / 2) / (ca + cb).max(1);
         let slack = (want - lo).min(hi - want).max(0);
+        // (node, first child, number of children) names this cut.
+        let mut rng = Rng::new(
+            self.seed
+                ^ Rng::new(u64::from(node) << 32 | u64::from(kids[0]))
+                    .next_u64()
+                    .wrapping_add(kids.len() as u64),
+        );
         let side = bisect(&sub, want.clamp(lo, hi), slack, &mut rng);
+        drop(sub);
         for &v in &verts {
             local[v as usize] = u32::MAX;
         }
@@ -144,34 +204,46 @@ pub(crate) fn multisection(
                 b.push(v)
             }
         }
-        stack.push((b, node, kb));
-        stack.push((a, node, ka));
-    }
-    let mut used = vec![false; t.len()];
-    for &l in leaf_of.iter().filter(|&&l| l != u32::MAX) {
-        used[l as usize] = true;
-    }
-    let mut free = (0..t.len() as u32).filter(|&l| !used[l as usize]);
-    for l in leaf_of.iter_mut().filter(|l| **l == u32::MAX) {
-        *l = free.next()?;
-    }
-    used.iter_mut().for_each(|u| *u = false);
-    for &l in &leaf_of {
-        if l as usize >= used.len() || std::mem::replace(&mut used[l as usize], true) {
-            return None;
+        drop(verts);
+        if threads > 1 && a.len().min(b.len()) >= PARALLEL_MIN {
+            let (ta, tb) = (threads - threads / 2, threads / 2);
+            let ranks = local.len();
+            let other = std::thread::scope(|sc| {
+                let h = sc.spawn(move || {
+                    let mut local_b = vec![u32::MAX; ranks];
+                    let mut placed_b = Vec::with_capacity(b.len());
+                    self.section(b, node, kb, &mut local_b, &mut placed_b, tb);
+                    placed_b
+                });
+                self.section(a, node, ka, local, placed, ta);
+                h.join()
+            });
+            match other {
+                Ok(p) => placed.extend(p),
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        } else {
+            self.section(a, node, ka, local, placed, threads);
+            self.section(b, node, kb, local, placed, threads);
         }
     }
-    Some(leaf_of)
 }
 
 fn induced(g: &Wg, verts: &[u32], local: &mut [u32]) -> Wg {
     for (i, &v) in verts.iter().enumerate() {
         local[v as usize] = i as u32;
     }
+    // At most every edge of the chosen vertices stays: reserved once
+    // instead of regrown while pushing.
+    let most: usize = verts
+        .iter()
+        .map(|&v| g.xadj[v as usize + 1] - g.xadj[v as usize])
+        .sum();
     let mut s = Wg {
         xadj: Vec::with_capacity(verts.len() + 1),
+        adj: Vec::with_capacity(most),
+        w: Vec::with_capacity(most),
         vw: vec![1; verts.len()],
-        ..Wg::default()
     };
     s.xadj.push(0);
     for &v in verts {
@@ -284,16 +356,28 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
     let n = g.n();
     let mut gain = vec![0.0f64; n];
     let mut locked = vec![false; n];
+    // Allocated once per call, emptied per pass: at a million vertices the
+    // regrowth of fresh heaps and lists each pass was a tenth of the time.
+    let mut heaps: [BinaryHeap<Cand>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
+    let mut free: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut moves: Vec<u32> = Vec::new();
     for _ in 0..passes {
         let mut w0: i64 = (0..n)
             .filter(|&v| side[v] == 0)
             .map(|v| i64::from(g.vw[v]))
             .sum();
         let mut cut2 = 0.0; // twice the cut: each cut edge seen from both ends
-        let mut heaps = [BinaryHeap::new(), BinaryHeap::new()];
+                            // The initial entries are heapified at once (O(n)), not pushed one
+                            // by one (O(n log n)); the vectors keep their capacity.
+        let mut initial = heaps.each_mut().map(|h| {
+            let mut v = std::mem::take(h).into_vec();
+            v.clear();
+            v
+        });
         // Isolated vertices (gain 0 wherever they are) only help balance:
         // plain lists, not the heaps (there may be millions of silent ranks).
-        let mut free: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+        free.iter_mut().for_each(Vec::clear);
+        moves.clear();
         for v in 0..n {
             let (mut ext, mut int) = (0.0, 0.0);
             for k in g.xadj[v]..g.xadj[v + 1] {
@@ -309,14 +393,15 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
             if g.xadj[v] == g.xadj[v + 1] {
                 free[side[v] as usize].push(v as u32);
             } else if ext > 0.0 || (w0 - t0).abs() > accept {
-                heaps[side[v] as usize].push(Cand(gain[v], v as u32));
+                initial[side[v] as usize].push(Cand(gain[v], v as u32));
             }
         }
+        let [i0, i1] = initial;
+        heaps = [BinaryHeap::from(i0), BinaryHeap::from(i1)];
         let mut cur = cut2 / 2.0;
         let state = |w0: i64, c: f64| (((w0 - t0).abs() - accept).max(0), c);
         let start = state(w0, cur);
         let mut best = start;
-        let mut moves: Vec<u32> = Vec::new();
         let mut best_len = 0;
         let limit = 32 + n / 64;
         while moves.len() - best_len < limit {
@@ -500,4 +585,48 @@ fn bisect(g: &Wg, t0: i64, slack: i64, rng: &mut Rng) -> Vec<u8> {
         v += 1;
     }
     side
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{Costs, Metric};
+    use crate::gen;
+    use crate::target::Cluster;
+
+    /// The sides of a cut are sectioned on several threads only when they
+    /// are large: a graph of 12000 ranks has cuts on both sides of the
+    /// parallel bound, and the mapping must be the same whatever the
+    /// number of threads (each cut draws from its own generator).
+    #[test]
+    fn the_mapping_does_not_depend_on_the_number_of_threads() {
+        let ranks = 12_000;
+        let m = gen::random_geometric(
+            ranks,
+            (10.0 / (std::f64::consts::PI * ranks as f64)).sqrt(),
+            1e5,
+            7,
+        );
+        let node =
+            topocomm_topo::load(&"synthetic:pack:2 l3:2 core:16 pu:1".parse().unwrap()).unwrap();
+        let mut c = Cluster::uniform(node, ranks.div_ceil(64));
+        c.network_levels = vec![16];
+        let slots = c.default_slots(ranks, false).unwrap();
+        let t = Target::new(c, &slots).unwrap();
+        let g = Graph::from_matrix(&m, t.len());
+        let ob = Obj::new(&t, &Costs::defaults(), Metric::HopBytes);
+        let one = multisection(&t, &g, &ob, ranks, 3, 1).expect("a leaf per rank");
+        for threads in [2, 3, 8] {
+            let many = multisection(&t, &g, &ob, ranks, 3, threads).expect("a leaf per rank");
+            assert!(one == many, "{threads} threads gave another mapping than 1");
+        }
+        let mut leaves = one.clone();
+        leaves.sort_unstable();
+        leaves.dedup();
+        assert_eq!(leaves.len(), ranks, "two ranks share a leaf");
+        assert!(
+            multisection(&t, &g, &ob, ranks, 4, 2).expect("a leaf per rank") != one,
+            "another seed gave the same mapping: the seed is not used"
+        );
+    }
 }

@@ -11,6 +11,8 @@ use crate::objective::Obj;
 use crate::refine::{order_to_vertex_at_leaf, refine, Placement};
 use crate::target::Target;
 use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,41 +196,66 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
     }
     if want(Strategy::Multilevel) {
         let t0 = Instant::now();
-        let mut kept: Option<(f64, Placement)> = None;
         let tries = multilevel_tries(g.n, g.adj.len());
-        for i in 0..tries {
-            if i > 0 && i + 1 < tries && t0.elapsed().as_secs_f64() > opt.time_limit {
-                break;
+        // The last start is the ranks' own order (packed): applications
+        // often number ranks meaningfully (rows of a process grid).
+        let seeded = if tries > 1 { tries - 1 } else { 1 } as usize;
+        let starts = seeded_starts(seeded, |i| {
+            // The time limit skips seeds, never the first one and never the
+            // packed start below.
+            if i > 0 && i + 1 < tries as usize && t0.elapsed().as_secs_f64() > opt.time_limit {
+                return None;
             }
-            let s = opt.seed.wrapping_add(i);
-            // The last start is the ranks' own order (packed): applications
-            // often number ranks meaningfully (rows of a process grid).
-            let mut p = if i == tries - 1 && tries > 1 {
-                let p = Placement::from_order(&baseline_order(target, Baseline::Packed, 0));
-                // Refined only when within 20 % of the best start: the
-                // refinement gains less than that (saves it at scale).
-                if kept.as_ref().is_some_and(|k| objective(&p) > 1.2 * k.0) {
-                    continue;
-                }
-                p
-            } else {
-                let Some(leaf) = multisection(target, &g, &ob, m.n, s) else {
-                    continue;
-                };
-                Placement::from_rank_leaves(&leaf, target.len())
-            };
+            let s = opt.seed.wrapping_add(i as u64);
+            let ts = Instant::now();
+            let leaf = multisection(target, &g, &ob, m.n, s, inner_threads(seeded))?;
+            let mut p = Placement::from_rank_leaves(&leaf, target.len());
             let t1 = Instant::now();
             refine(target, &g, &ob, &mut p, opt.passes, s);
-            let obj = objective(&p);
+            Some(Start {
+                objective: objective(&p),
+                placement: p,
+                sectioning_s: t1.duration_since(ts).as_secs_f64(),
+                refinement_s: t1.elapsed().as_secs_f64(),
+            })
+        });
+        let mut kept: Option<(f64, Placement)> = None;
+        for (i, r) in starts.into_iter().enumerate() {
+            let Some(st) = r else { continue };
             if debug {
                 eprintln!(
-                    "debug: multilevel start {i}: {:.2} s, refinement {:.2} s, objective {obj:.4e}",
-                    t1.duration_since(t0).as_secs_f64(),
-                    t1.elapsed().as_secs_f64()
+                    "debug: multilevel start {i}: multisection {:.2} s, refinement {:.2} s, objective {:.4e}",
+                    st.sectioning_s, st.refinement_s, st.objective
                 );
             }
-            if kept.as_ref().is_none_or(|k| obj < k.0) {
-                kept = Some((obj, p));
+            if kept.as_ref().is_none_or(|k| st.objective < k.0) {
+                kept = Some((st.objective, st.placement));
+            }
+        }
+        if tries > 1 {
+            let mut p = Placement::from_order(&baseline_order(target, Baseline::Packed, 0));
+            // Refined only when within 20 % of the best start: the
+            // refinement gains less than that (saves it at scale).
+            if kept.as_ref().is_none_or(|k| objective(&p) <= 1.2 * k.0) {
+                let t1 = Instant::now();
+                refine(
+                    target,
+                    &g,
+                    &ob,
+                    &mut p,
+                    opt.passes,
+                    opt.seed.wrapping_add(tries - 1),
+                );
+                let obj = objective(&p);
+                if debug {
+                    eprintln!(
+                        "debug: multilevel packed start: refinement {:.2} s, objective {obj:.4e}",
+                        t1.elapsed().as_secs_f64()
+                    );
+                }
+                if kept.as_ref().is_none_or(|k| obj < k.0) {
+                    kept = Some((obj, p));
+                }
             }
         }
         if let Some((obj, p)) = kept {
@@ -241,6 +268,52 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         chosen,
         tried,
     })
+}
+
+/// One seeded start of the multilevel mapper, refined.
+struct Start {
+    objective: f64,
+    placement: Placement,
+    sectioning_s: f64,
+    refinement_s: f64,
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Threads each of `seeded` concurrent starts gives its cuts.
+fn inner_threads(seeded: usize) -> usize {
+    (threads() / threads().min(seeded).max(1)).max(1)
+}
+
+/// Runs `start(0..seeded)` side by side on up to one thread per CPU, each
+/// thread taking the next start in seed order; the results come back in
+/// seed order. Each start's result depends on its seed alone, so what the
+/// caller keeps does not depend on the number of threads.
+fn seeded_starts<F>(seeded: usize, start: F) -> Vec<Option<Start>>
+where
+    F: Fn(usize) -> Option<Start> + Sync,
+{
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<Start>>> = Mutex::new((0..seeded).map(|_| None).collect());
+    std::thread::scope(|sc| {
+        for _ in 0..threads().min(seeded) {
+            sc.spawn(|| loop {
+                // Relaxed: the counter only hands out indexes; the results
+                // travel through the mutex and the scope's join.
+                let i = next.fetch_add(1, AtomicOrdering::Relaxed);
+                if i >= seeded {
+                    break;
+                }
+                let r = start(i);
+                if let Ok(mut d) = done.lock() {
+                    d[i] = r;
+                }
+            });
+        }
+    });
+    done.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Starts the multilevel mapper tries (seeds, then the packed order): a
