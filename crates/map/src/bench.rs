@@ -296,7 +296,8 @@ pub struct ScaleRun {
     pub pairs: usize,
     pub objective: String,
     pub seconds: f64,
-    /// CPU time of the mapping (single-threaded: its time on an idle machine).
+    /// CPU time of the mapping, summed over its threads (the mapper uses
+    /// every CPU, so this can exceed `seconds`).
     pub cpu_seconds: Option<f64>,
     pub packed_over_topocomm: f64,
     pub peak_memory_mib: Option<u64>,
