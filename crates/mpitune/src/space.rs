@@ -398,6 +398,21 @@ impl Space {
     /// not in the space, or one whose reach is [`Reach::All`], reaches
     /// every size.
     pub fn scope(&self, s: &Setting) -> Scope {
+        let mut ranges = Vec::new();
+        for name in s.keys() {
+            match self.param_reach(s, name) {
+                Some(r) => ranges.push(r),
+                None => return Scope::all(),
+            }
+        }
+        ranges.sort_unstable();
+        ranges.dedup();
+        Scope { ranges }
+    }
+
+    /// The sizes parameter `name` of setting `s` can change (under the
+    /// eager limit `s` puts in force), as one range; `None`: every size.
+    fn param_reach(&self, s: &Setting, name: &str) -> Option<(u64, u64)> {
         let num = |k: &str, d: u64| s.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(d);
         const EAGER: &str = "btl_vader_eager_limit";
         let default_eager = self
@@ -405,21 +420,30 @@ impl Space {
             .and_then(|p| p.default.parse().ok())
             .unwrap_or(4096);
         let eager = num(EAGER, default_eager);
-        let mut ranges = Vec::new();
-        for name in s.keys() {
-            let reach = self.param(name).map_or(Reach::All, |p| p.reach);
-            let r = match (self.layer, reach) {
-                (Layer::Vader, Reach::Rendezvous) => (eager, u64::MAX),
-                (Layer::Vader, Reach::EagerLimit) => {
-                    (0, eager.max(default_eager).saturating_mul(EAGER_REACH))
-                }
-                _ => return Scope::all(),
-            };
-            ranges.push(r);
+        let reach = self.param(name).map_or(Reach::All, |p| p.reach);
+        match (self.layer, reach) {
+            (Layer::Vader, Reach::Rendezvous) => Some((eager, u64::MAX)),
+            (Layer::Vader, Reach::EagerLimit) => {
+                Some((0, eager.max(default_eager).saturating_mul(EAGER_REACH)))
+            }
+            _ => None,
         }
-        ranges.sort_unstable();
-        ranges.dedup();
-        Scope { ranges }
+    }
+
+    /// `s` without the parameters that can change any of `sizes`: what is
+    /// left of a setting once the parameters that may have made those sizes
+    /// slower are dropped.
+    pub fn without_reaching(&self, s: &Setting, sizes: &[u64]) -> Setting {
+        s.iter()
+            .filter(|(name, _)| {
+                let reaches = |x: u64| {
+                    self.param_reach(s, name)
+                        .is_none_or(|(a, b)| (a..=b).contains(&x))
+                };
+                !sizes.iter().any(|&x| reaches(x))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Every variable name this space may set in the job's environment.
@@ -538,6 +562,43 @@ mod tests {
         );
         // The defaults change nothing.
         assert!(!sp.scope(&Setting::new()).contains(4096));
+    }
+
+    #[test]
+    fn dropping_what_reaches_the_slower_sizes_keeps_the_pipeline() {
+        let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let set = |kv: &[(&str, &str)]| -> Setting {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        // The setting a default-budget run exported on the Zen 5 dev VM,
+        // rejected by its verification for bw 8 B-1 KiB.
+        let best = set(&[
+            ("btl_vader_eager_limit", "32768"),
+            ("btl_vader_fbox_size", "16384"),
+            ("btl_vader_max_send_size", "262144"),
+            ("btl_vader_segment_size", "16777216"),
+            ("btl_vader_single_copy_mechanism", "none"),
+            ("pml_ob1_send_pipeline_depth", "16"),
+        ]);
+        let kept = sp.without_reaching(&best, &[8, 16, 64, 1024]);
+        assert_eq!(
+            kept,
+            set(&[
+                ("btl_vader_max_send_size", "262144"),
+                ("btl_vader_single_copy_mechanism", "none"),
+                ("pml_ob1_send_pipeline_depth", "16"),
+            ])
+        );
+        // A slower large size drops everything but the eager limit, which
+        // reaches up to 16 x 32 KiB only.
+        assert_eq!(
+            sp.without_reaching(&best, &[1 << 20]),
+            set(&[("btl_vader_eager_limit", "32768")])
+        );
+        // Nothing slower: nothing dropped.
+        assert_eq!(sp.without_reaching(&best, &[]), best);
     }
 
     #[test]

@@ -20,10 +20,10 @@ pub use verification::Verification;
 
 use crate::export::{read_export, render, Entry, Export, OPENMPI_FILE_VAR};
 use crate::host::{loadavg, mpi_build, mpi_version, which_exists, Load};
-use crate::objective::{combine, Objective};
+use crate::objective::{combine, ClassVerdict, Objective};
 use crate::runner::{layer_of_pml, openmpi_pml, Runner};
 use crate::search::{coordinate_descent, Adoption, SearchOptions, SearchResult};
-use crate::space::{describe, Layer, Space};
+use crate::space::{describe, Layer, Setting, Space};
 use crate::verify::{ompi_info_sources, verify_file, ReadBack};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,6 +35,10 @@ use verification::{verification_runner, verify_alternating, Alternation};
 /// A setting must beat the defaults by this fraction, in the search and in
 /// the verification, to be exported.
 pub const MIN_GAIN: f64 = 0.03;
+
+/// Smaller settings verified after the verification rejects the search's
+/// best (each costs one more verification).
+pub const MAX_FALLBACKS: usize = 2;
 
 /// An error and its sources, joined by ": " (as the CLI prints errors).
 pub(crate) fn chain(e: &dyn std::error::Error) -> String {
@@ -53,9 +57,14 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
 pub struct Searched {
     pub space: Space,
     pub result: SearchResult,
-    /// The verification rejected the search's setting: the file keeps the
-    /// MPI's defaults.
+    /// The verification rejected the last setting it verified: the file
+    /// keeps the MPI's defaults.
     pub rejected: bool,
+    /// The setting the file was verified with: the search's best, or a
+    /// smaller one after the verification rejected the best ([`fallback`]).
+    pub exported: Setting,
+    /// The settings the verification rejected before `exported`, in order.
+    pub rejected_before: Vec<Setting>,
 }
 
 /// What a run measured and wrote.
@@ -125,6 +134,8 @@ impl Outcome {
                 "classes": s.classes,
                 "objective": s.objective,
                 "search": se.result,
+                "exported": se.exported,
+                "rejected_before": se.rejected_before,
                 "file": file,
                 "load": self.load,
                 "verification": verification,
@@ -293,36 +304,81 @@ fn tune(
     // Write the file, then measure defaults vs the file itself.
     let meta = RunMeta::new(m, topocomm_measure::timer::check());
     let version = mpi_version(s.which);
-    let entries = entries_for(&space, &result, &s.objective);
     let header = |verified, load| {
         let mut h = text::header_lines(&meta, &version, layer, &s, verified, load);
         h.extend(text::tried_lines(&result, &s.objective));
         h
     };
-    write_file(&s.out, &render(layer, &header(None, None), &entries))?;
-    let file_env = read_export(s.which, &s.out)?.env;
-    let v = verify_alternating(
-        &verification_runner(&runner, &s.params),
-        &Alternation {
-            file_env: &file_env,
-            reps: if quick { 1 } else { 2 },
-            file: &s.out,
-            objective: &s.objective,
-            weights: &weights,
-            prior: Some(&result.noise),
-        },
-        progress,
-    )?;
-    let (score, feasible) = combine(&v.verdicts, &weights);
-    // The file changes a value only when the verification shows that it
-    // pays: no size slower (pooled or in any alternation), and the same gain
-    // the search asked for. A setting adopted on noisy search measurements,
-    // or one that is slower only some of the time, is otherwise dropped.
-    let keep = v.clean && score > 1.0 + MIN_GAIN;
+    // The verification judges every size with fresh jobs; when it rejects
+    // the search's setting, a smaller one the search also found good may
+    // still pay (the refinements of a strong first move are the usual
+    // culprits at sizes the first move cannot touch): at most
+    // MAX_FALLBACKS of them are verified in turn, never a setting that was
+    // not verified itself.
+    let mut exported = result.best.clone();
+    let mut rejected_settings: Vec<Setting> = Vec::new();
+    let (entries, v, score, feasible, keep) = loop {
+        let entries = entries_for(&space, &result, &exported, &s.objective);
+        write_file(&s.out, &render(layer, &header(None, None), &entries))?;
+        let file_env = read_export(s.which, &s.out)?.env;
+        let v = verify_alternating(
+            &verification_runner(&runner, &s.params),
+            &Alternation {
+                file_env: &file_env,
+                reps: if quick { 1 } else { 2 },
+                file: &s.out,
+                objective: &s.objective,
+                weights: &weights,
+                prior: Some(&result.noise),
+            },
+            progress,
+        )?;
+        let (score, feasible) = combine(&v.verdicts, &weights);
+        // The file changes a value only when the verification shows that it
+        // pays: no size slower (pooled or in any alternation), and the same
+        // gain the search asked for. A setting adopted on noisy search
+        // measurements, or one that is slower only some of the time, is
+        // otherwise dropped.
+        let keep = v.clean && score > 1.0 + MIN_GAIN;
+        let next = (!keep && rejected_settings.len() < MAX_FALLBACKS)
+            .then(|| fallback(&space, &result, &exported, &v.verdicts, &rejected_settings))
+            .flatten();
+        match next {
+            Some((setting, why)) if !entries.is_empty() => {
+                progress(&format!(
+                    "the verification rejected {} ({}); verifying {} instead: {why}",
+                    describe(&exported),
+                    text::rejection(feasible, v.clean, score),
+                    describe(&setting)
+                ));
+                rejected_settings.push(std::mem::replace(&mut exported, setting));
+            }
+            _ => break (entries, v, score, feasible, keep),
+        }
+    };
     let load = Load::since(load_start);
 
     // Rewrite the file with the verified numbers in its header (same values).
     let mut header = header(Some((&v.verdicts, score, feasible)), Some(&load));
+    if !rejected_settings.is_empty() {
+        // After the title line: what the verification turned down first.
+        let mut note: Vec<String> = rejected_settings
+            .iter()
+            .map(|r| {
+                format!(
+                    "The verification rejected {} (a size slower, or no gain).",
+                    describe(r)
+                )
+            })
+            .collect();
+        note.push(format!(
+            "It then verified {}{}",
+            describe(&exported),
+            if keep { ", the setting below." } else { "." }
+        ));
+        note.push(String::new());
+        header.splice(1..1, note);
+    }
     write_file(&s.out, &render(layer, &header, &entries))?;
     let values: Vec<(String, String)> = entries
         .iter()
@@ -334,7 +390,7 @@ fn tune(
     let rejected = !keep && !entries.is_empty();
     if rejected {
         let mut note = vec![format!(
-            "REJECTED by the verification ({}): this file keeps the MPI's defaults. The search's setting was:",
+            "REJECTED by the verification ({}): this file keeps the MPI's defaults. The setting verified last was:",
             text::rejection(feasible, v.clean, score)
         )];
         note.extend(
@@ -357,6 +413,8 @@ fn tune(
             space,
             result,
             rejected,
+            exported,
+            rejected_before: rejected_settings,
         }),
         values,
         verification: v,
@@ -445,11 +503,63 @@ fn write_file(path: &Path, text: &str) -> Result<(), String> {
         .map_err(|e| format!("--out {}: {e}", path.display()))
 }
 
+/// The next setting to verify after the verification rejected `cur`
+/// (judged in `verdicts`), and why; `None` when there is none left that was
+/// not verified already. First `cur` without the parameters that can change
+/// a size found slower; then the search's first adopted move (the presets
+/// come first: the strongest single move it measured).
+fn fallback(
+    space: &Space,
+    r: &SearchResult,
+    cur: &Setting,
+    verdicts: &[ClassVerdict],
+    tried: &[Setting],
+) -> Option<(Setting, String)> {
+    let slower: Vec<u64> = verdicts
+        .iter()
+        .flat_map(|v| v.sizes.iter().filter(|c| c.slower).map(|c| c.size))
+        .collect();
+    let fresh = |s: &Setting| !s.is_empty() && s != cur && !tried.contains(s);
+    let trimmed = space.without_reaching(cur, &slower);
+    if fresh(&trimmed) {
+        let sizes: Vec<String> = slower
+            .iter()
+            .map(|&x| topocomm_measure::p2p::size_label(x))
+            .collect();
+        return Some((
+            trimmed,
+            format!(
+                "the parameters that can change the slower size(s) {} dropped",
+                sizes.join(", ")
+            ),
+        ));
+    }
+    let first = r.adoptions.first().map(|a| {
+        let mut s = Setting::new();
+        for (k, v) in &a.moved {
+            if let Some(v) = v {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        (s, a)
+    });
+    match first {
+        Some((s, a)) if fresh(&s) => {
+            let why = match &a.preset {
+                Some(p) => format!("the search's first move, the preset \"{p}\""),
+                None => format!("the search's first move ({})", a.param),
+            };
+            Some((s, why))
+        }
+        _ => None,
+    }
+}
+
 /// One entry per parameter the search moved, with why (from the step that
 /// adopted its final value).
-fn entries_for(space: &Space, r: &SearchResult, obj: &Objective) -> Vec<Entry> {
+fn entries_for(space: &Space, r: &SearchResult, set: &Setting, obj: &Objective) -> Vec<Entry> {
     let mut out = Vec::new();
-    for (name, value) in &r.best {
+    for (name, value) in set {
         let prm = space.param(name);
         let mut why = Vec::new();
         if let Some(p) = prm {
@@ -482,4 +592,96 @@ fn entries_for(space: &Space, r: &SearchResult, obj: &Objective) -> Vec<Entry> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objective::{NoiseFloor, SizeCompare};
+    use crate::space::Layer;
+    use topocomm_measure::Summary;
+
+    fn set(kv: &[(&str, &str)]) -> Setting {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn verdict(slower: &[u64]) -> Vec<ClassVerdict> {
+        let s = Summary::of(&[1.0, 1.0, 1.0]).unwrap();
+        vec![ClassVerdict {
+            class: "l3".into(),
+            score: 3.0,
+            sizes: [8u64, 1024, 65536]
+                .iter()
+                .map(|&size| SizeCompare {
+                    slowdown_ci: (1.0, 1.0),
+                    noise: 0.1,
+                    in_scope: true,
+                    test: "bw".into(),
+                    size,
+                    unit: "GB/s".into(),
+                    default: s.clone(),
+                    tuned: s.clone(),
+                    gain: 1.0,
+                    slower: slower.contains(&size),
+                })
+                .collect(),
+        }]
+    }
+
+    /// After a rejection the verification tries the best setting without
+    /// the parameters that reach the slower sizes, then the search's first
+    /// move, and never a setting it verified already or an empty one.
+    #[test]
+    fn a_rejected_setting_falls_back_to_what_cannot_touch_the_slower_sizes() {
+        let space = Space::full(MpiImpl::OpenMpi, Layer::Vader);
+        let preset = set(&[
+            ("btl_vader_single_copy_mechanism", "none"),
+            ("pml_ob1_send_pipeline_depth", "8"),
+        ]);
+        let best = set(&[
+            ("btl_vader_fbox_size", "16384"),
+            ("btl_vader_single_copy_mechanism", "none"),
+            ("pml_ob1_send_pipeline_depth", "16"),
+        ]);
+        let r = SearchResult {
+            best: best.clone(),
+            best_score: 3.0,
+            steps: Vec::new(),
+            adoptions: vec![Adoption {
+                round: 1,
+                param: "presets".into(),
+                preset: Some("pipeline".into()),
+                moved: preset
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Some(v.clone())))
+                    .collect(),
+                score_before: 1.0,
+                score_after: 2.5,
+                verdicts: Vec::new(),
+            }],
+            budget_exhausted: false,
+            rounds: 1,
+            noise: NoiseFloor::default(),
+        };
+        let small = verdict(&[8, 1024]);
+        let (first, why) = fallback(&space, &r, &best, &small, &[]).expect("a fallback");
+        assert_eq!(
+            first,
+            set(&[
+                ("btl_vader_single_copy_mechanism", "none"),
+                ("pml_ob1_send_pipeline_depth", "16"),
+            ])
+        );
+        assert!(why.contains("8, 1K"), "{why}");
+        // That one rejected too (a large size now): the preset.
+        let large = verdict(&[65536]);
+        let (second, why) =
+            fallback(&space, &r, &first, &large, std::slice::from_ref(&best)).expect("the preset");
+        assert_eq!(second, preset);
+        assert!(why.contains("preset \"pipeline\""), "{why}");
+        // The preset rejected as well: nothing left to verify.
+        assert!(fallback(&space, &r, &second, &large, &[best, first]).is_none());
+    }
 }

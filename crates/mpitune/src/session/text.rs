@@ -204,6 +204,14 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
                 },
                 describe(&r.best)
             );
+            for r in &se.rejected_before {
+                let _ = writeln!(
+                    out,
+                    "the verification rejected {}; then verified {}",
+                    describe(r),
+                    describe(&se.exported)
+                );
+            }
             let _ = writeln!(out, "wrote {}", s.out.display());
             out.push_str(&readback(&o.readback, &o.sources, table));
             out.push_str(&evidence(&v.verdicts, &v.once, &v.noise));
@@ -211,7 +219,7 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
                 let _ = writeln!(
                     out,
                     "the verification rejected {} ({}): {} keeps the MPI's defaults (the read-back above checked the rejected values)",
-                    describe(&r.best),
+                    describe(&se.exported),
                     rejection(o.feasible, v.clean, o.score),
                     s.out.display()
                 );
