@@ -483,6 +483,14 @@ pub fn describe(s: &Setting) -> String {
         .join(" ")
 }
 
+/// A setting from `(name, value)` pairs (tests).
+#[cfg(test)]
+pub(crate) fn set(kv: &[(&str, &str)]) -> Setting {
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,11 +524,6 @@ mod tests {
     #[test]
     fn scopes_follow_what_each_parameter_does() {
         let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
-        let set = |kv: &[(&str, &str)]| -> Setting {
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
         // The preset: pipeline parameters cannot change eager
         // messages (1 B-1 KiB under the 4 KiB limit); 4 KiB is a
         // rendezvous under the default limit, so it stays in scope.
@@ -567,11 +570,6 @@ mod tests {
     #[test]
     fn dropping_what_reaches_the_slower_sizes_keeps_the_pipeline() {
         let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
-        let set = |kv: &[(&str, &str)]| -> Setting {
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
         // The setting a default-budget run exported on the Zen 5 dev VM,
         // rejected by its verification for bw 8 B-1 KiB.
         let best = set(&[

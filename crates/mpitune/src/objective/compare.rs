@@ -38,9 +38,18 @@ pub fn judge(
 /// (slowdown [1.15, 1.40] > 1 + A/A noise 8%)`.
 pub fn evidence(class: &str, c: &SizeCompare) -> String {
     format!(
-        "{class} {} {} x{:.2} (slowdown [{:.2}, {:.2}] > 1 + {} {:.0}%)",
+        "{class} {} {} {}",
         c.test,
         topocomm_measure::p2p::size_label(c.size),
+        judged(c)
+    )
+}
+
+/// The gain and the interval that judged it: `x0.80 (slowdown [1.15,
+/// 1.40] > 1 + A/A noise 8%)`.
+pub fn judged(c: &SizeCompare) -> String {
+    format!(
+        "x{:.2} (slowdown [{:.2}, {:.2}] > 1 + {} {:.0}%)",
         c.gain,
         c.slowdown_ci.0,
         c.slowdown_ci.1,

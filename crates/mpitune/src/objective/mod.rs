@@ -33,9 +33,9 @@ mod noise;
 mod testdata;
 mod verdicts;
 
-pub use compare::{combine, compare, compare_with, evidence, judge, Rule};
+pub use compare::{combine, compare, compare_with, evidence, judge, judged, Rule};
 pub use noise::NoiseFloor;
-pub use verdicts::{established, job_level_shift, slower_in_every, Shift};
+pub use verdicts::{established, job_level_shift, slower_in_every, Alternations, Shift};
 
 /// Default target range of the objective (inclusive).
 pub const TARGET_MIN: u64 = 64 << 10;

@@ -2,7 +2,7 @@
 //! by the verification's alternations, and the comparisons where every size
 //! moved together (a machine event rather than the setting).
 
-use super::{evidence, ClassVerdict, SizeCompare, TOLERANCE};
+use super::{evidence, judged, ClassVerdict, SizeCompare, TOLERANCE};
 
 /// Keeps a size marked slower in `verdicts` only if it is also slower in
 /// every one of `runs` (same classes, in the same order). The CIs of one
@@ -23,15 +23,25 @@ pub fn slower_in_every(verdicts: &mut [ClassVerdict], runs: &[&[ClassVerdict]]) 
     }
 }
 
+/// What the alternations add to the pooled comparison, as evidence to print.
+#[derive(Clone, Debug, Default)]
+pub struct Alternations {
+    /// Sizes slower in one alternation only (not established).
+    pub once: Vec<String>,
+    /// Sizes established slower by two alternations or more while the
+    /// pooled samples alone did not show it: `(class, test, size)` and the
+    /// evidence of each alternation (the pooled interval would not).
+    pub twice: Vec<((String, String, u64), String)>,
+}
+
 /// The verification's verdict from the pooled comparison and the
 /// alternations (same classes, same order, all judged with [`judge`](super::judge)): a
 /// size is slower when it is slower in the pooled samples, or in at least
 /// two alternations (a setting that is slow only some of the time, a
 /// bimodal pipeline, is not a safe export). A size slower in one
-/// alternation only is not established (one job can run at another speed);
-/// its evidence is returned, to be printed.
-pub fn established(pooled: &mut [ClassVerdict], runs: &[Vec<ClassVerdict>]) -> Vec<String> {
-    let mut once = Vec::new();
+/// alternation only is not established (one job can run at another speed).
+pub fn established(pooled: &mut [ClassVerdict], runs: &[Vec<ClassVerdict>]) -> Alternations {
+    let mut out = Alternations::default();
     for (ci, v) in pooled.iter_mut().enumerate() {
         for c in v.sizes.iter_mut() {
             let hits: Vec<&SizeCompare> = runs
@@ -44,13 +54,29 @@ pub fn established(pooled: &mut [ClassVerdict], runs: &[Vec<ClassVerdict>]) -> V
                 })
                 .collect();
             if hits.len() >= 2 {
+                if !c.slower {
+                    let each: Vec<String> = hits.iter().map(|x| judged(x)).collect();
+                    out.twice.push((
+                        (v.class.clone(), c.test.clone(), c.size),
+                        format!(
+                            "{} {} {} x{:.2} pooled, slower in {} of {} alternations: {}",
+                            v.class,
+                            c.test,
+                            topocomm_measure::p2p::size_label(c.size),
+                            c.gain,
+                            hits.len(),
+                            runs.len(),
+                            each.join("; ")
+                        ),
+                    ));
+                }
                 c.slower = true;
             } else if !c.slower {
-                once.extend(hits.iter().map(|x| evidence(&v.class, x)));
+                out.once.extend(hits.iter().map(|x| evidence(&v.class, x)));
             }
         }
     }
-    once
+    out
 }
 
 /// Which way every size moved in a [`job_level_shift`].
@@ -167,13 +193,23 @@ mod tests {
             vec![mk(&[false, true, false])],
             vec![mk(&[false, false, false])],
         ];
-        let once = established(&mut pooled, &runs);
+        let alt = established(&mut pooled, &runs);
         let slower: Vec<bool> = pooled[0].sizes.iter().map(|c| c.slower).collect();
         assert_eq!(slower, vec![false, true, true]);
+        let once = &alt.once;
         assert_eq!(once.len(), 1);
         assert!(
             once[0].starts_with("l3 bw 1 x1.00 (slowdown [1.30, 1.50] > 1 + A/A noise 10%)"),
             "{once:?}"
+        );
+        // Size 2 is slower through the alternations alone: its evidence is
+        // theirs, not the pooled interval (which does not show it).
+        assert_eq!(alt.twice.len(), 1, "{:?}", alt.twice);
+        let ((class, test, size), text) = &alt.twice[0];
+        assert_eq!((class.as_str(), test.as_str(), *size), ("l3", "bw", 2));
+        assert_eq!(
+            text,
+            "l3 bw 2 x1.00 pooled, slower in 2 of 3 alternations: x1.00 (slowdown [1.30, 1.50] > 1 + A/A noise 10%); x1.00 (slowdown [1.30, 1.50] > 1 + A/A noise 10%)"
         );
     }
 }

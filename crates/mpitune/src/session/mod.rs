@@ -598,14 +598,8 @@ fn entries_for(space: &Space, r: &SearchResult, set: &Setting, obj: &Objective) 
 mod tests {
     use super::*;
     use crate::objective::{NoiseFloor, SizeCompare};
-    use crate::space::Layer;
+    use crate::space::{set, Layer};
     use topocomm_measure::Summary;
-
-    fn set(kv: &[(&str, &str)]) -> Setting {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     fn verdict(slower: &[u64]) -> Vec<ClassVerdict> {
         let s = Summary::of(&[1.0, 1.0, 1.0]).unwrap();

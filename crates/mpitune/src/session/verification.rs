@@ -3,8 +3,8 @@
 //! under the A/A noise of the run.
 
 use crate::objective::{
-    combine, compare_with, established, job_level_shift, ClassMeasure, ClassVerdict, NoiseFloor,
-    Objective, Rule,
+    combine, compare_with, established, job_level_shift, Alternations, ClassMeasure, ClassVerdict,
+    NoiseFloor, Objective, Rule,
 };
 use crate::runner::Runner;
 use std::path::Path;
@@ -23,6 +23,9 @@ pub struct Verification {
     pub clean: bool,
     /// Evidence of sizes slower in one alternation only (not established).
     pub once: Vec<String>,
+    /// Sizes slower in two alternations or more but not in the pooled
+    /// samples, with the alternations' evidence ([`Alternations::twice`]).
+    pub twice: Vec<((String, String, u64), String)>,
     /// The A/A noise the rule used (this verification's jobs of the
     /// defaults, plus the search's when there was one).
     pub noise: NoiseFloor,
@@ -134,7 +137,7 @@ pub(super) fn verify_alternating(
             pool(&mut t, tj.clone());
         }
         let mut verdicts = cmp(&d, &t);
-        let once = established(&mut verdicts, &runs);
+        let Alternations { once, twice } = established(&mut verdicts, &runs);
         let clean = combine(&verdicts, weights).1;
         let any_run_slower = runs.iter().any(|r| !combine(r, weights).1);
         (
@@ -144,6 +147,7 @@ pub(super) fn verify_alternating(
                 verdicts,
                 clean,
                 once,
+                twice,
                 noise,
             },
             any_run_slower,
