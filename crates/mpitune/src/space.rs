@@ -570,8 +570,8 @@ mod tests {
     #[test]
     fn dropping_what_reaches_the_slower_sizes_keeps_the_pipeline() {
         let sp = Space::full(MpiImpl::OpenMpi, Layer::Vader);
-        // The setting a default-budget run exported on the Zen 5 dev VM,
-        // rejected by its verification for bw 8 B-1 KiB.
+        // The search's best in a default-budget run on the Zen 5 dev VM,
+        // which its verification rejected for bw 8 B-1 KiB.
         let best = set(&[
             ("btl_vader_eager_limit", "32768"),
             ("btl_vader_fbox_size", "16384"),

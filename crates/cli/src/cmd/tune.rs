@@ -75,7 +75,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub cache: Option<PathBuf>,
     /// Seconds after which the searches start no new candidate (verification still runs);
-    /// default 600, quick 60
+    /// default 600, quick 60 (with --mpi: 1200, quick 120)
     #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
     pub budget: Option<f64>,
     /// Objective: latency (ping-pong one-way time) or bw (streaming, time per message)
