@@ -367,8 +367,9 @@ fn fm(g: &Wg, side: &mut [u8], t0: i64, tol: i64, accept: i64, passes: usize) {
             .map(|v| i64::from(g.vw[v]))
             .sum();
         let mut cut2 = 0.0; // twice the cut: each cut edge seen from both ends
-                            // The initial entries are heapified at once (O(n)), not pushed one
-                            // by one (O(n log n)); the vectors keep their capacity.
+
+        // The initial entries are heapified at once (O(n)), not pushed one
+        // by one (O(n log n)); the vectors keep their capacity.
         let mut initial = heaps.each_mut().map(|h| {
             let mut v = std::mem::take(h).into_vec();
             v.clear();

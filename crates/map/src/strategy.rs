@@ -284,7 +284,8 @@ fn threads() -> usize {
 
 /// Threads each of `seeded` concurrent starts gives its cuts.
 fn inner_threads(seeded: usize) -> usize {
-    (threads() / threads().min(seeded).max(1)).max(1)
+    let all = threads();
+    (all / all.min(seeded).max(1)).max(1)
 }
 
 /// Runs `start(0..seeded)` side by side on up to one thread per CPU, each

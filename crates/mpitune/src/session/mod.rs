@@ -534,13 +534,13 @@ fn fallback(
             ),
         ));
     }
+    // The first move starts from the defaults: every value it moved is set.
     let first = r.adoptions.first().map(|a| {
-        let mut s = Setting::new();
-        for (k, v) in &a.moved {
-            if let Some(v) = v {
-                s.insert(k.clone(), v.clone());
-            }
-        }
+        let s: Setting = a
+            .moved
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+            .collect();
         (s, a)
     });
     match first {

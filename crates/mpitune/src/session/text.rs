@@ -6,9 +6,7 @@
 
 use super::{Outcome, Setup, MIN_GAIN};
 use crate::host::Load;
-use crate::objective::{
-    evidence as size_evidence, ClassVerdict, NoiseFloor, Objective, SizeCompare, TOLERANCE,
-};
+use crate::objective::{ClassVerdict, NoiseFloor, Objective, SizeCompare, TOLERANCE};
 use crate::search::SearchResult;
 use crate::space::{describe, Layer};
 use crate::verify::ReadBack;
@@ -214,7 +212,7 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
             }
             let _ = writeln!(out, "wrote {}", s.out.display());
             out.push_str(&readback(&o.readback, &o.sources, table));
-            out.push_str(&evidence(&v.verdicts, &v.once, &v.twice, &v.noise));
+            out.push_str(&evidence(&v.slower, &v.once, &v.noise));
             if se.rejected {
                 let _ = writeln!(
                     out,
@@ -234,7 +232,7 @@ pub fn report(o: &Outcome, table: TableFn) -> String {
                 );
             }
             out.push_str(&summary(&v.verdicts, o.score, &s.objective));
-            out.push_str(&evidence(&v.verdicts, &v.once, &v.twice, &v.noise));
+            out.push_str(&evidence(&v.slower, &v.once, &v.noise));
             out.push_str(&readback(&o.readback, &o.sources, table));
         }
     }
@@ -359,33 +357,14 @@ pub fn summary(verdicts: &[ClassVerdict], score: f64, obj: &Objective) -> String
 
 /// The rule, and the evidence of every size it found slower (or slower in
 /// one alternation only).
-pub fn evidence(
-    verdicts: &[ClassVerdict],
-    once: &[String],
-    twice: &[((String, String, u64), String)],
-    noise: &NoiseFloor,
-) -> String {
+pub fn evidence(slower: &[String], once: &[String], noise: &NoiseFloor) -> String {
     let mut out = format!(
         "rule: a size is slower when the whole 95% interval of its slowdown lies above 1 + max({:.0}%, the A/A noise at that size); A/A noise from {} pair(s) of default jobs in this run\n",
         TOLERANCE * 100.0,
         noise.pairs
     );
-    for v in verdicts {
-        for c in v.sizes.iter().filter(|c| c.slower) {
-            // Established by the alternations alone: their intervals are the
-            // evidence, not the pooled one (which does not pass the rule).
-            let by_runs = twice
-                .iter()
-                .find(|((cl, t, sz), _)| *cl == v.class && *t == c.test && *sz == c.size);
-            match by_runs {
-                Some((_, e)) => {
-                    let _ = writeln!(out, "slower: {e}");
-                }
-                None => {
-                    let _ = writeln!(out, "slower: {}", size_evidence(&v.class, c));
-                }
-            }
-        }
+    for e in slower {
+        let _ = writeln!(out, "slower: {e}");
     }
     for e in once {
         let _ = writeln!(out, "slower in one alternation only (not established): {e}");

@@ -23,9 +23,8 @@ pub struct Verification {
     pub clean: bool,
     /// Evidence of sizes slower in one alternation only (not established).
     pub once: Vec<String>,
-    /// Sizes slower in two alternations or more but not in the pooled
-    /// samples, with the alternations' evidence ([`Alternations::twice`]).
-    pub twice: Vec<((String, String, u64), String)>,
+    /// Evidence of every size established slower ([`Alternations::slower`]).
+    pub slower: Vec<String>,
     /// The A/A noise the rule used (this verification's jobs of the
     /// defaults, plus the search's when there was one).
     pub noise: NoiseFloor,
@@ -137,7 +136,7 @@ pub(super) fn verify_alternating(
             pool(&mut t, tj.clone());
         }
         let mut verdicts = cmp(&d, &t);
-        let Alternations { once, twice } = established(&mut verdicts, &runs);
+        let Alternations { slower, once } = established(&mut verdicts, &runs);
         let clean = combine(&verdicts, weights).1;
         let any_run_slower = runs.iter().any(|r| !combine(r, weights).1);
         (
@@ -147,7 +146,7 @@ pub(super) fn verify_alternating(
                 verdicts,
                 clean,
                 once,
-                twice,
+                slower,
                 noise,
             },
             any_run_slower,
