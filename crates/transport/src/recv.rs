@@ -155,6 +155,18 @@ impl Comm {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
+        // A receive from one source may take that channel's next message
+        // at once when it is already there (a window of receives behind a
+        // faster sender: no posting, matching and draining later).
+        // Receives posted before this one come first: the channel's
+        // published cells go to them until none is left waiting (the rest
+        // stays in the channel); what they did not match is unexpected,
+        // and is looked at below before the channel's next cell, which is
+        // then the oldest message from `src` that nothing matched (MPI
+        // order).
+        if src >= 0 && !self.posted.is_empty() {
+            self.drain_to_posted(src as usize)?;
+        }
         let idx = self.alloc(ReqKind::Recv {
             src,
             key,
@@ -165,11 +177,26 @@ impl Comm {
             idx,
             gen: self.reqs[idx as usize].gen,
         };
-        let found = self
-            .unexp
-            .iter()
-            .position(|u| matches(src, key, u.src, u.key()));
+        // No scan (nor its iterator's set-up) while nothing is unexpected:
+        // the common case of a window of receives.
+        let found = if self.unexp.is_empty() {
+            None
+        } else {
+            self.unexp
+                .iter()
+                .position(|u| matches(src, key, u.src, u.key()))
+        };
         match found {
+            None => {
+                if src >= 0 && self.posted.is_empty() {
+                    // SAFETY: forwarded contract (cap writable bytes at ptr).
+                    if let Some(st) = unsafe { self.take_next(ptr, cap, src as usize, key) } {
+                        self.complete(idx, st, None);
+                        return Ok(req);
+                    }
+                }
+                self.posted.push_back(idx);
+            }
             Some(i) => {
                 let u = self.unexp.remove(i).expect("index from position");
                 match u.payload {
@@ -180,7 +207,6 @@ impl Comm {
                     }
                 }
             }
-            None => self.posted.push_back(idx),
         }
         Ok(req)
     }
@@ -445,36 +471,8 @@ impl Comm {
             let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
             // Acquire pairs with the sender's Release (ordering 1).
             if c.seq.load(Ordering::Acquire) == pos + 1 {
-                let len = c.len as usize;
-                if (c.kind != K_INLINE && c.kind != K_EAGER)
-                    || c.tag != key.tag
-                    || c.ctx != key.ctx
-                    || len > cap
-                {
-                    return None;
-                }
-                if c.kind == K_INLINE {
-                    // SAFETY: len <= cap (checked) and <= INLINE_BYTES.
-                    unsafe { copy_small(ptr, c.body.as_ptr(), len) };
-                } else {
-                    let data = self.cur_slot(s);
-                    // SAFETY: the slot holds len <= fragment published bytes;
-                    // ptr holds cap >= len.
-                    unsafe { copy_plain(ptr, data, len) };
-                    self.release_slot(s);
-                }
-                let i = &mut self.ins[s];
-                i.tail = pos + 1;
-                i.published = i.tail;
-                // SAFETY: ctrl points into the mapping; we are its only
-                // writer. Release: ordering 2.
-                unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
-                self.activity += 1;
-                return Some(Status {
-                    source: s as i32,
-                    tag: key.tag,
-                    count: len,
-                });
+                // SAFETY: forwarded contract.
+                return unsafe { self.take_next(ptr, cap, s, key) };
             }
             if !self.pending_outs.is_empty() {
                 return None;
@@ -482,6 +480,63 @@ impl Comm {
             std::hint::spin_loop();
         }
         None
+    }
+
+    /// Takes the next cell of the channel from `s` straight into `ptr`
+    /// when it is a published inline or eager message with key `key` that
+    /// fits in `cap` bytes; anything else (no cell yet, another kind or
+    /// key, truncation) is left for the engine and gives `None`. The
+    /// caller makes sure that no posted receive or unexpected message
+    /// comes before (MPI order).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `cap` writable bytes.
+    #[inline(always)]
+    pub(crate) unsafe fn take_next(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        s: usize,
+        key: Key,
+    ) -> Option<Status> {
+        let pos = self.ins[s].tail;
+        // SAFETY: cell index < RING inside the mapping.
+        let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
+        // Acquire pairs with the sender's Release (ordering 1).
+        if c.seq.load(Ordering::Acquire) != pos + 1 {
+            return None;
+        }
+        let len = c.len as usize;
+        if (c.kind != K_INLINE && c.kind != K_EAGER)
+            || c.tag != key.tag
+            || c.ctx != key.ctx
+            || len > cap
+        {
+            return None;
+        }
+        if c.kind == K_INLINE {
+            // SAFETY: len <= cap (checked) and <= INLINE_BYTES.
+            unsafe { copy_small(ptr, c.body.as_ptr(), len) };
+        } else {
+            self.before_long_copy(len);
+            let data = self.cur_slot(s);
+            // SAFETY: the slot holds len <= fragment published bytes; ptr
+            // holds cap >= len.
+            unsafe { copy_plain(ptr, data, len) };
+            self.release_slot(s);
+        }
+        let i = &mut self.ins[s];
+        i.tail = pos + 1;
+        i.published = i.tail;
+        // SAFETY: ctrl points into the mapping; we are its only writer.
+        // Release: ordering 2.
+        unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
+        self.activity += 1;
+        Some(Status {
+            source: s as i32,
+            tag: key.tag,
+            count: len,
+        })
     }
 
     /// Non-blocking probe: the status of the first matching message that has
@@ -557,6 +612,63 @@ mod tests {
             assert_eq!(&out[..st.count], &bufs[i][..]);
         }
         c.wait_all(&reqs).unwrap();
+        assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_receive_takes_the_next_message_only_after_earlier_receives_and_unexpected_ones() {
+        let mut c = solo();
+        let buf = |c: &mut Comm, tag: i32| -> (Request, Box<[u8; 8]>) {
+            let mut b = Box::new([0u8; 8]);
+            // SAFETY: the box is returned to the caller, which keeps it
+            // until the request is waited for.
+            let r = unsafe { c.irecv_raw(b.as_mut_ptr(), 8, 0, tag).unwrap() };
+            (r, b)
+        };
+        // Nothing posted, nothing unexpected: a message already in the
+        // channel is taken at posting (the receive is never queued).
+        c.send(b"first", 0, 2).unwrap();
+        let (r, b) = buf(&mut c, 2);
+        assert!(c.posted.is_empty(), "taken from the channel at posting");
+        assert_eq!(c.wait(r).unwrap().count, 5);
+        assert_eq!(&b[..5], b"first");
+        // A receive posted earlier (tag 9) waits; tag-1 messages arrive
+        // behind it. The next tag-1 receive must still get them in order,
+        // through the unexpected queue its posting fills.
+        let (old, old_b) = buf(&mut c, 9);
+        c.send(b"a", 0, 1).unwrap();
+        c.send(b"b", 0, 1).unwrap();
+        let (ra, ba) = buf(&mut c, 1);
+        let (rb, bb) = buf(&mut c, 1);
+        assert_eq!(c.wait(ra).unwrap().count, 1);
+        assert_eq!(c.wait(rb).unwrap().count, 1);
+        assert_eq!((ba[0], bb[0]), (b'a', b'b'));
+        c.send(b"nine", 0, 9).unwrap();
+        assert_eq!(c.wait(old).unwrap().count, 4);
+        assert_eq!(&old_b[..4], b"nine");
+        // The channel's next message has another tag: the receive is
+        // posted and matched later; the other message waits for its own.
+        c.send(b"three", 0, 3).unwrap();
+        let (r4, b4) = buf(&mut c, 4);
+        assert_eq!(c.posted.len(), 1, "tag 3 is not for a tag-4 receive");
+        c.send(b"four", 0, 4).unwrap();
+        assert_eq!(c.wait(r4).unwrap().count, 4);
+        assert_eq!(&b4[..4], b"four");
+        let (r3, b3) = buf(&mut c, 3);
+        assert_eq!(c.wait(r3).unwrap().count, 5);
+        assert_eq!(&b3[..5], b"three");
+        // A message too long for the buffer is not taken at posting: the
+        // receive fails with truncation as always.
+        c.send(b"much too long", 0, 5).unwrap();
+        let (r5, _b5) = buf(&mut c, 5);
+        assert!(matches!(
+            c.wait(r5),
+            Err(Error::Truncated {
+                len: 13,
+                cap: 8,
+                ..
+            })
+        ));
         assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
     }
 
