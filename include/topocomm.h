@@ -149,6 +149,12 @@ int tc_isend_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags
                tc_request *req);
 int tc_send_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags);
 int tc_irecv_x(void *buf, size_t cap, int src, int tag, int ctx, tc_request *req);
+/* tc_irecv_x that says whether the receive completed at posting (its
+ * message was already there): *flag = 1, status filled, *req =
+ * TC_REQUEST_NULL (nothing to wait for); else *flag = 0 and *req is pending
+ * (a receive that failed, e.g. truncated, is pending too: its wait says so). */
+int tc_irecv_now_x(void *buf, size_t cap, int src, int tag, int ctx, tc_request *req, int *flag,
+                   tc_status *status);
 /* Blocking receive for at most budget_s seconds (<= 0: no limit): *flag = 1
  * when received (status filled), 0 when the budget ran out (nothing
  * received, nothing left posted). A message longer than cap fills the status

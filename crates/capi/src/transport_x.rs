@@ -172,6 +172,45 @@ pub extern "C" fn tc_irecv_x(
     })
 }
 
+/// `tc_irecv_x` that says whether the receive completed at posting (its
+/// message was already there): then `*flag` = 1, the status is filled and
+/// `*req` = `TC_REQUEST_NULL`, nothing to wait for; else `*flag` = 0 and
+/// `*req` is the pending request (a receive that failed at posting, e.g.
+/// truncated, is pending too: its wait reports the error). Saves the
+/// accelerator a wait per message of a window of receives behind a
+/// faster sender.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn tc_irecv_now_x(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    req: *mut u64,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        if req.is_null() || (buf.is_null() && cap > 0) {
+            return Err(Error::Invalid("buf or req is NULL".into()));
+        }
+        set_flag(flag, false)?;
+        let ctx = ctx_arg(ctx)?;
+        // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
+        // until the request completes (documented in topocomm.h).
+        let r = unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx)? };
+        let done = c.take_complete(&r)?;
+        // SAFETY: req is non-NULL (checked).
+        unsafe { *req = if done.is_some() { 0 } else { r.to_u64() } };
+        if let Some(s) = done {
+            put_status(status, s);
+            set_flag(flag, true)?;
+        }
+        Ok(TC_OK)
+    })
+}
+
 /// Blocking receive in context `ctx` for at most `budget_s` seconds
 /// (`<= 0`: no limit). `*flag` = 1 when a message was received (status
 /// filled), 0 when the budget ran out (nothing received, nothing posted).

@@ -197,6 +197,9 @@ typedef struct acc_req {
     struct acc_nbc *nbc;     /* K_COLL: the schedule (nbc.c) */
     struct acc_req *next;    /* deferred queue / free list */
     int index;
+    /* The one request that stands for every send complete at posting
+     * (acc_sent_handle): never released, its state never changes. */
+    int shared;
 } acc_req;
 
 acc_req *acc_req_new(void);
@@ -255,6 +258,17 @@ static inline acc_req *acc_req_of(MPI_Request h) {
     return &acc_req_chunks[i / ACC_REQ_CHUNK][i % ACC_REQ_CHUNK];
 }
 static inline MPI_Request acc_handle(acc_req *r) { return ACC_HANDLE_OF(r->index); }
+/* The handle of a send that completed when it was posted (an inline or
+ * eager message pushed into the ring): one shared request, done from the
+ * start, which every wait, test, free and cancel finishes like any done
+ * send without releasing it. A window of small sends then costs no
+ * request set-up, completion or release per message. MPI_REQUEST_NULL
+ * when it could not be made (no memory): the caller takes the full path. */
+extern MPI_Request acc_sent;
+MPI_Request acc_sent_make(void);
+static inline MPI_Request acc_sent_handle(void) {
+    return acc_sent != MPI_REQUEST_NULL ? acc_sent : acc_sent_make();
+}
 /* Polls r (no blocking): 1 when done (status stored in r->st). */
 int acc_req_poll(acc_req *r);
 /* Blocks until r is done (slices + PMPI progress). */

@@ -139,6 +139,62 @@ static void pairwise(MPI_Comm comm) {
     MPI_Wait(&c, &cst);
     MPI_Test_cancelled(&cst, &flag);
     CHECK(flag);
+    /* Small sends complete at posting (under the accelerator: all of them
+     * one shared handle) through every completion call, and receives whose
+     * message is already there when posted. */
+    {
+        int v[8], r8[8];
+        MPI_Request s[8];
+        MPI_Status st;
+        for (int k = 0; k < 8; k++) {
+            v[k] = rank * 1000 + k;
+            MPI_Isend(&v[k], 1, MPI_INT, peer, 40 + k, comm, &s[k]);
+        }
+        CHECK(MPI_Request_c2f(s[0]) == MPI_Request_c2f(s[0]));
+        MPI_Request back = MPI_Request_f2c(MPI_Request_c2f(s[0]));
+        MPI_Wait(&back, &st);
+        CHECK(back == MPI_REQUEST_NULL);
+        int f = 0;
+        MPI_Request_get_status(s[1], &f, &st);
+        CHECK(f && s[1] != MPI_REQUEST_NULL);
+        MPI_Test(&s[1], &f, &st);
+        CHECK(f && s[1] == MPI_REQUEST_NULL);
+        MPI_Cancel(&s[2]);
+        MPI_Wait(&s[2], &st);
+        MPI_Test_cancelled(&st, &f);
+        CHECK(!f && s[2] == MPI_REQUEST_NULL);
+        MPI_Request_free(&s[3]);
+        CHECK(s[3] == MPI_REQUEST_NULL);
+        int idx = -1;
+        MPI_Waitany(2, &s[4], &idx, &st);
+        CHECK(idx >= 0 && s[4 + idx] == MPI_REQUEST_NULL);
+        int outc = 0, outi[4];
+        MPI_Status many[8];
+        MPI_Waitsome(4, &s[4], &outc, outi, many);
+        CHECK(outc == 3);
+        MPI_Testall(8, s, &f, many);
+        CHECK(f);
+        for (int k = 0; k < 8; k++) CHECK(s[k] == MPI_REQUEST_NULL);
+        /* The peer's eight are in (its sends completed before this
+         * exchange): each receive takes its message when posted. */
+        MPI_Sendrecv(NULL, 0, MPI_INT, peer, 49, NULL, 0, MPI_INT, peer, 49, comm,
+                     MPI_STATUS_IGNORE);
+        MPI_Request q[8];
+        /* Tags 40-43 in sending order, then 47 down to 44 (those pass
+         * through the unexpected queue). */
+        int tag[8] = {40, 41, 42, 43, 47, 46, 45, 44};
+        for (int k = 0; k < 8; k++) MPI_Irecv(&r8[k], 1, MPI_INT, peer, tag[k], comm, &q[k]);
+        MPI_Status sts[8];
+        MPI_Waitall(8, q, sts);
+        int ok = 1;
+        for (int k = 0; k < 8; k++) {
+            int n = -1;
+            MPI_Get_count(&sts[k], MPI_INT, &n);
+            ok &= r8[k] == peer * 1000 + tag[k] - 40 && sts[k].MPI_SOURCE == peer &&
+                  sts[k].MPI_TAG == tag[k] && n == 1 && q[k] == MPI_REQUEST_NULL;
+        }
+        CHECK(ok);
+    }
     /* A window of 150 receives and 150 sends in one MPI_Waitall (beyond
      * the accelerator's 64 on the stack), tags cycling, statuses checked,
      * the last receive too short (a truncation in the middle of the array
