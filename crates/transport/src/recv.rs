@@ -425,7 +425,8 @@ impl Comm {
         if direct
             && self.posted.is_empty()
             && self.broken.is_none()
-            && !self.unexp.iter().any(|u| matches(src, key, u.src, u.key()))
+            && (self.unexp.is_empty()
+                || !self.unexp.iter().any(|u| matches(src, key, u.src, u.key())))
         {
             // SAFETY: forwarded contract.
             if let Some(st) = unsafe { self.recv_fast(ptr, cap, src as usize, key) } {
