@@ -167,17 +167,30 @@ pub extern "C" fn tc_irecv_x(
     req: *mut u64,
 ) -> i32 {
     with(|c| {
-        if req.is_null() || (buf.is_null() && cap > 0) {
-            return Err(Error::Invalid("buf or req is NULL".into()));
-        }
-        let ctx = ctx_arg(ctx)?;
-        // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
-        // until the request completes (documented in topocomm.h).
-        let r = unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx)? };
-        // SAFETY: req is non-NULL (checked).
+        let r = post_recv(c, buf, cap, src, tag, ctx, req)?;
+        // SAFETY: req is non-NULL (post_recv checked).
         unsafe { *req = r.to_u64() };
         Ok(TC_OK)
     })
+}
+
+/// The checks and the posting of `tc_irecv_x` and `tc_irecv_now_x`.
+fn post_recv(
+    c: &mut Comm,
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    req: *mut u64,
+) -> Result<Request, Error> {
+    if req.is_null() || (buf.is_null() && cap > 0) {
+        return Err(Error::Invalid("buf or req is NULL".into()));
+    }
+    let ctx = ctx_arg(ctx)?;
+    // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched until
+    // the request completes (documented in topocomm.h).
+    unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx) }
 }
 
 /// `tc_irecv_x` that says whether the receive completed at posting (its
@@ -200,14 +213,8 @@ pub extern "C" fn tc_irecv_now_x(
     status: *mut TcStatus,
 ) -> i32 {
     with(|c| {
-        if req.is_null() || (buf.is_null() && cap > 0) {
-            return Err(Error::Invalid("buf or req is NULL".into()));
-        }
         set_flag(flag, false)?;
-        let ctx = ctx_arg(ctx)?;
-        // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
-        // until the request completes (documented in topocomm.h).
-        let r = unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx)? };
+        let r = post_recv(c, buf, cap, src, tag, ctx, req)?;
         let done = c.take_complete(&r)?;
         // SAFETY: req is non-NULL (checked).
         unsafe { *req = if done.is_some() { 0 } else { r.to_u64() } };

@@ -140,6 +140,19 @@ int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, M
     return acc_error(comm, acc_send_buffered(buf, count, type, c, dst, tag));
 }
 
+/* A send request's arguments (kept for persistent restarts). */
+static void send_args(acc_req *r, const void *buf, int count, MPI_Datatype type, int dst, int tag,
+                      MPI_Comm comm, acc_comm *c) {
+    r->is_send = 1;
+    r->c = c;
+    r->comm = comm;
+    r->buf = (void *)buf;
+    r->count = count;
+    r->type = type;
+    r->peer = dst;
+    r->tag = tag;
+}
+
 /* The message-rate path of MPI_Isend: a contiguous message of the last
  * datatype seen, pushed into the ring at once, completes at posting and
  * gets the shared completed-send handle (acc_sent). Returns 1 when it
@@ -173,14 +186,7 @@ static int isend_now(const void *buf, int count, MPI_Datatype type, int dst, int
         *req = done;
         return 1;
     }
-    r->is_send = 1;
-    r->c = c;
-    r->comm = comm;
-    r->buf = (void *)buf;
-    r->count = count;
-    r->type = type;
-    r->peer = dst;
-    r->tag = tag;
+    send_args(r, buf, count, type, dst, tag, comm, c);
     r->kind = K_SEND;
     r->active = 1;
     r->msg = m;
@@ -199,17 +205,10 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
         return rc;
     acc_req *r = acc_req_new();
     if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
-    r->is_send = 1;
+    send_args(r, buf, count, type, dst, tag, comm, c);
     r->sync = sync;
     r->buffered = buffered;
     r->persistent = persistent;
-    r->c = c;
-    r->comm = comm;
-    r->buf = (void *)buf;
-    r->count = count;
-    r->type = type;
-    r->peer = dst;
-    r->tag = tag;
     *req = acc_handle(r);
     if (persistent) {
         /* The application may free its datatype while the request lives. */
