@@ -37,7 +37,7 @@ pub(crate) fn budget_arg(secs: f64) -> Option<Duration> {
         return None;
     }
     let whole = secs.trunc();
-    // 0 <= secs - whole < 1, so the nanoseconds stay below 10^9.
+    // 0 <= secs - whole < 1; the product may still round up to 10^9.
     let nanos = (((secs - whole) * 1e9) as u32).min(999_999_999);
     Some(Duration::new(whole as u64, nanos))
 }
@@ -216,7 +216,7 @@ pub extern "C" fn tc_irecv_now_x(
         set_flag(flag, false)?;
         let r = post_recv(c, buf, cap, src, tag, ctx, req)?;
         let done = c.take_complete(&r)?;
-        // SAFETY: req is non-NULL (checked).
+        // SAFETY: req is non-NULL (post_recv checked).
         unsafe { *req = if done.is_some() { 0 } else { r.to_u64() } };
         if let Some(s) = done {
             put_status(status, s);

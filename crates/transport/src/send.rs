@@ -133,14 +133,8 @@ impl Comm {
         let o = &self.outs[dst];
         if !sync && (len as u64) <= o.plan.inline_max && o.queue.is_empty() && self.ring_space(dst)
         {
-            let body: &[u8] = if len == 0 {
-                &[]
-            } else {
-                // SAFETY: ptr is valid for len bytes per the contract; the
-                // copy into the cell is the whole send.
-                unsafe { std::slice::from_raw_parts(ptr, len) }
-            };
-            self.push_cell(dst, K_INLINE, key, len as u64, body);
+            // SAFETY: forwarded contract.
+            unsafe { self.push_inline(dst, key, ptr, len) };
             self.ring(dst);
             return Ok(Request {
                 idx: DONE_IDX,
@@ -241,6 +235,23 @@ impl Comm {
         self.activity += 1;
     }
 
+    /// Publishes the `len` bytes at `ptr` as an inline message (the ring
+    /// has room: `ring_space`).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `len` bytes (unused when `len` is 0).
+    #[inline(always)]
+    unsafe fn push_inline(&mut self, dst: usize, key: Key, ptr: *const u8, len: usize) {
+        let body: &[u8] = if len == 0 {
+            &[]
+        } else {
+            // SAFETY: forwarded contract; the copy into the cell is the
+            // whole send.
+            unsafe { std::slice::from_raw_parts(ptr, len) }
+        };
+        self.push_cell(dst, K_INLINE, key, len as u64, body);
+    }
+
     /// Copies `len` bytes into the next fragment slot of `dst`.
     fn fill_slot(&mut self, dst: usize, src: *const u8, len: usize, total: usize) {
         self.before_long_copy(len);
@@ -265,15 +276,10 @@ impl Comm {
                 if !self.ring_space(dst) {
                     return false;
                 }
-                let body: &[u8] = if job.len == 0 {
-                    &[]
-                } else {
-                    // SAFETY: ptr is valid for len bytes per isend's contract
-                    // and stays untouched until the send completes, i.e.
-                    // until this very push.
-                    unsafe { std::slice::from_raw_parts(job.ptr, job.len) }
-                };
-                self.push_cell(dst, K_INLINE, job.key, job.len as u64, body);
+                // SAFETY: ptr is valid for len bytes per isend's contract
+                // and stays untouched until the send completes, i.e. until
+                // this very push.
+                unsafe { self.push_inline(dst, job.key, job.ptr, job.len) };
             }
             Proto::Eager => {
                 if !self.ring_space(dst) || !self.slot_free(dst) {

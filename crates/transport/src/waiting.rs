@@ -441,12 +441,11 @@ impl Comm {
     /// a wait or test as usual.
     pub fn take_complete(&mut self, r: &Request) -> Result<Option<Status>> {
         self.check_req(r)?;
-        if r.idx == DONE_IDX {
-            return self.take(*r).map(Some);
-        }
-        let q = &self.reqs[r.idx as usize];
-        if !q.done || q.err.is_some() {
-            return Ok(None);
+        if r.idx != DONE_IDX {
+            let q = &self.reqs[r.idx as usize];
+            if !q.done || q.err.is_some() {
+                return Ok(None);
+            }
         }
         self.take(*r).map(Some)
     }

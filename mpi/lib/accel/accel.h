@@ -281,6 +281,11 @@ void acc_req_wait_batch(acc_req *const rs[], int n);
 /* Finishes a done request for the caller: status out, handle released or
  * (persistent) made inactive; returns the MPI error code. */
 int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st);
+/* Sends m's bytes to comm rank `peer` of c through the transport (flags:
+ * TC_SEND_SYNC) into *t, counting them; a failure is said on stderr.
+ * MPI_SUCCESS or MPI_ERR_OTHER. */
+int acc_tc_send(acc_comm *c, const struct acc_msg *m, int peer, int tag, int flags,
+                tc_request *t);
 /* Starts the operation of a request (non-persistent at creation, persistent
  * at MPI_Start). */
 int acc_req_start(acc_req *r);

@@ -13,7 +13,6 @@
 #include "accel.h"
 
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,14 +164,11 @@ static int isend_now(const void *buf, int count, MPI_Datatype type, int dst, int
     MPI_Request done = acc_sent_handle();
     if (done == MPI_REQUEST_NULL || !acc_msg_fast(buf, count, type, &m)) return 0;
     tc_request t;
-    if (tc_isend_x(m.data, m.len, acc_local(c, dst), tag, c->ctx, 0, &t) != 0) {
-        fprintf(stderr, "topocomm accel: rank %d: send failed: %s\n", acc.world_rank,
-                tc_last_error());
-        *rc = acc_error(comm, MPI_ERR_OTHER);
+    *rc = acc_tc_send(c, &m, dst, tag, 0, &t);
+    if (*rc != MPI_SUCCESS) {
+        *rc = acc_error(comm, *rc);
         return 1;
     }
-    acc.stats.tc_msgs++;
-    acc.stats.tc_bytes += m.len;
     if (t == TC_REQUEST_DONE) {
         *req = done;
         *rc = MPI_SUCCESS;

@@ -287,6 +287,18 @@ int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
 
 /* ---- Starting operations ------------------------------------------------- */
 
+int acc_tc_send(acc_comm *c, const struct acc_msg *m, int peer, int tag, int flags,
+                tc_request *t) {
+    if (tc_isend_x(m->data, m->len, acc_local(c, peer), tag, c->ctx, flags, t) != 0) {
+        fprintf(stderr, "topocomm accel: rank %d: send failed: %s\n", acc.world_rank,
+                tc_last_error());
+        return MPI_ERR_OTHER;
+    }
+    acc.stats.tc_msgs++;
+    acc.stats.tc_bytes += m->len;
+    return MPI_SUCCESS;
+}
+
 int acc_req_start(acc_req *r) {
     r->done = r->cancelled = 0;
     r->err = MPI_SUCCESS;
@@ -301,15 +313,10 @@ int acc_req_start(acc_req *r) {
         r->kind = K_SEND;
         int rc = acc_pack(r->buf, r->count, r->type, r->comm, &r->msg);
         if (rc != MPI_SUCCESS) return rc;
-        rc = tc_isend_x(r->msg.data, r->msg.len, acc_local(r->c, r->peer), r->tag, r->c->ctx,
-                        r->sync ? TC_SEND_SYNC : 0, &r->tc);
-        acc.stats.tc_msgs++;
-        acc.stats.tc_bytes += r->msg.len;
-        if (rc != 0) {
-            fprintf(stderr, "topocomm accel: rank %d: send failed: %s\n", acc.world_rank,
-                    tc_last_error());
+        rc = acc_tc_send(r->c, &r->msg, r->peer, r->tag, r->sync ? TC_SEND_SYNC : 0, &r->tc);
+        if (rc != MPI_SUCCESS) {
             acc_set_done(r);
-            return r->err = MPI_ERR_OTHER;
+            return r->err = rc;
         }
         if (r->tc == TC_REQUEST_DONE) {
             /* Pushed at posting (inline or eager): complete now, so the
