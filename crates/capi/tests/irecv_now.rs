@@ -6,21 +6,11 @@
 
 mod common;
 
-use common::{last, two_rank_segment};
+use common::{empty, last, two_rank_segment, TC_REQUEST_NULL};
 use std::ptr::null_mut;
 use topocomm::*;
 
 const CTX: i32 = 9;
-/// `TC_REQUEST_NULL` of topocomm.h.
-const TC_REQUEST_NULL: u64 = 0;
-
-fn empty() -> TcStatus {
-    TcStatus {
-        source: -1,
-        tag: -1,
-        count: 0,
-    }
-}
 
 /// `tc_irecv_now_x` from rank 1 in `CTX` into `buf`.
 fn now(buf: &mut [u8], tag: i32, req: *mut u64, flag: *mut i32, st: &mut TcStatus) -> i32 {

@@ -5,21 +5,11 @@
 
 mod common;
 
-use common::{last, two_rank_segment};
+use common::{empty, last, two_rank_segment, TC_REQUEST_NULL};
 use std::ptr::null_mut;
 use topocomm::*;
 
 const CTX: i32 = 7;
-/// `TC_REQUEST_NULL` of topocomm.h.
-const TC_REQUEST_NULL: u64 = 0;
-
-fn empty() -> TcStatus {
-    TcStatus {
-        source: -1,
-        tag: -1,
-        count: 0,
-    }
-}
 
 #[test]
 fn a_window_completes_in_one_call_and_a_late_receive_stays_pending() {

@@ -30,3 +30,17 @@ pub fn two_rank_segment() -> (i32, i32) {
         .into_raw_fd();
     (fd, second)
 }
+
+/// `TC_REQUEST_NULL` of topocomm.h.
+#[allow(dead_code)]
+pub const TC_REQUEST_NULL: u64 = 0;
+
+/// A status no call has written yet.
+#[allow(dead_code)]
+pub fn empty() -> TcStatus {
+    TcStatus {
+        source: -1,
+        tag: -1,
+        count: 0,
+    }
+}
