@@ -134,6 +134,37 @@ pub extern "C" fn tc_isend_x(
     })
 }
 
+/// Sends `len` bytes to `dst` in context `ctx` at once when they fit in
+/// one cell of the ring and nothing is queued ahead to `dst`: returns 1
+/// when the message went out (complete: `buf` may be reused, no request),
+/// 0 when it did not and nothing happened (too large, messages queued,
+/// ring full, or arguments `tc_isend_x` would refuse: the caller takes
+/// `tc_isend_x`/`tc_send_x`, which send it or report the error), a
+/// negative code only when there is no communicator. The accelerator's
+/// blocking small send: one call, no request handle, no wait.
+#[no_mangle]
+pub extern "C" fn tc_send_now_x(
+    buf: *const c_void,
+    len: usize,
+    dst: c_int,
+    tag: c_int,
+    ctx: c_int,
+) -> i32 {
+    with(|c| {
+        let (Ok(dst), Ok(ctx)) = (usize::try_from(dst), u16::try_from(ctx)) else {
+            return Ok(0);
+        };
+        if (buf.is_null() && len > 0) || ctx == COLL_CTX {
+            return Ok(0);
+        }
+        // SAFETY: `buf` is valid for len bytes during the call (contract);
+        // the copy into the cell is the whole send.
+        Ok(i32::from(unsafe {
+            c.send_inline_now(buf.cast(), len, dst, tag, ctx)
+        }))
+    })
+}
+
 /// Blocking `tc_isend_x` + wait.
 #[no_mangle]
 pub extern "C" fn tc_send_x(
@@ -191,6 +222,42 @@ fn post_recv(
     // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched until
     // the request completes (documented in topocomm.h).
     unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx) }
+}
+
+/// Receives at once a message that is already here, as a receive posted
+/// now would complete at posting (MPI order): returns 1 when it took one
+/// (copied to `buf`, `status` filled), 0 when it did not and nothing was
+/// received (none there, a rendezvous, one longer than `cap`, receives
+/// posted earlier in the way, or arguments `tc_irecv_x` would refuse:
+/// post the receive with `tc_irecv_x`/`tc_irecv_now_x`, which also reports
+/// errors), a negative code only without a communicator. The
+/// accelerator's receive of a window behind a faster sender: one call, no
+/// request.
+#[no_mangle]
+pub extern "C" fn tc_recv_now_x(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        let Ok(ctx) = u16::try_from(ctx) else {
+            return Ok(0);
+        };
+        if (buf.is_null() && cap > 0) || ctx == COLL_CTX {
+            return Ok(0);
+        }
+        // SAFETY: `buf` is valid for cap writable bytes during the call.
+        match unsafe { c.recv_now(buf.cast(), cap, src, tag, ctx) } {
+            Some(s) => {
+                put_status(status, s);
+                Ok(1)
+            }
+            None => Ok(0),
+        }
+    })
 }
 
 /// `tc_irecv_x` that says whether the receive completed at posting (its

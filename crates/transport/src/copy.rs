@@ -339,6 +339,27 @@ pub unsafe fn copy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
 }
 
+/// Asks the CPU to start fetching the cache line at `p` for reading (a
+/// hint: no fault, no effect on what any load returns). A receiver that
+/// takes one cell of a ring per call does enough work between two cells
+/// that their cache misses would not overlap on their own.
+#[inline(always)]
+pub fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults, whatever the address; it reads
+    // nothing the program can observe.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above (PRFM is a hint and never faults).
+    unsafe {
+        std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

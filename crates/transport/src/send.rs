@@ -114,6 +114,48 @@ impl Comm {
         unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, sync) }
     }
 
+    /// Sends `len` bytes to `dst` at once when they fit in one cell and
+    /// nothing stands in the way (no message queued ahead to `dst`, room in
+    /// the ring): `true` when the message went out, complete, with no
+    /// request; `false` when it did not (also for arguments
+    /// [`Comm::isend_ctx`] would refuse), and then nothing happened: the
+    /// caller takes the general path, which reports any error. The MPI
+    /// accelerator's blocking small send: no request, no `Result`, none of
+    /// the checks' error strings on the latency path.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `len` bytes during the call.
+    #[inline]
+    pub unsafe fn send_inline_now(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dst: usize,
+        tag: i32,
+        ctx: u16,
+    ) -> bool {
+        if dst >= self.size || tag < 0 || self.broken.is_some() {
+            return false;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.push_inline_now(ptr, len, dst, Key { tag, ctx }) }
+    }
+
+    /// The inline fast path after the argument checks: pushes the message
+    /// when it fits in a cell, nothing is queued ahead and the ring has
+    /// room (`true`), else does nothing (`false`).
+    #[inline(always)]
+    unsafe fn push_inline_now(&mut self, ptr: *const u8, len: usize, dst: usize, key: Key) -> bool {
+        let o = &self.outs[dst];
+        if (len as u64) > o.plan.inline_max || !o.queue.is_empty() || !self.ring_space(dst) {
+            return false;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.push_inline(dst, key, ptr, len) };
+        self.ring(dst);
+        true
+    }
+
     pub(crate) unsafe fn isend_inner(
         &mut self,
         ptr: *const u8,
@@ -130,12 +172,8 @@ impl Comm {
         // ahead and room in the ring goes out here, with none of the
         // general path's job and protocol bookkeeping (about half of a
         // small send's instructions).
-        let o = &self.outs[dst];
-        if !sync && (len as u64) <= o.plan.inline_max && o.queue.is_empty() && self.ring_space(dst)
-        {
-            // SAFETY: forwarded contract.
-            unsafe { self.push_inline(dst, key, ptr, len) };
-            self.ring(dst);
+        // SAFETY: forwarded contract.
+        if !sync && unsafe { self.push_inline_now(ptr, len, dst, key) } {
             return Ok(Request {
                 idx: DONE_IDX,
                 gen: 0,

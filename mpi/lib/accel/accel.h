@@ -158,8 +158,22 @@ static inline void acc_status_copy(MPI_Status *dst, const MPI_Status *src) {
     *dst = *src;
     dst->MPI_ERROR = keep;
 }
-/* Fills an MPI status for a message of `bytes` bytes. */
-void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err);
+/* The status of the last message size seen (count set through PMPI, as
+ * the MPI's status layout is its own), and its making. */
+extern MPI_Status acc_status_tmpl;
+extern size_t acc_status_tmpl_bytes;
+void acc_status_tmpl_set(size_t bytes);
+/* Fills an MPI status for a message of `bytes` bytes, leaving MPI_ERROR as
+ * it was when err is MPI_SUCCESS. */
+static inline void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err) {
+    if (st == MPI_STATUS_IGNORE) return;
+    if (bytes != acc_status_tmpl_bytes) acc_status_tmpl_set(bytes);
+    int keep = st->MPI_ERROR;
+    *st = acc_status_tmpl;
+    st->MPI_SOURCE = source;
+    st->MPI_TAG = tag;
+    st->MPI_ERROR = err != MPI_SUCCESS ? err : keep;
+}
 
 /* ---- Requests (req.c) ---------------------------------------------------- */
 enum acc_kind {
@@ -212,7 +226,12 @@ static inline void acc_note(acc_req *r, int src, int tag, size_t bytes, int err)
     r->st_err = err;
 }
 /* Writes r's status into the application's (nothing for MPI_STATUS_IGNORE). */
-void acc_status_out(const acc_req *r, MPI_Status *out);
+static inline void acc_status_out(const acc_req *r, MPI_Status *out) {
+    if (out == MPI_STATUS_IGNORE) return;
+    if (r->st_mpi) acc_status_copy(out, &r->st);
+    else acc_status(out, r->st_src, r->st_tag, r->st_bytes, r->st_err);
+    if (r->cancelled) PMPI_Status_set_cancelled(out, 1);
+}
 /* Marks r done (and no longer outstanding). */
 static inline void acc_set_done(acc_req *r) {
     r->done = 1;
@@ -228,7 +247,23 @@ static inline void acc_count(acc_req *r) {
         acc.outstanding++;
     }
 }
-void acc_req_release(acc_req *r);
+/* Returns r to the free list (the shared completed-send request stays);
+ * acc_req_release_full also drops what r holds (a datatype, a packing
+ * buffer, a collective's schedule). */
+void acc_req_release_full(acc_req *r);
+extern acc_req *acc_free_list;
+static inline void acc_req_release(acc_req *r) {
+    /* Inline for the common case: a window of small messages releases a
+     * request per message, and a call cost as much as the rest. */
+    if (r->shared || r->held != MPI_DATATYPE_NULL || r->owns_type || r->msg.tmp || r->nbc) {
+        acc_req_release_full(r);
+        return;
+    }
+    r->next = acc_free_list;
+    r->kind = K_DONE;
+    r->freed = 1;
+    acc_free_list = r;
+}
 
 /* Handles of ours: values no MPI library ever produces (Open MPI: an odd
  * pointer; MPICH: a handle whose kind bits say "invalid"), so every
@@ -271,16 +306,29 @@ static inline MPI_Request acc_sent_handle(void) {
 }
 /* Polls r (no blocking): 1 when done (status stored in r->st). */
 int acc_req_poll(acc_req *r);
-/* Blocks until r is done (slices + PMPI progress). */
-int acc_req_wait(acc_req *r);
+/* Blocks until r is done (slices + PMPI progress); returns r->err. */
+int acc_req_wait_full(acc_req *r);
+static inline int acc_req_wait(acc_req *r) { return r->done ? r->err : acc_req_wait_full(r); }
 /* Waits for the transport requests among rs[0..n) (NULL entries: not ours)
  * with one call into the transport per slice for all of them, not one per
  * request (a window of small messages); the others are left to
  * acc_req_wait, which returns at once for those done here. */
 void acc_req_wait_batch(acc_req *const rs[], int n);
+/* Makes a done persistent request inactive (it may be started again). */
+void acc_req_make_inactive(acc_req *r);
 /* Finishes a done request for the caller: status out, handle released or
  * (persistent) made inactive; returns the MPI error code. */
-int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st);
+static inline int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
+    int err = r->err;
+    acc_status_out(r, st);
+    if (r->persistent) {
+        acc_req_make_inactive(r);
+    } else {
+        acc_req_release(r);
+        *h = MPI_REQUEST_NULL;
+    }
+    return err;
+}
 /* Sends m's bytes to comm rank `peer` of c through the transport (flags:
  * TC_SEND_SYNC) into *t, counting them; a failure is said on stderr.
  * MPI_SUCCESS or MPI_ERR_OTHER. */

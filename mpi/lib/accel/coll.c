@@ -121,8 +121,10 @@ static int xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, voi
     tc_request rr = TC_REQUEST_NULL, rs = TC_REQUEST_NULL;
     int rc = 0;
     if (dst >= 0 && slen <= XFER_EAGER) {
-        rc = tc_isend_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx, 0, &rs);
-        if (rc == 0) rc = acc_wait_tc(&rs, NULL); /* at once when done at posting */
+        if (tc_send_now_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx) != 1) {
+            rc = tc_isend_x(slen ? sbuf : &none, slen, g->tc[dst], tag, g->ctx, 0, &rs);
+            if (rc == 0) rc = acc_wait_tc(&rs, NULL); /* at once when done at posting */
+        }
         return rc == 0 && src >= 0 ? recv_from(g, rbuf, rlen, src, tag) : rc;
     }
     if (dst < 0) return src >= 0 ? recv_from(g, rbuf, rlen, src, tag) : 0;

@@ -110,20 +110,12 @@ int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype
  * wrote them: copied for the next status of the same size instead of two
  * PMPI calls per message (a window of equal messages all hit). One thread
  * at a time uses the accelerator (MPI_THREAD_MULTIPLE turns it off). */
-static MPI_Status status_tmpl;
-static size_t status_tmpl_bytes = (size_t)-1;
+MPI_Status acc_status_tmpl;
+size_t acc_status_tmpl_bytes = (size_t)-1;
 
-void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err) {
-    if (st == MPI_STATUS_IGNORE) return;
-    if (bytes != status_tmpl_bytes) {
-        memset(&status_tmpl, 0, sizeof status_tmpl);
-        PMPI_Status_set_elements_x(&status_tmpl, MPI_BYTE, (MPI_Count)bytes);
-        PMPI_Status_set_cancelled(&status_tmpl, 0);
-        status_tmpl_bytes = bytes;
-    }
-    int keep = st->MPI_ERROR;
-    *st = status_tmpl;
-    st->MPI_SOURCE = source;
-    st->MPI_TAG = tag;
-    st->MPI_ERROR = err != MPI_SUCCESS ? err : keep;
+void acc_status_tmpl_set(size_t bytes) {
+    memset(&acc_status_tmpl, 0, sizeof acc_status_tmpl);
+    PMPI_Status_set_elements_x(&acc_status_tmpl, MPI_BYTE, (MPI_Count)bytes);
+    PMPI_Status_set_cancelled(&acc_status_tmpl, 0);
+    acc_status_tmpl_bytes = bytes;
 }

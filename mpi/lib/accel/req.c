@@ -13,7 +13,7 @@
 /* Requests live in blocks of ACC_REQ_CHUNK that never move: a handle is an index. */
 acc_req **acc_req_chunks;
 int acc_req_nchunks;
-static acc_req *free_list;
+acc_req *acc_free_list;
 
 #if defined(OPEN_MPI)
 #define F_BASE 0x40000000 /* Open MPI's Fortran handles are small table indices */
@@ -22,7 +22,7 @@ static acc_req *free_list;
 #endif
 
 acc_req *acc_req_new(void) {
-    if (!free_list) {
+    if (!acc_free_list) {
         acc_req **c = realloc(acc_req_chunks, sizeof *acc_req_chunks * (size_t)(acc_req_nchunks + 1));
         if (!c) return NULL;
         acc_req_chunks = c;
@@ -31,13 +31,13 @@ acc_req *acc_req_new(void) {
         acc_req_chunks[acc_req_nchunks] = block;
         for (int i = ACC_REQ_CHUNK - 1; i >= 0; i--) {
             block[i].index = acc_req_nchunks * ACC_REQ_CHUNK + i;
-            block[i].next = free_list;
-            free_list = &block[i];
+            block[i].next = acc_free_list;
+            acc_free_list = &block[i];
         }
         acc_req_nchunks++;
     }
-    acc_req *r = free_list;
-    free_list = r->next;
+    acc_req *r = acc_free_list;
+    acc_free_list = r->next;
     int index = r->index;
     memset(r, 0, sizeof *r);
     r->index = index;
@@ -47,12 +47,6 @@ acc_req *acc_req_new(void) {
     return r;
 }
 
-void acc_status_out(const acc_req *r, MPI_Status *out) {
-    if (out == MPI_STATUS_IGNORE) return;
-    if (r->st_mpi) acc_status_copy(out, &r->st);
-    else acc_status(out, r->st_src, r->st_tag, r->st_bytes, r->st_err);
-    if (r->cancelled) PMPI_Status_set_cancelled(out, 1);
-}
 
 void acc_hold_type(acc_req *r) {
     if (r->held == MPI_DATATYPE_NULL && PMPI_Type_dup(r->type, &r->held) != MPI_SUCCESS)
@@ -81,7 +75,7 @@ MPI_Request acc_sent_make(void) {
     return acc_sent;
 }
 
-void acc_req_release(acc_req *r) {
+void acc_req_release_full(acc_req *r) {
     if (r->shared) return; /* acc_sent: lives as long as the process */
     drop_type(r);
     if (r->owns_type) PMPI_Type_free(&r->type);
@@ -96,10 +90,10 @@ void acc_req_release(acc_req *r) {
         acc_nbc_free(r->nbc);
         r->nbc = NULL;
     }
-    r->next = free_list;
+    r->next = acc_free_list;
     r->kind = K_DONE;
     r->freed = 1;
-    free_list = r;
+    acc_free_list = r;
 }
 
 #if defined(OPEN_MPI)
@@ -186,7 +180,7 @@ int acc_req_poll(acc_req *r) {
     return 0;
 }
 
-int acc_req_wait(acc_req *r) {
+int acc_req_wait_full(acc_req *r) {
     for (int turn = 0; !r->done; turn++) {
         if (r->kind == K_SEND || r->kind == K_RECV) {
             tc_status ts;
@@ -267,22 +261,14 @@ void acc_req_wait_batch(acc_req *const rs[], int n) {
     free(heap);
 }
 
-int acc_req_finish(acc_req *r, MPI_Request *h, MPI_Status *st) {
-    int err = r->err;
-    acc_status_out(r, st);
-    if (r->persistent) {
-        r->active = 0;
-        acc_set_done(r); /* an inactive persistent request completes at once */
-        r->cancelled = 0;
-        free(r->msg.tmp);
-        r->msg.tmp = NULL;
-        drop_type(r);
-        acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
-    } else {
-        acc_req_release(r);
-        *h = MPI_REQUEST_NULL;
-    }
-    return err;
+void acc_req_make_inactive(acc_req *r) {
+    r->active = 0;
+    acc_set_done(r); /* an inactive persistent request completes at once */
+    r->cancelled = 0;
+    free(r->msg.tmp);
+    r->msg.tmp = NULL;
+    drop_type(r);
+    acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
 }
 
 /* ---- Starting operations ------------------------------------------------- */
