@@ -148,9 +148,10 @@ int tc_set_timeout(double seconds);
 int tc_isend_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags,
                tc_request *req);
 int tc_send_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags);
-/* Sends len bytes at once when they fit in one cell of the ring and nothing
- * is queued ahead to dst: returns 1 when sent (complete, no request), 0 when
- * not and nothing happened (too large, messages queued, ring full, or
+/* Sends len bytes at once when they can go without a rendezvous (inline in a
+ * cell of the ring, or eager through a free slot) and nothing is queued ahead
+ * to dst: returns 1 when sent (complete, no request), 0 when not and nothing
+ * happened (above the eager size, messages queued, ring or slots full, or
  * arguments tc_isend_x would refuse: take tc_isend_x, which sends it or
  * reports the error), a negative code only without a communicator. */
 int tc_send_now_x(const void *buf, size_t len, int dst, int tag, int ctx);

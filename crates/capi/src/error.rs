@@ -27,6 +27,7 @@ pub(crate) fn fail(code: i32, msg: impl Into<String>) -> i32 {
 
 /// Runs `f`, turning a panic into `TC_ERR_INTERNAL` (unwinding across an
 /// `extern "C"` boundary would abort the caller).
+#[inline(always)]
 pub(crate) fn guard(f: impl FnOnce() -> i32) -> i32 {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(code) => code,

@@ -39,6 +39,7 @@ impl Drop for Release {
 
 /// Runs `f` on the process-wide communicator slot; an overlapping call
 /// from another thread fails with `TC_ERR_INVALID_ARGUMENT` (the `Err`).
+#[inline(always)]
 pub(crate) fn with_shared<R>(f: impl FnOnce(&mut Option<Comm>) -> R) -> Result<R, i32> {
     // Acquire pairs with `Release::drop` of the previous call.
     if SHARED.busy.swap(true, Ordering::Acquire) {

@@ -48,6 +48,7 @@ pub(crate) fn code_of(e: &Error) -> i32 {
 
 /// Runs `f` on this thread's communicator, or on the process-wide one
 /// joined by `tc_init_fd_shared`.
+#[inline(always)]
 pub(crate) fn with(f: impl FnOnce(&mut Comm) -> Result<i32, Error>) -> i32 {
     guard(|| {
         let run = |comm: &mut Comm| f(comm).unwrap_or_else(|e| code_of(&e));
@@ -63,6 +64,7 @@ pub(crate) fn with(f: impl FnOnce(&mut Comm) -> Result<i32, Error>) -> i32 {
 }
 
 /// Runs `f` on the process-wide communicator of `tc_init_fd_shared`.
+#[inline(always)]
 fn on_shared(f: impl FnOnce(&mut Comm) -> i32) -> i32 {
     crate::shared::with_shared(|comm| match comm {
         Some(comm) => f(comm),

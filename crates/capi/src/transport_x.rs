@@ -134,14 +134,15 @@ pub extern "C" fn tc_isend_x(
     })
 }
 
-/// Sends `len` bytes to `dst` in context `ctx` at once when they fit in
-/// one cell of the ring and nothing is queued ahead to `dst`: returns 1
-/// when the message went out (complete: `buf` may be reused, no request),
-/// 0 when it did not and nothing happened (too large, messages queued,
-/// ring full, or arguments `tc_isend_x` would refuse: the caller takes
-/// `tc_isend_x`/`tc_send_x`, which send it or report the error), a
+/// Sends `len` bytes to `dst` in context `ctx` at once when they can go
+/// without a rendezvous (inline in a cell of the ring, or eager through a
+/// free fragment slot) and nothing is queued ahead to `dst`: returns 1 when
+/// the message went out (complete: `buf` may be reused, no request), 0 when
+/// it did not and nothing happened (above the eager size, messages queued,
+/// ring or slots full, or arguments `tc_isend_x` would refuse: the caller
+/// takes `tc_isend_x`/`tc_send_x`, which send it or report the error), a
 /// negative code only when there is no communicator. The accelerator's
-/// blocking small send: one call, no request handle, no wait.
+/// blocking and windowed sends: one call, no request handle, no wait.
 #[no_mangle]
 pub extern "C" fn tc_send_now_x(
     buf: *const c_void,
@@ -160,7 +161,7 @@ pub extern "C" fn tc_send_now_x(
         // SAFETY: `buf` is valid for len bytes during the call (contract);
         // the copy into the cell is the whole send.
         Ok(i32::from(unsafe {
-            c.send_inline_now(buf.cast(), len, dst, tag, ctx)
+            c.send_now(buf.cast(), len, dst, tag, ctx)
         }))
     })
 }

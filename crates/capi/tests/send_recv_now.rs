@@ -42,11 +42,11 @@ fn small_messages_go_at_once_and_refused_ones_leave_nothing_behind() {
     let (fd, second) = two_rank_segment();
     let sender = std::thread::spawn(move || {
         assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
-        let big = vec![7u8; 4096];
+        let big = vec![7u8; 1 << 20];
         let send_now = |b: &[u8], dst: i32, tag: i32, ctx: i32| {
             tc_send_now_x(b.as_ptr().cast(), b.len(), dst, tag, ctx)
         };
-        // Not taken, and nothing sent: too large for a cell, a rank out of
+        // Not taken, and nothing sent: a rendezvous size, a rank out of
         // range, a negative tag, the collectives' or no context, no buffer.
         assert_eq!(send_now(&big, 0, 1, CTX), 0);
         assert_eq!(send_now(b"x", 2, 1, CTX), 0);
@@ -55,8 +55,9 @@ fn small_messages_go_at_once_and_refused_ones_leave_nothing_behind() {
         assert_eq!(send_now(b"x", 0, 1, 65535), 0);
         assert_eq!(send_now(b"x", 0, 1, 70000), 0);
         assert_eq!(tc_send_now_x(null(), 8, 0, 1, CTX), 0);
-        // Taken: the first message the receiver sees.
+        // Taken: the first messages the receiver sees, inline and eager.
         assert_eq!(send_now(b"first", 0, 2, CTX), 1);
+        assert_eq!(send_now(&[5u8; 1000], 0, 2, CTX), 1);
         // A stream that outruns the ring: what is not taken at once goes
         // through tc_send_x, and the receiver sees every message in order.
         let mut taken = 0;
@@ -81,8 +82,9 @@ fn small_messages_go_at_once_and_refused_ones_leave_nothing_behind() {
         taken
     });
     assert_eq!(tc_init_fd(fd, 0), TC_OK, "{}", last());
-    let mut buf = vec![0u8; 8192];
+    let mut buf = vec![0u8; 1 << 20];
     assert_eq!(recv_any(&mut buf), (2, b"first".to_vec()));
+    assert_eq!(recv_any(&mut buf), (2, vec![5u8; 1000]));
     for i in 0..MSGS {
         assert_eq!(
             recv_any(&mut buf),
@@ -90,7 +92,7 @@ fn small_messages_go_at_once_and_refused_ones_leave_nothing_behind() {
             "message {i}"
         );
     }
-    assert_eq!(recv_any(&mut buf), (4, vec![7u8; 4096]));
+    assert_eq!(recv_any(&mut buf), (4, vec![7u8; 1 << 20]));
     let taken = sender.join().unwrap();
     assert!(taken >= 1, "no message of the stream went at once");
     assert_eq!(tc_finalize(), TC_OK);

@@ -114,19 +114,20 @@ impl Comm {
         unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, sync) }
     }
 
-    /// Sends `len` bytes to `dst` at once when they fit in one cell and
-    /// nothing stands in the way (no message queued ahead to `dst`, room in
-    /// the ring): `true` when the message went out, complete, with no
-    /// request; `false` when it did not (also for arguments
+    /// Sends `len` bytes to `dst` at once when they can go without a
+    /// rendezvous and nothing stands in the way: inline in a cell, or eager
+    /// through a free fragment slot, with no message queued ahead to `dst`
+    /// and room in the ring. `true` when the message went out, complete,
+    /// with no request; `false` when it did not (also for arguments
     /// [`Comm::isend_ctx`] would refuse), and then nothing happened: the
     /// caller takes the general path, which reports any error. The MPI
-    /// accelerator's blocking small send: no request, no `Result`, none of
-    /// the checks' error strings on the latency path.
+    /// accelerator's blocking and windowed sends: no request, no `Result`,
+    /// none of the checks' error strings on the latency path.
     ///
     /// # Safety
     /// `ptr` must be valid for reads of `len` bytes during the call.
     #[inline]
-    pub unsafe fn send_inline_now(
+    pub unsafe fn send_now(
         &mut self,
         ptr: *const u8,
         len: usize,
@@ -137,8 +138,27 @@ impl Comm {
         if dst >= self.size || tag < 0 || self.broken.is_some() {
             return false;
         }
+        let key = Key { tag, ctx };
         // SAFETY: forwarded contract.
-        unsafe { self.push_inline_now(ptr, len, dst, Key { tag, ctx }) }
+        if unsafe { self.push_inline_now(ptr, len, dst, key) } {
+            return true;
+        }
+        let o = &self.outs[dst];
+        if (len as u64) > o.plan.eager_max || !o.queue.is_empty() {
+            return false;
+        }
+        let job = Job {
+            req: None,
+            ptr,
+            len,
+            key,
+            proto: Proto::Eager,
+        };
+        if !self.try_push(dst, &job) {
+            return false;
+        }
+        self.ring(dst);
+        true
     }
 
     /// The inline fast path after the argument checks: pushes the message

@@ -158,18 +158,20 @@ static inline void acc_status_copy(MPI_Status *dst, const MPI_Status *src) {
     *dst = *src;
     dst->MPI_ERROR = keep;
 }
-/* The status of the last message size seen (count set through PMPI, as
- * the MPI's status layout is its own), and its making. */
-extern MPI_Status acc_status_tmpl;
-extern size_t acc_status_tmpl_bytes;
-void acc_status_tmpl_set(size_t bytes);
+/* Statuses of the last two message sizes seen (count set through PMPI, as
+ * the MPI's status layout is its own), and the making of a new one. */
+extern MPI_Status acc_status_tmpl[2];
+extern size_t acc_status_tmpl_bytes[2];
+const MPI_Status *acc_status_tmpl_make(size_t bytes);
 /* Fills an MPI status for a message of `bytes` bytes, leaving MPI_ERROR as
  * it was when err is MPI_SUCCESS. */
 static inline void acc_status(MPI_Status *st, int source, int tag, size_t bytes, int err) {
     if (st == MPI_STATUS_IGNORE) return;
-    if (bytes != acc_status_tmpl_bytes) acc_status_tmpl_set(bytes);
+    const MPI_Status *t = bytes == acc_status_tmpl_bytes[1]   ? &acc_status_tmpl[1]
+                          : bytes == acc_status_tmpl_bytes[0] ? &acc_status_tmpl[0]
+                                                              : acc_status_tmpl_make(bytes);
     int keep = st->MPI_ERROR;
-    *st = acc_status_tmpl;
+    *st = *t;
     st->MPI_SOURCE = source;
     st->MPI_TAG = tag;
     st->MPI_ERROR = err != MPI_SUCCESS ? err : keep;

@@ -105,17 +105,24 @@ int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype
     return rc == MPI_SUCCESS && truncated ? MPI_ERR_TRUNCATE : rc;
 }
 
-/* A status whose hidden fields (count, cancelled) say `bytes` bytes, not
+/* Statuses whose hidden fields (count, cancelled) say `bytes` bytes, not
  * cancelled, as PMPI_Status_set_elements_x and PMPI_Status_set_cancelled
  * wrote them: copied for the next status of the same size instead of two
- * PMPI calls per message (a window of equal messages all hit). One thread
- * at a time uses the accelerator (MPI_THREAD_MULTIPLE turns it off). */
-MPI_Status acc_status_tmpl;
-size_t acc_status_tmpl_bytes = (size_t)-1;
+ * PMPI calls per message. Two sizes: a window of equal messages hits one,
+ * and a wait over sends (0 bytes) and receives together (bidirectional
+ * windows) hits both instead of remaking one per request. One thread at a
+ * time uses the accelerator (MPI_THREAD_MULTIPLE turns it off). */
+MPI_Status acc_status_tmpl[2];
+size_t acc_status_tmpl_bytes[2] = {(size_t)-1, (size_t)-1};
 
-void acc_status_tmpl_set(size_t bytes) {
-    memset(&acc_status_tmpl, 0, sizeof acc_status_tmpl);
-    PMPI_Status_set_elements_x(&acc_status_tmpl, MPI_BYTE, (MPI_Count)bytes);
-    PMPI_Status_set_cancelled(&acc_status_tmpl, 0);
-    acc_status_tmpl_bytes = bytes;
+const MPI_Status *acc_status_tmpl_make(size_t bytes) {
+    /* The entry not used last goes: entry 1 moves to 0, the new one is 1. */
+    acc_status_tmpl[0] = acc_status_tmpl[1];
+    acc_status_tmpl_bytes[0] = acc_status_tmpl_bytes[1];
+    MPI_Status *t = &acc_status_tmpl[1];
+    memset(t, 0, sizeof *t);
+    PMPI_Status_set_elements_x(t, MPI_BYTE, (MPI_Count)bytes);
+    PMPI_Status_set_cancelled(t, 0);
+    acc_status_tmpl_bytes[1] = bytes;
+    return t;
 }

@@ -114,8 +114,9 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
 }
 
 /* The latency path of a send: a contiguous message of the last datatype
- * seen that fits in one cell of the ring goes out in one transport call,
- * complete (tc_send_now_x: no request, no wait). Returns 1 when it went,
+ * seen that can go without a rendezvous (inline in a cell, or eager through
+ * a slot) goes out in one transport call, complete (tc_send_now_x: no
+ * request, no wait). Returns 1 when it went,
  * 0 when nothing happened and the full path must send it. */
 static inline int send_now(acc_comm *c, const void *buf, int count, MPI_Datatype type, int dst,
                            int tag) {
