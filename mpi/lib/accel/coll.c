@@ -6,9 +6,11 @@
  * transport's per-pair FIFO order pairs the k-th collective of two ranks.
  *
  * Reductions combine partial results in rank order only (lower ranks' block
- * on the left), through PMPI_Reduce_local, so every predefined and user
- * operation, commutative or not, gives the same bits on every run for a
- * given communicator size, and the same bits on every rank.
+ * on the left), with PMPI_Reduce_local's contract (acc_reduce_local: the
+ * common predefined cases in place, the rest through PMPI_Reduce_local), so
+ * every predefined and user operation, commutative or not, gives the same
+ * bits on every run for a given communicator size, and the same bits on
+ * every rank.
  *
  * With TOPOCOMM_ACCEL_COLL_LANES=1, small ones (up to TC_LANE_DATA bytes
  * per rank, communicators of up to TC_LANE_FLAT_MAX members all on this
@@ -242,7 +244,7 @@ static void red_free(struct red *d) { (void)d; }
 static int red_combine(struct red *d, int upper_in_tmp) {
     char *lower = upper_in_tmp ? d->acc : d->tmp, *upper = upper_in_tmp ? d->tmp : d->acc;
     /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
-    int rc = PMPI_Reduce_local(lower - d->lb, upper - d->lb, d->count, d->type, d->op);
+    int rc = acc_reduce_local(lower - d->lb, upper - d->lb, d->count, d->type, d->op);
     if (upper != d->acc) {
         d->tmp = d->acc;
         d->acc = upper;
@@ -331,11 +333,11 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     if (rc != MPI_SUCCESS) return rc;
     if (me == 0) {
         /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
-        rc = PMPI_Reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
+        rc = acc_reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
         if (rc == MPI_SUCCESS && in != out) memcpy(out, in, my_len);
     } else {
         if (!in_place) memcpy(out + my_off, mine + my_off, my_len);
-        rc = PMPI_Reduce_local(in - d->lb, out + my_off - d->lb, c1, d->type, d->op);
+        rc = acc_reduce_local(in - d->lb, out + my_off - d->lb, c1, d->type, d->op);
     }
     if (rc != MPI_SUCCESS) return rc;
     return tc_err(
@@ -397,7 +399,7 @@ static int lane_reduce(const acc_comm *c, struct red *d, const void **x, char *o
     if (d->bytes == 0) return MPI_SUCCESS;
     memcpy(out + d->lb, x[c->size - 1], d->bytes);
     for (int i = c->size - 2; i >= 0; i--) {
-        int rc = PMPI_Reduce_local((const char *)x[i] - d->lb, out, d->count, d->type, d->op);
+        int rc = acc_reduce_local((const char *)x[i] - d->lb, out, d->count, d->type, d->op);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
@@ -777,7 +779,7 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
             x = w + (size_t)j * slot;
         }
         if (terr == 0 && j < top && cnt > 0)
-            err = PMPI_Reduce_local(x - d->lb, t - d->lb, cnt, d->type, d->op);
+            err = acc_reduce_local(x - d->lb, t - d->lb, cnt, d->type, d->op);
     }
     int werr = reqs_wait(&q); /* the sends, and everything after a failure */
     if (terr == 0) terr = werr;

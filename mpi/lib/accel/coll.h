@@ -16,6 +16,11 @@ struct grp {
 /* A reduction's working buffers: `bytes` of data at offset lb of an element
  * buffer, as PMPI_Reduce_local expects (the address it is given is the
  * buffer's, the data starts lb bytes further). */
+/* PMPI_Reduce_local's contract (inout = in (op) inout, element by
+ * element), done in place for the predefined operations on the common
+ * predefined types (redop.c), else through PMPI_Reduce_local. */
+int acc_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op);
+
 struct red {
     int count;
     MPI_Datatype type;

@@ -14,8 +14,9 @@
  * count) and coll.c's limit on reductions.
  *
  * Reductions combine in rank order only (lower ranks on the left,
- * PMPI_Reduce_local), along a tree fixed by the communicator size: every
- * operation, commutative or not, gives the same bits run after run. */
+ * acc_reduce_local: PMPI_Reduce_local's contract), along a tree fixed by
+ * the communicator size: every operation, commutative or not, gives the
+ * same bits run after run. */
 #include "accel.h"
 #include "coll.h"
 
@@ -391,12 +392,12 @@ static int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_
             memcpy(ex_buf, d.tmp, d.bytes);
             have_ex = 1;
         } else if (exclusive) {
-            err = PMPI_Reduce_local(d.tmp - d.lb, ex_buf - d.lb, count, type, op);
+            err = acc_reduce_local(d.tmp - d.lb, ex_buf - d.lb, count, type, op);
         }
         if (err == MPI_SUCCESS && r + 2 * k < n)
-            err = PMPI_Reduce_local(d.tmp - d.lb, d.acc - d.lb, count, type, op);
+            err = acc_reduce_local(d.tmp - d.lb, d.acc - d.lb, count, type, op);
         else if (err == MPI_SUCCESS && !exclusive)
-            err = PMPI_Reduce_local(d.tmp - d.lb, d.acc - d.lb, count, type, op);
+            err = acc_reduce_local(d.tmp - d.lb, d.acc - d.lb, count, type, op);
     }
     if (err == MPI_SUCCESS && d.bytes) {
         if (!exclusive) memcpy((char *)rbuf + d.lb, d.acc, d.bytes);

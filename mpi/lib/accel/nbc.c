@@ -114,7 +114,7 @@ static void combine(struct acc_nbc *b, int upper_in_tmp) {
     struct red *d = &b->d;
     if (d->bytes == 0 || b->err) return;
     char *lower = upper_in_tmp ? d->acc : d->tmp, *upper = upper_in_tmp ? d->tmp : d->acc;
-    int rc = PMPI_Reduce_local(lower - d->lb, upper - d->lb, d->count, d->type, d->op);
+    int rc = acc_reduce_local(lower - d->lb, upper - d->lb, d->count, d->type, d->op);
     if (rc != MPI_SUCCESS) b->err = rc;
     d->tmp = lower;
     d->acc = upper;

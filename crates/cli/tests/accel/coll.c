@@ -7,7 +7,8 @@
  * broadcast type, MINLOC, a user operation that is not commutative (2x2
  * integer matrix product: only the rank order gives the right answer), and
  * bitwise determinism of a double allreduce (the same bits on every rank
- * and on every repetition). Plain standard MPI, built with plain mpicc.
+ * and on every repetition), and every predefined type and operation the
+ * accelerator reduces itself against the MPI's MPI_Reduce_local. Plain standard MPI, built with plain mpicc.
  * Prints "accel_coll: ok" on rank 0 when every check passed; any failure
  * prints the check and aborts. */
 #include <mpi.h>
@@ -777,6 +778,59 @@ static void check_nb(MPI_Comm comm, const char *name) {
     }
 }
 
+/* The reductions the accelerator does itself (mpi/lib/accel/redop.c): every
+ * predefined type and operation it covers, allreduce and reduce, against
+ * the MPI's own MPI_Reduce_local folded over every rank's input in rank
+ * order. Inputs whose results are exact whatever the grouping (small
+ * integers in floating point; integers wrap modulo 2^n, also in a product
+ * that overflows), so any grouping of the ranks gives these bits. */
+static void check_builtin_ops(MPI_Comm comm, const char *name) {
+    enum { N = 5 };
+    MPI_Datatype types[] = {MPI_DOUBLE,   MPI_FLOAT,    MPI_INT,           MPI_INT32_T,
+                            MPI_LONG,     MPI_LONG_LONG, MPI_INT64_T,      MPI_UNSIGNED,
+                            MPI_UINT32_T, MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG,
+                            MPI_UINT64_T};
+    MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX,  MPI_MIN, MPI_BAND,
+                    MPI_BOR, MPI_BXOR, MPI_LAND, MPI_LOR, MPI_LXOR};
+    int r, n;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        int fp = types[t] == MPI_DOUBLE || types[t] == MPI_FLOAT;
+        int tsize;
+        MPI_Type_size(types[t], &tsize);
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            if (fp && o >= 4) break; /* bitwise and logical: integers only */
+            /* Element i of rank q: small values, zeros, negatives, and for
+             * integers one near the top of the range (wraps in a sum or
+             * product). */
+            unsigned char in[8 * N], want[8 * N], got[8 * N], red[8 * N];
+            for (int q = n - 1; q >= 0; q--) {
+                for (int i = 0; i < N; i++) {
+                    long long v = i == 0 ? q + 1 : i == 1 ? (q % 2) * (q + 2) : i == 2 ? -(q + 3)
+                                : i == 3 ? 2 * q - 1 : (long long)1 << (tsize * 8 - 3);
+                    unsigned char *at = (q == r ? in : red) + i * tsize;
+                    if (types[t] == MPI_DOUBLE) *(double *)at = (double)v;
+                    else if (types[t] == MPI_FLOAT) *(float *)at = (float)v;
+                    else if (tsize == 4) *(int *)at = (int)v;
+                    else *(long long *)at = v;
+                }
+                if (q == r) memcpy(red, in, (size_t)N * tsize);
+                /* want := x_q (op) want, from the highest rank down. */
+                if (q == n - 1) memcpy(want, red, (size_t)N * tsize);
+                else MPI_Reduce_local(red, want, N, types[t], ops[o]);
+            }
+            MPI_Allreduce(in, got, N, types[t], ops[o], comm);
+            CHECK(!memcmp(got, want, (size_t)N * tsize), "%s: allreduce type %zu op %zu", name,
+                  t, o);
+            memset(got, 0, sizeof got);
+            MPI_Reduce(in, got, N, types[t], ops[o], n - 1, comm);
+            CHECK(r != n - 1 || !memcmp(got, want, (size_t)N * tsize), "%s: reduce type %zu op %zu",
+                  name, t, o);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -786,6 +840,7 @@ int main(int argc, char **argv) {
     check_v(MPI_COMM_WORLD, "world");
     check_rs_scan(MPI_COMM_WORLD, "world");
     check_nb(MPI_COMM_WORLD, "world");
+    check_builtin_ops(MPI_COMM_WORLD, "world");
     MPI_Comm dup, half;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     check_comm(dup, "dup");
@@ -797,6 +852,7 @@ int main(int argc, char **argv) {
     check_v(half, "split");
     check_rs_scan(half, "split");
     check_nb(half, "split");
+    check_builtin_ops(half, "split");
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
     /* Communicators come and go with other members (a lane goes from one
