@@ -42,6 +42,16 @@ the checks are issue 16's: 8 B allreduce and barrier <= 0.5x plain (also
 shown against the better MPI's plain median) and never slower from 8 B to
 16 MiB.
 
+On a virtual machine the host moves the vCPUs between near and distant
+physical cores, also between two jobs (docs/transport.md, "Job-level slow
+mode"), so a job of one configuration may run in the other state than its
+partner job of plain MPI. --state near (or far) runs scripts/line-probe.c
+(one cache line bounced between the two PUs ranks 0 and 1 run on) before
+and after every job and keeps only the job numbers whose jobs all ran
+between two probes of that state: near when the round trip is at most
+twice the 10th percentile of all probes of the run, far when it is above.
+The probes and every job's state are in the JSON.
+
     scripts/accel-bench.py                                   # 10 jobs, all sizes
     scripts/accel-bench.py --bench std_coll --np 4 --jobs 7  # collectives
     scripts/accel-bench.py --quick --wrap 'env --'           # plumbing smoke run
@@ -207,6 +217,28 @@ def run_job(impl, config, cmd, a):
             "values": vals, "stderr_tail": r.stderr.strip()[-1000:]}
 
 
+def probe_exe():
+    exe = os.path.join(ROOT, "target", "line-probe")
+    src = os.path.join(ROOT, "scripts", "line-probe.c")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        os.makedirs(os.path.dirname(exe), exist_ok=True)
+        cc = subprocess.run(["cc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", src, "-o", exe],
+                            capture_output=True, text=True)
+        if cc.returncode != 0:
+            sys.exit(f"accel-bench: cannot build {src}:\n{cc.stderr}")
+    return exe
+
+
+def probe():
+    """The cache-line round trip between PUs 0 and 1 (where --bind-to core
+    puts ranks 0 and 1), in ns."""
+    r = subprocess.run([probe_exe(), "0", "1"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        sys.exit(f"accel-bench: line-probe 0 1 failed: {r.stderr.strip()}")
+    kv = dict(x.split("=") for x in r.stdout.split())
+    return float(kv["rtt_ns"])
+
+
 def fmt(v):
     return f"{v:.4g}"
 
@@ -238,6 +270,9 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 2 jobs, sizes 1,8,64K,16M, 5 ms batches, 1 rep")
     ap.add_argument("--fail-exit", action="store_true", help="exit 1 when an acceptance check fails")
+    ap.add_argument("--state", choices=["all", "near", "far"], default="all",
+                    help="keep only the job numbers whose jobs all ran in this machine state, told by "
+                         "scripts/line-probe.c before and after every job (default all: no probes)")
     ap.add_argument("--json", help="write per-job values, the summary and the checks here")
     a = ap.parse_args()
     a.tests = a.tests or BENCHES[a.bench][0]
@@ -273,8 +308,11 @@ def main():
         order = a.configs[k:] + a.configs[:k]
         for impl in a.impls:
             for c in order:
+                before = probe() if a.state != "all" else None
                 res = run_job(impl, c, cmds[impl][c], a)
                 res["job"] = j
+                if a.state != "all":
+                    res["probe_ns"] = [before, probe()]
                 jobs.append(res)
                 per[impl][c].append(res["values"])
                 cpus = [r.get("cpu") for r in res["meta"].get("ranks", [])]
@@ -282,7 +320,27 @@ def main():
                 v = res["values"]
                 shown = [("latency", 8), ("bw", 1 << 20), ("msgrate", 8), ("barrier", 0), ("allreduce", 8)]
                 show = " ".join(f"{t}:{s}={fmt(v[(t, s)])}" for t, s in shown if (t, s) in v)
-                print(f"job {j + 1:3d} {impl:7s} {c:5s} {res['wall_s']:6.1f}s cpus {cpus} {show}{warn}", flush=True)
+                pr = f" probe {res['probe_ns'][0]:.0f}/{res['probe_ns'][1]:.0f} ns" if "probe_ns" in res else ""
+                print(f"job {j + 1:3d} {impl:7s} {c:5s} {res['wall_s']:6.1f}s cpus {cpus}{pr} {show}{warn}",
+                      flush=True)
+
+    if a.state != "all":
+        rtts = sorted(x for r in jobs for x in r["probe_ns"])
+        cut = 2 * rtts[len(rtts) // 10]
+        for r in jobs:
+            near, far = max(r["probe_ns"]) <= cut, min(r["probe_ns"]) > cut
+            r["state"] = "near" if near else "far" if far else "changed"
+        for impl in a.impls:
+            keep = [j for j in range(a.jobs)
+                    if all(r["state"] == a.state for r in jobs if r["impl"] == impl and r["job"] == j)]
+            for c in a.configs:
+                per[impl][c] = [r["values"] for r in jobs
+                                if r["impl"] == impl and r["config"] == c and r["job"] in keep]
+            print(f"{impl}: {len(keep)} of {a.jobs} job numbers ran in the {a.state} state in all "
+                  f"configurations (line-probe round trip {'<=' if a.state == 'near' else '>'} {cut:.0f} ns "
+                  f"before and after each job)")
+            if not keep:
+                sys.exit(f"accel-bench: no job of {impl} ran in the {a.state} state; run more --jobs")
 
     rng = random.Random(a.seed)
     summary = {}
@@ -307,7 +365,7 @@ def main():
     print()
     print("cost ratio = config/plain for latency, plain/config for bw, bibw, msgrate: < 1 faster than plain, "
           "> 1 slower;")
-    print(f"median over {a.jobs} jobs [95% CI of the median, order statistics]; ratio of medians "
+    print(f"median over the jobs kept [95% CI of the median, order statistics]; ratio of medians "
           f"[95% CI, paired bootstrap over jobs, {a.bootstrap} resamples]")
     for impl in a.impls:
         for test in TESTS:
@@ -385,7 +443,7 @@ def main():
             "ratio": "cost ratio: config/plain for latency, plain/config for bw, bibw, msgrate; "
                      "CI: paired percentile bootstrap over jobs of the ratio of medians",
             "jobs": [{"job": r["job"], "impl": r["impl"], "config": r["config"], "wall_s": r["wall_s"],
-                      "meta": r["meta"],
+                      "meta": r["meta"], "probe_ns": r.get("probe_ns"), "state": r.get("state"),
                       "results": [{"test": t, "size": z, "value": v} for (t, z), v in sorted(r["values"].items())]}
                      for r in jobs],
             "summary": {impl: {t: {str(z): row for z, row in pts.items()} for t, pts in s.items()}
