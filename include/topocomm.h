@@ -156,13 +156,6 @@ int tc_send_x(const void *buf, size_t len, int dst, int tag, int ctx, int flags)
  * reports the error), a negative code only without a communicator. */
 int tc_send_now_x(const void *buf, size_t len, int dst, int tag, int ctx);
 int tc_irecv_x(void *buf, size_t cap, int src, int tag, int ctx, tc_request *req);
-/* Receives at once a message that is already here, as a receive posted now
- * would complete at posting (MPI order): 1 when taken (copied, status
- * filled), 0 when not and nothing was received (none there, a rendezvous,
- * longer than cap, earlier receives in the way, or arguments tc_irecv_x
- * would refuse: post with tc_irecv_x, which reports errors), a negative code
- * only without a communicator. */
-int tc_recv_now_x(void *buf, size_t cap, int src, int tag, int ctx, tc_status *status);
 /* tc_irecv_x that says whether the receive completed at posting (its
  * message was already there): *flag = 1, status filled, *req =
  * TC_REQUEST_NULL (nothing to wait for); else *flag = 0 and *req is pending

@@ -8,7 +8,7 @@ use crate::transport::{code_of, join_args, put_status, rank_arg, take_req, with,
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 use topocomm_transport::coll::COLL_CTX;
-use topocomm_transport::{Comm, Error, Request, Status};
+use topocomm_transport::{Comm, Error, Posted, Request, Status};
 
 /// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
 pub const TC_SEND_SYNC: c_int = 1;
@@ -225,42 +225,6 @@ fn post_recv(
     unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx) }
 }
 
-/// Receives at once a message that is already here, as a receive posted
-/// now would complete at posting (MPI order): returns 1 when it took one
-/// (copied to `buf`, `status` filled), 0 when it did not and nothing was
-/// received (none there, a rendezvous, one longer than `cap`, receives
-/// posted earlier in the way, or arguments `tc_irecv_x` would refuse:
-/// post the receive with `tc_irecv_x`/`tc_irecv_now_x`, which also reports
-/// errors), a negative code only without a communicator. The
-/// accelerator's receive of a window behind a faster sender: one call, no
-/// request.
-#[no_mangle]
-pub extern "C" fn tc_recv_now_x(
-    buf: *mut c_void,
-    cap: usize,
-    src: c_int,
-    tag: c_int,
-    ctx: c_int,
-    status: *mut TcStatus,
-) -> i32 {
-    with(|c| {
-        let Ok(ctx) = u16::try_from(ctx) else {
-            return Ok(0);
-        };
-        if (buf.is_null() && cap > 0) || ctx == COLL_CTX {
-            return Ok(0);
-        }
-        // SAFETY: `buf` is valid for cap writable bytes during the call.
-        match unsafe { c.recv_now(buf.cast(), cap, src, tag, ctx) } {
-            Some(s) => {
-                put_status(status, s);
-                Ok(1)
-            }
-            None => Ok(0),
-        }
-    })
-}
-
 /// `tc_irecv_x` that says whether the receive completed at posting (its
 /// message was already there): then `*flag` = 1, the status is filled and
 /// `*req` = `TC_REQUEST_NULL`, nothing to wait for; else `*flag` = 0 and
@@ -282,13 +246,22 @@ pub extern "C" fn tc_irecv_now_x(
 ) -> i32 {
     with(|c| {
         set_flag(flag, false)?;
-        let r = post_recv(c, buf, cap, src, tag, ctx, req)?;
-        let done = c.take_complete(&r)?;
-        // SAFETY: req is non-NULL (post_recv checked).
-        unsafe { *req = if done.is_some() { 0 } else { r.to_u64() } };
-        if let Some(s) = done {
-            put_status(status, s);
-            set_flag(flag, true)?;
+        if req.is_null() || (buf.is_null() && cap > 0) {
+            return Err(Error::Invalid("buf or req is NULL".into()));
+        }
+        let ctx = ctx_arg(ctx)?;
+        // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
+        // until the request completes (documented in topocomm.h).
+        let posted = unsafe { c.irecv_or_take_ctx(buf.cast(), cap, src, tag, ctx)? };
+        match posted {
+            Posted::Taken(s) => {
+                // SAFETY: req is non-NULL (checked).
+                unsafe { *req = 0 };
+                put_status(status, s);
+                set_flag(flag, true)?;
+            }
+            // SAFETY: req is non-NULL (checked).
+            Posted::Pending(r) => unsafe { *req = r.to_u64() },
         }
         Ok(TC_OK)
     })

@@ -79,6 +79,14 @@ pub(crate) enum Payload {
     },
 }
 
+/// What posting a receive did: took its message at once (no request was
+/// made) or left a pending request.
+#[derive(Debug)]
+pub enum Posted {
+    Taken(Status),
+    Pending(Request),
+}
+
 /// A message that arrived before a matching receive was posted.
 pub(crate) struct Unexp {
     pub(crate) src: usize,
@@ -147,6 +155,53 @@ impl Comm {
         src: i32,
         key: Key,
     ) -> Result<Request> {
+        // SAFETY: forwarded contract.
+        match unsafe { self.irecv_or_take(ptr, cap, src, key) }? {
+            Posted::Pending(r) => Ok(r),
+            Posted::Taken(st) => {
+                // The caller wants a request: one completed with the status.
+                let idx = self.alloc(ReqKind::Recv {
+                    src,
+                    key,
+                    buf: ptr,
+                    cap,
+                });
+                self.complete(idx, st, None);
+                Ok(Request {
+                    idx,
+                    gen: self.reqs[idx as usize].gen,
+                })
+            }
+        }
+    }
+
+    /// Posts a receive, or takes its message at once when it is already
+    /// here (then no request is made): the work of `irecv_ctx`, once.
+    ///
+    /// # Safety
+    /// As [`Comm::irecv_raw`].
+    pub unsafe fn irecv_or_take_ctx(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+        ctx: u16,
+    ) -> Result<Posted> {
+        if tag < ANY_TAG {
+            return Err(Error::Invalid(format!("tag {tag} must be >= 0 or ANY_TAG")));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.irecv_or_take(ptr, cap, src, Key { tag, ctx }) }
+    }
+
+    pub(crate) unsafe fn irecv_or_take(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        key: Key,
+    ) -> Result<Posted> {
         if src != ANY_SOURCE {
             if src < 0 {
                 return Err(Error::Invalid(format!(
@@ -170,6 +225,47 @@ impl Comm {
         if src >= 0 && !self.posted.is_empty() {
             self.drain_to_posted(src as usize)?;
         }
+        // No scan (nor its iterator's set-up) while nothing is unexpected:
+        // the common case of a window of receives.
+        let found = if self.unexp.is_empty() {
+            None
+        } else {
+            self.unexp
+                .iter()
+                .position(|u| matches(src, key, u.src, u.key()))
+        };
+        if let Some(i) = found {
+            let u = &self.unexp[i];
+            if u.len <= cap && !matches!(u.payload, Payload::Rts { .. }) {
+                let u = self.unexp.remove(i).expect("index from position");
+                let data = match &u.payload {
+                    Payload::Small(b) => b.as_ptr(),
+                    Payload::Data(v) => v.as_ptr(),
+                    Payload::Rts { .. } => unreachable!("checked above"),
+                };
+                if u.len <= INLINE_BYTES {
+                    // SAFETY: ptr holds cap >= len bytes (contract, checked);
+                    // data holds len.
+                    unsafe { copy_small(ptr, data, u.len) };
+                } else {
+                    self.before_long_copy(u.len);
+                    // SAFETY: as above.
+                    unsafe { copy_plain(ptr, data, u.len) };
+                }
+                return Ok(Posted::Taken(Status {
+                    source: u.src as i32,
+                    tag: u.tag,
+                    count: u.len,
+                }));
+            }
+        }
+        if found.is_none() && src >= 0 && self.posted.is_empty() {
+            // SAFETY: forwarded contract (cap writable bytes at ptr).
+            if let Some(st) = unsafe { self.take_next(ptr, cap, src as usize, key) } {
+                self.prefetch_next_cells(src as usize);
+                return Ok(Posted::Taken(st));
+            }
+        }
         let idx = self.alloc(ReqKind::Recv {
             src,
             key,
@@ -180,27 +276,9 @@ impl Comm {
             idx,
             gen: self.reqs[idx as usize].gen,
         };
-        // No scan (nor its iterator's set-up) while nothing is unexpected:
-        // the common case of a window of receives.
-        let found = if self.unexp.is_empty() {
-            None
-        } else {
-            self.unexp
-                .iter()
-                .position(|u| matches(src, key, u.src, u.key()))
-        };
         match found {
-            None => {
-                if src >= 0 && self.posted.is_empty() {
-                    // SAFETY: forwarded contract (cap writable bytes at ptr).
-                    if let Some(st) = unsafe { self.take_next(ptr, cap, src as usize, key) } {
-                        self.prefetch_next_cells(src as usize);
-                        self.complete(idx, st, None);
-                        return Ok(req);
-                    }
-                }
-                self.posted.push_back(idx);
-            }
+            None => self.posted.push_back(idx),
+            // A rendezvous, or a message that does not fit (truncation).
             Some(i) => {
                 let u = self.unexp.remove(i).expect("index from position");
                 match u.payload {
@@ -212,85 +290,7 @@ impl Comm {
                 }
             }
         }
-        Ok(req)
-    }
-
-    /// Receives at once a message that is already here, as a receive
-    /// posted now would complete at posting (`irecv_ctx`, MPI order): the
-    /// oldest unexpected message that matches, else, for a receive from
-    /// one source with nothing posted before it, that channel's next
-    /// message if it matches. `Some(status)` when it took one (copied to
-    /// `ptr`); `None` when it did not, and then nothing was received
-    /// (cells may have gone from the channel to receives posted earlier or
-    /// to the unexpected queue, as any progress does): the caller posts
-    /// the receive. A message that does not fit, a rendezvous, arguments
-    /// `irecv_ctx` would refuse and a broken job give `None` too (the
-    /// posted receive reports them). The MPI accelerator's receive of a
-    /// window behind a faster sender: no request, no `Result`.
-    ///
-    /// # Safety
-    /// `ptr` must be valid for `cap` writable bytes during the call.
-    pub unsafe fn recv_now(
-        &mut self,
-        ptr: *mut u8,
-        cap: usize,
-        src: i32,
-        tag: i32,
-        ctx: u16,
-    ) -> Option<Status> {
-        if tag < ANY_TAG
-            || src < ANY_SOURCE
-            || (src >= 0 && src as usize >= self.size)
-            || self.broken.is_some()
-        {
-            return None;
-        }
-        let key = Key { tag, ctx };
-        // As irecv_inner: earlier receives take the channel's cells first.
-        if src >= 0 && !self.posted.is_empty() {
-            self.drain_to_posted(src as usize).ok()?;
-        }
-        if !self.unexp.is_empty() {
-            if let Some(i) = self
-                .unexp
-                .iter()
-                .position(|u| matches(src, key, u.src, u.key()))
-            {
-                let u = &self.unexp[i];
-                if u.len > cap || matches!(u.payload, Payload::Rts { .. }) {
-                    return None;
-                }
-                let u = self.unexp.remove(i).expect("index from position");
-                let data = match &u.payload {
-                    Payload::Small(b) => b.as_ptr(),
-                    Payload::Data(v) => v.as_ptr(),
-                    Payload::Rts { .. } => unreachable!("refused above"),
-                };
-                if u.len <= INLINE_BYTES {
-                    // SAFETY: ptr holds cap >= len bytes (contract, checked);
-                    // data holds len.
-                    unsafe { copy_small(ptr, data, u.len) };
-                } else {
-                    self.before_long_copy(u.len);
-                    // SAFETY: as above.
-                    unsafe { copy_plain(ptr, data, u.len) };
-                }
-                return Some(Status {
-                    source: u.src as i32,
-                    tag: u.tag,
-                    count: u.len,
-                });
-            }
-        }
-        if src >= 0 && self.posted.is_empty() {
-            // SAFETY: forwarded contract.
-            let st = unsafe { self.take_next(ptr, cap, src as usize, key) };
-            if st.is_some() {
-                self.prefetch_next_cells(src as usize);
-            }
-            return st;
-        }
-        None
+        Ok(Posted::Pending(req))
     }
 
     /// Copies a complete message into receive request `idx`.
@@ -773,11 +773,21 @@ mod tests {
     }
 
     #[test]
-    fn recv_now_takes_only_what_a_receive_posted_now_would_complete_with() {
+    fn irecv_or_take_takes_at_posting_what_a_posted_receive_would_complete_with() {
         let mut c = solo();
-        let now = |c: &mut Comm, src: i32, tag: i32, b: &mut [u8]| {
-            // SAFETY: b is writable for its length during the call.
-            unsafe { c.recv_now(b.as_mut_ptr(), b.len(), src, tag, 0) }
+        // Taken at posting: its status; else the posted receive is
+        // cancelled again (nothing received) and None.
+        let now = |c: &mut Comm, src: i32, tag: i32, b: &mut [u8]| -> Option<Status> {
+            // SAFETY: b is writable for its length during the call, and a
+            // receive left pending is cancelled before returning.
+            match unsafe { c.irecv_or_take_ctx(b.as_mut_ptr(), b.len(), src, tag, 0) } {
+                Ok(Posted::Taken(st)) => Some(st),
+                Ok(Posted::Pending(r)) => {
+                    assert!(c.cancel_recv(r).unwrap(), "not matched meanwhile");
+                    None
+                }
+                Err(_) => None,
+            }
         };
         let mut b = [0u8; 8];
         // Nothing there: nothing taken, nothing posted.
@@ -791,17 +801,26 @@ mod tests {
         // Another tag is next: not taken, and it stays the next message.
         c.send(b"two", 0, 2).unwrap();
         assert!(now(&mut c, 0, 3, &mut b).is_none());
-        // Too long for the buffer: left for the posted receive to report.
         c.send(b"much too long", 0, 4).unwrap();
         let mut small = [0u8; 4];
         // SAFETY: `small` outlives the wait below.
         let rt = unsafe { c.irecv_raw(small.as_mut_ptr(), 2, 0, 2).unwrap() };
         assert!(c.wait(rt).is_err(), "tag 2 truncated into 2 bytes");
-        assert!(now(&mut c, 0, 4, &mut small).is_none());
-        let mut big = [0u8; 16];
-        assert_eq!(now(&mut c, 0, 4, &mut big).unwrap().count, 13);
+        // Too long for the buffer: posted, and its wait reports it.
+        // SAFETY: `small` outlives the wait below.
+        match unsafe { c.irecv_or_take_ctx(small.as_mut_ptr(), 4, 0, 4, 0) }.unwrap() {
+            Posted::Pending(r) => assert!(matches!(
+                c.wait(r),
+                Err(Error::Truncated {
+                    len: 13,
+                    cap: 4,
+                    ..
+                })
+            )),
+            Posted::Taken(_) => panic!("a message longer than the buffer was taken"),
+        }
         // A receive posted before comes first: messages go to it, and
-        // recv_now takes only what it left (from the unexpected queue).
+        // only what it left is taken (from the unexpected queue).
         let mut old_b = Box::new([0u8; 8]);
         // SAFETY: the box lives until the wait below.
         let old = unsafe { c.irecv_raw(old_b.as_mut_ptr(), 8, 0, 9).unwrap() };
@@ -823,7 +842,7 @@ mod tests {
         let rb = unsafe { c.irecv_raw(b.as_mut_ptr(), 8, 0, ANY_TAG).unwrap() };
         assert_eq!(c.wait(rb).unwrap().tag, 5);
         assert_eq!(b[0], b'b');
-        // Arguments irecv refuses: nothing taken.
+        // Arguments irecv refuses: errors, nothing taken.
         c.send(b"x", 0, 6).unwrap();
         assert!(now(&mut c, 7, 6, &mut b).is_none());
         assert!(now(&mut c, -3, 6, &mut b).is_none());

@@ -293,23 +293,33 @@ static acc_req *new_recv(void *buf, int count, MPI_Datatype type, int src, int t
     return r;
 }
 
-/* The message-rate path of MPI_Irecv: a contiguous receive of the last
- * datatype seen whose message is already here (a window behind a faster
- * sender) takes it in one transport call (tc_recv_now_x) and completes
- * with no transport request. Returns 1 when it did (r done), 0 when
- * nothing was received and r must be started as usual. */
+/* The receive path of MPI_Irecv for a contiguous receive of the last
+ * datatype seen on a communicator all on this node: one transport call
+ * (tc_irecv_now_x) posts the receive, or takes its message at once when it
+ * is already here (a window behind a faster sender), and then r completes
+ * with no transport request. Returns 1 when it did either (r started), 0
+ * when nothing happened and r must be started the general way (which also
+ * reports errors). */
 static int irecv_now(acc_req *r) {
     struct acc_msg m;
     if (!acc_msg_fast(r->buf, r->count, r->type, &m)) return 0;
     int tsrc = r->peer == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(r->c, r->peer);
     tc_status ts;
-    if (tc_recv_now_x((void *)m.data, m.len, tsrc, r->tag == MPI_ANY_TAG ? TC_ANY_TAG : r->tag,
-                      r->c->ctx, &ts) != 1)
+    int now = 0;
+    if (tc_irecv_now_x((void *)m.data, m.len, tsrc, r->tag == MPI_ANY_TAG ? TC_ANY_TAG : r->tag,
+                       r->c->ctx, &r->tc, &now, &ts) != 0)
         return 0;
-    r->kind = K_DONE;
-    acc_set_done(r);
-    acc_note(r, r->c->comm_rank[ts.source], ts.tag, ts.count, MPI_SUCCESS);
-    acc.stats.tc_recvs++;
+    r->active = 1;
+    r->msg = m;
+    if (now) {
+        r->kind = K_DONE;
+        acc_set_done(r);
+        acc_note(r, r->c->comm_rank[ts.source], ts.tag, ts.count, MPI_SUCCESS);
+        acc.stats.tc_recvs++;
+    } else {
+        r->kind = K_RECV;
+        acc_count(r);
+    }
     return 1;
 }
 
