@@ -73,6 +73,8 @@ import subprocess
 import sys
 import time
 
+import line_probe  # scripts/line_probe.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLL_TESTS = ("barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall")
 TESTS = ("latency", "bw", "bibw", "msgrate") + COLL_TESTS
@@ -217,26 +219,10 @@ def run_job(impl, config, cmd, a):
             "values": vals, "stderr_tail": r.stderr.strip()[-1000:]}
 
 
-def probe_exe():
-    exe = os.path.join(ROOT, "target", "line-probe")
-    src = os.path.join(ROOT, "scripts", "line-probe.c")
-    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-        os.makedirs(os.path.dirname(exe), exist_ok=True)
-        cc = subprocess.run(["cc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", src, "-o", exe],
-                            capture_output=True, text=True)
-        if cc.returncode != 0:
-            sys.exit(f"accel-bench: cannot build {src}:\n{cc.stderr}")
-    return exe
-
-
 def probe():
     """The cache-line round trip between PUs 0 and 1 (where --bind-to core
     puts ranks 0 and 1), in ns."""
-    r = subprocess.run([probe_exe(), "0", "1"], capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        sys.exit(f"accel-bench: line-probe 0 1 failed: {r.stderr.strip()}")
-    kv = dict(x.split("=") for x in r.stdout.split())
-    return float(kv["rtt_ns"])
+    return line_probe.probe("accel-bench", 0, 1)[0]
 
 
 def fmt(v):

@@ -39,6 +39,8 @@ import subprocess
 import sys
 import time
 
+import line_probe  # scripts/line_probe.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNITS = {"latency": "us", "bw": "GB/s", "bibw": "GB/s", "msgrate": "Mmsg/s"}
 
@@ -119,25 +121,9 @@ def command(impl, a):
     return launch + [exe] + worker
 
 
-def probe_exe():
-    exe = os.path.join(ROOT, "target", "line-probe")
-    src = os.path.join(ROOT, "scripts", "line-probe.c")
-    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-        os.makedirs(os.path.dirname(exe), exist_ok=True)
-        cc = subprocess.run(["cc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", src, "-o", exe],
-                            capture_output=True, text=True)
-        if cc.returncode != 0:
-            sys.exit(f"p2p-jobs: cannot build {src}:\n{cc.stderr}")
-    return exe
-
-
 def probe(a):
     p, q = a.pair.split(",")
-    r = subprocess.run([probe_exe(), p, q], capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        sys.exit(f"p2p-jobs: line-probe {p} {q} failed: {r.stderr.strip()}")
-    kv = dict(x.split("=") for x in r.stdout.split())
-    return float(kv["rtt_ns"]), float(kv["copy_gbs"])
+    return line_probe.probe("p2p-jobs", p, q)
 
 
 def run_job(impl, a):

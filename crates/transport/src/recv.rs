@@ -141,11 +141,9 @@ impl Comm {
         tag: i32,
         ctx: u16,
     ) -> Result<Request> {
-        if tag < ANY_TAG {
-            return Err(Error::Invalid(format!("tag {tag} must be >= 0 or ANY_TAG")));
-        }
         // SAFETY: forwarded contract.
-        unsafe { self.irecv_inner(ptr, cap, src, Key { tag, ctx }) }
+        let posted = unsafe { self.irecv_or_take_ctx(ptr, cap, src, tag, ctx)? };
+        Ok(self.request_for(posted, ptr, cap, src, Key { tag, ctx }))
     }
 
     pub(crate) unsafe fn irecv_inner(
@@ -156,10 +154,17 @@ impl Comm {
         key: Key,
     ) -> Result<Request> {
         // SAFETY: forwarded contract.
-        match unsafe { self.irecv_or_take(ptr, cap, src, key) }? {
-            Posted::Pending(r) => Ok(r),
+        let posted = unsafe { self.irecv_or_take(ptr, cap, src, key)? };
+        Ok(self.request_for(posted, ptr, cap, src, key))
+    }
+
+    /// The request of a posted receive: its own when pending, else one
+    /// completed with the status of the message taken at posting (for
+    /// callers that want a request either way).
+    fn request_for(&mut self, p: Posted, ptr: *mut u8, cap: usize, src: i32, key: Key) -> Request {
+        match p {
+            Posted::Pending(r) => r,
             Posted::Taken(st) => {
-                // The caller wants a request: one completed with the status.
                 let idx = self.alloc(ReqKind::Recv {
                     src,
                     key,
@@ -167,10 +172,10 @@ impl Comm {
                     cap,
                 });
                 self.complete(idx, st, None);
-                Ok(Request {
+                Request {
                     idx,
                     gen: self.reqs[idx as usize].gen,
-                })
+                }
             }
         }
     }
