@@ -105,12 +105,6 @@ struct acc_msg {
     size_t len;
     void *tmp;
 };
-/* Whether `count` elements of `type` are one contiguous run of bytes (1),
- * not (0), or `type` is invalid (-1); *lb: offset of the first byte from
- * the buffer address, *bytes: their number. */
-int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes);
-/* Bytes of `count` elements of `type` (0 for an invalid type). */
-size_t acc_bytes(int count, MPI_Datatype type);
 /* The layout of the last datatype seen (dtype.c): three PMPI queries per
  * message cost as much as a small message itself. MPI_Type_free clears it
  * (a freed handle may come back for another type). */
@@ -121,6 +115,25 @@ struct acc_dtype_cache {
     MPI_Aint tlb, text, ext;
 };
 extern struct acc_dtype_cache acc_dt_last;
+/* Loads `type` into acc_dt_last (0), or -1 when it is invalid. */
+int acc_dt_load(MPI_Datatype type);
+/* Whether `count` elements of `type` are one contiguous run of bytes (1),
+ * not (0), or `type` is invalid (-1); *lb: offset of the first byte from
+ * the buffer address, *bytes: their number. Inline: the last datatype
+ * again is the common case. */
+static inline int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
+    if ((!acc_dt_last.valid || acc_dt_last.type != type) && acc_dt_load(type) != 0) return -1;
+    int size = acc_dt_last.size;
+    *bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
+    if (size == 0 || count <= 0) {
+        *lb = 0;
+        return 1;
+    }
+    *lb = acc_dt_last.tlb;
+    return acc_dt_last.text == size && (count == 1 || acc_dt_last.ext == size);
+}
+/* Bytes of `count` elements of `type` (0 for an invalid type). */
+size_t acc_bytes(int count, MPI_Datatype type);
 /* The common case of acc_pack and acc_recv_area, inline: the last datatype
  * again, `count` of it contiguous. 0: take the full path. */
 static inline int acc_msg_fast(const void *buf, int count, MPI_Datatype type,

@@ -296,6 +296,31 @@ static int allreduce_grp(const struct grp *g, struct red *d) {
     return rc == MPI_SUCCESS ? tc_err(bcast_bytes(g, d->acc, d->bytes, 0)) : rc;
 }
 
+/* Allreduce of two members below SPLIT_MIN bytes: each sends its block
+ * straight from the user's buffer and combines the other's into the result
+ * (member 0's (op) member 1's on both, the one combine recursive doubling
+ * makes for two members, so the same bits), with no working copy of its
+ * own block and no copy out for member 1. The send is complete when xfer
+ * returns (a small message is copied into the ring), so an in-place
+ * result may overwrite the block sent. */
+static int allreduce_two_small(const struct grp *g, struct red *d, const void *src, void *rbuf) {
+    const char *mine = (const char *)src + d->lb;
+    char *out = (char *)rbuf + d->lb, *peer = work_area(round64(d->bytes));
+    if (!peer) return MPI_ERR_NO_MEM;
+    int partner = 1 - g->me;
+    int rc = tc_err(xfer(g, mine, d->bytes, partner, peer, d->bytes, partner, T_ALLREDUCE));
+    if (rc != MPI_SUCCESS) return rc;
+    if (g->me == 0) {
+        /* out = mine (op) peer: the inout operand is the upper block. */
+        rc = acc_reduce_local(mine - d->lb, peer - d->lb, d->count, d->type, d->op);
+        if (rc == MPI_SUCCESS) memcpy(out, peer, d->bytes);
+        return rc;
+    }
+    /* out = peer (op) mine: the inout operand (mine) is the result. */
+    if (out != mine) memcpy(out, mine, d->bytes);
+    return acc_reduce_local(peer - d->lb, out - d->lb, d->count, d->type, d->op);
+}
+
 /* Allreduce of two members from SPLIT_MIN bytes: each reduces one half
  * (a reduce-scatter), then they swap the reduced halves (an allgather).
  * Both halves are computed as member 0's (op) member 1's, so both members
@@ -630,6 +655,15 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     }
     if (!contiguous || d.bytes > red_max) return 0;
     if (c->mixed && !commutative(op)) return 0;
+    if (!c->mixed && c->size == 2 && !lane_fits(c, d.bytes) && d.bytes <= XFER_EAGER) {
+        struct grp g = whole(c);
+        d.count = count;
+        d.type = type;
+        d.op = op;
+        *rc = acc_error(comm, allreduce_two_small(&g, &d, src, rbuf));
+        acc.stats.coll_tc++;
+        return 1;
+    }
     int ierr = red_init(&d, src, count, type, op);
     if (ierr != MPI_SUCCESS) return acc_coll_done(comm, ierr, rc);
     if (lane_fits(c, d.bytes)) {

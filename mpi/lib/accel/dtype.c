@@ -16,26 +16,17 @@ int MPI_Type_free(MPI_Datatype *type) {
     return PMPI_Type_free(type);
 }
 
-int acc_contiguous(int count, MPI_Datatype type, MPI_Aint *lb, size_t *bytes) {
-    if (!acc_dt_last.valid || acc_dt_last.type != type) {
-        MPI_Aint elb;
-        if (PMPI_Type_size(type, &acc_dt_last.size) != MPI_SUCCESS || acc_dt_last.size < 0) {
-            acc_dt_last.valid = 0;
-            return -1;
-        }
-        PMPI_Type_get_true_extent(type, &acc_dt_last.tlb, &acc_dt_last.text);
-        PMPI_Type_get_extent(type, &elb, &acc_dt_last.ext);
-        acc_dt_last.type = type;
-        acc_dt_last.valid = 1;
+int acc_dt_load(MPI_Datatype type) {
+    MPI_Aint elb;
+    if (PMPI_Type_size(type, &acc_dt_last.size) != MPI_SUCCESS || acc_dt_last.size < 0) {
+        acc_dt_last.valid = 0;
+        return -1;
     }
-    int size = acc_dt_last.size;
-    *bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
-    if (size == 0 || count <= 0) {
-        *lb = 0;
-        return 1;
-    }
-    *lb = acc_dt_last.tlb;
-    return acc_dt_last.text == size && (count == 1 || acc_dt_last.ext == size);
+    PMPI_Type_get_true_extent(type, &acc_dt_last.tlb, &acc_dt_last.text);
+    PMPI_Type_get_extent(type, &elb, &acc_dt_last.ext);
+    acc_dt_last.type = type;
+    acc_dt_last.valid = 1;
+    return 0;
 }
 
 size_t acc_bytes(int count, MPI_Datatype type) {
