@@ -326,7 +326,18 @@ def main():
                   f"configurations (line-probe round trip {'<=' if a.state == 'near' else '>'} {cut:.0f} ns "
                   f"before and after each job)")
             if not keep:
-                sys.exit(f"accel-bench: no job of {impl} ran in the {a.state} state; run more --jobs")
+                if a.json:
+                    # The jobs ran: keep their values and probes.
+                    with open(a.json, "w") as f:
+                        json.dump({"args": vars(a), "jobs": [
+                            {k: (sorted([list(kk), v] for kk, v in r[k].items()) if k == "values" else r[k])
+                             for k in ("job", "impl", "config", "probe_ns", "state", "values")}
+                            for r in jobs]}, f, indent=1)
+                sys.exit(f"accel-bench: no job number of {impl} ran in the {a.state} state in all its "
+                         f"configurations; run more --jobs" + (f" (the jobs are in {a.json})" if a.json else ""))
+            if len(keep) < 3:
+                print(f"accel-bench: WARNING: {impl}: {len(keep)} job number(s) kept; the 95% intervals "
+                      f"below need at least 3 to mean anything")
 
     rng = random.Random(a.seed)
     summary = {}

@@ -199,30 +199,23 @@ pub extern "C" fn tc_irecv_x(
     req: *mut u64,
 ) -> i32 {
     with(|c| {
-        let r = post_recv(c, buf, cap, src, tag, ctx, req)?;
-        // SAFETY: req is non-NULL (post_recv checked).
+        let ctx = recv_args(buf, cap, ctx, req)?;
+        // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
+        // until the request completes (documented in topocomm.h).
+        let r = unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx)? };
+        // SAFETY: req is non-NULL (recv_args checked).
         unsafe { *req = r.to_u64() };
         Ok(TC_OK)
     })
 }
 
-/// The checks and the posting of `tc_irecv_x` and `tc_irecv_now_x`.
-fn post_recv(
-    c: &mut Comm,
-    buf: *mut c_void,
-    cap: usize,
-    src: c_int,
-    tag: c_int,
-    ctx: c_int,
-    req: *mut u64,
-) -> Result<Request, Error> {
+/// The argument checks of `tc_irecv_x` and `tc_irecv_now_x`: the buffer
+/// and handle pointers, and the context.
+fn recv_args(buf: *mut c_void, cap: usize, ctx: c_int, req: *mut u64) -> Result<u16, Error> {
     if req.is_null() || (buf.is_null() && cap > 0) {
         return Err(Error::Invalid("buf or req is NULL".into()));
     }
-    let ctx = ctx_arg(ctx)?;
-    // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched until
-    // the request completes (documented in topocomm.h).
-    unsafe { c.irecv_ctx(buf.cast(), cap, src, tag, ctx) }
+    ctx_arg(ctx)
 }
 
 /// `tc_irecv_x` that says whether the receive completed at posting (its
@@ -246,21 +239,18 @@ pub extern "C" fn tc_irecv_now_x(
 ) -> i32 {
     with(|c| {
         set_flag(flag, false)?;
-        if req.is_null() || (buf.is_null() && cap > 0) {
-            return Err(Error::Invalid("buf or req is NULL".into()));
-        }
-        let ctx = ctx_arg(ctx)?;
+        let ctx = recv_args(buf, cap, ctx, req)?;
         // SAFETY: the caller keeps `buf` (cap bytes) valid and untouched
         // until the request completes (documented in topocomm.h).
         let posted = unsafe { c.irecv_or_take_ctx(buf.cast(), cap, src, tag, ctx)? };
         match posted {
             Posted::Taken(s) => {
-                // SAFETY: req is non-NULL (checked).
+                // SAFETY: req is non-NULL (recv_args checked).
                 unsafe { *req = 0 };
                 put_status(status, s);
                 set_flag(flag, true)?;
             }
-            // SAFETY: req is non-NULL (checked).
+            // SAFETY: req is non-NULL (recv_args checked).
             Posted::Pending(r) => unsafe { *req = r.to_u64() },
         }
         Ok(TC_OK)

@@ -138,7 +138,16 @@ impl Comm {
         if dst >= self.size || tag < 0 || self.broken.is_some() {
             return false;
         }
-        let key = Key { tag, ctx };
+        // SAFETY: forwarded contract.
+        unsafe { self.push_now(ptr, len, dst, Key { tag, ctx }) }
+    }
+
+    /// The fast path of a send after the argument checks: pushes the
+    /// message at once, inline or eager, when nothing is queued ahead and
+    /// the ring (and for eager a slot) has room (`true`); else does nothing
+    /// (`false`) and the caller queues it or takes the general path.
+    #[inline(always)]
+    unsafe fn push_now(&mut self, ptr: *const u8, len: usize, dst: usize, key: Key) -> bool {
         // SAFETY: forwarded contract.
         if unsafe { self.push_inline_now(ptr, len, dst, key) } {
             return true;
@@ -188,12 +197,11 @@ impl Comm {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        // The message-rate path: an inline message with nothing queued
-        // ahead and room in the ring goes out here, with none of the
-        // general path's job and protocol bookkeeping (about half of a
-        // small send's instructions).
+        // Nothing queued ahead and room: an inline or eager message goes
+        // out here, with no request and none of the general path's job and
+        // protocol bookkeeping (about half of a small send's instructions).
         // SAFETY: forwarded contract.
-        if !sync && unsafe { self.push_inline_now(ptr, len, dst, key) } {
+        if !sync && unsafe { self.push_now(ptr, len, dst, key) } {
             return Ok(Request {
                 idx: DONE_IDX,
                 gen: 0,
@@ -213,25 +221,16 @@ impl Comm {
         } else {
             Proto::Rts { cma: readable }
         };
-        let mut job = Job {
-            req: None,
+        // Queued behind earlier messages (or no room now, or a rendezvous):
+        // pushed by progress in order, completed through its request.
+        let idx = self.alloc(ReqKind::Send { dst });
+        let job = Job {
+            req: Some(idx),
             ptr,
             len,
             key,
             proto,
         };
-        if !matches!(proto, Proto::Rts { .. }) && self.outs[dst].queue.is_empty() {
-            // Fast path: nothing queued ahead, push now, no request needed.
-            if self.try_push(dst, &job) {
-                self.ring(dst);
-                return Ok(Request {
-                    idx: DONE_IDX,
-                    gen: 0,
-                });
-            }
-        }
-        let idx = self.alloc(ReqKind::Send { dst });
-        job.req = Some(idx);
         self.outs[dst].queue.push_back(job);
         self.mark_pending(dst);
         self.advance_out(dst);

@@ -435,21 +435,6 @@ impl Comm {
         }
     }
 
-    /// Releases `r` and returns its status when it has already completed
-    /// without an error, making no progress (a receive that took its
-    /// message at posting); `None`: pending or failed, `r` stays valid for
-    /// a wait or test as usual.
-    pub fn take_complete(&mut self, r: &Request) -> Result<Option<Status>> {
-        self.check_req(r)?;
-        if r.idx != DONE_IDX {
-            let q = &self.reqs[r.idx as usize];
-            if !q.done || q.err.is_some() {
-                return Ok(None);
-            }
-        }
-        self.take(*r).map(Some)
-    }
-
     /// Completes a request if it is done (it is then released).
     pub fn test(&mut self, r: &Request) -> Result<Option<Status>> {
         self.check_req(r)?;

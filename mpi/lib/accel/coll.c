@@ -641,13 +641,13 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     /* The layout once (it was looked up twice per call: a fifth of a small
      * allreduce's own instructions). */
     int contiguous = acc_contiguous(count, type, &d.lb, &d.bytes) == 1;
+    d.count = count;
+    d.type = type;
+    d.op = op;
     /* Large: by blocks (every member sees the same size, count and limit:
      * MPI requires equal counts and datatypes). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
-        d.count = count;
-        d.type = type;
-        d.op = op;
         *rc = acc_error(comm, c->size == 2 ? allreduce_pair(&g, &d, src, rbuf)
                                            : reduce_split(&g, &d, src, rbuf, -1));
         acc.stats.coll_tc++;
@@ -657,9 +657,6 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (c->mixed && !commutative(op)) return 0;
     if (!c->mixed && c->size == 2 && !lane_fits(c, d.bytes) && d.bytes <= XFER_EAGER) {
         struct grp g = whole(c);
-        d.count = count;
-        d.type = type;
-        d.op = op;
         *rc = acc_error(comm, allreduce_two_small(&g, &d, src, rbuf));
         acc.stats.coll_tc++;
         return 1;

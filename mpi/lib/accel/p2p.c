@@ -66,14 +66,22 @@ static int tc_to_mpi(int rc) {
 
 /* ---- Sends --------------------------------------------------------------- */
 
+/* A blocking send over the transport. A message that can go without a
+ * rendezvous (inline in a cell, or eager through a slot) goes out in one
+ * transport call, complete (tc_send_now_x: no request, no wait): the
+ * latency path. Synchronous sends, and messages that call does not take,
+ * take a transport request and its wait. */
 static int send_local(acc_comm *c, const void *buf, int count, MPI_Datatype type, int dst,
                       int tag, int flags) {
     struct acc_msg m;
     int rc = acc_pack(buf, count, type, c->comm, &m);
     if (rc != MPI_SUCCESS) return acc_error(c->comm, rc);
-    tc_request r;
-    rc = tc_isend_x(m.data, m.len, acc_local(c, dst), tag, c->ctx, flags, &r);
-    if (rc == 0) rc = acc_wait_tc(&r, NULL);
+    int peer = acc_local(c, dst);
+    if ((flags & TC_SEND_SYNC) || tc_send_now_x(m.data, m.len, peer, tag, c->ctx) != 1) {
+        tc_request r;
+        rc = tc_isend_x(m.data, m.len, peer, tag, c->ctx, flags, &r);
+        if (rc == 0) rc = acc_wait_tc(&r, NULL);
+    }
     free(m.tmp);
     acc.stats.tc_msgs++;
     acc.stats.tc_bytes += m.len;
@@ -113,22 +121,6 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
     return MPI_SUCCESS;
 }
 
-/* The latency path of a send: a contiguous message of the last datatype
- * seen that can go without a rendezvous (inline in a cell, or eager through
- * a slot) goes out in one transport call, complete (tc_send_now_x: no
- * request, no wait). Returns 1 when it went,
- * 0 when nothing happened and the full path must send it. */
-static inline int send_now(acc_comm *c, const void *buf, int count, MPI_Datatype type, int dst,
-                           int tag) {
-    struct acc_msg m;
-    if (!acc_msg_fast(buf, count, type, &m) ||
-        tc_send_now_x(m.data, m.len, acc_local(c, dst), tag, c->ctx) != 1)
-        return 0;
-    acc.stats.tc_msgs++;
-    acc.stats.tc_bytes += m.len;
-    return 1;
-}
-
 /* A blocking send wrapper: the transport to a rank of this node, else the
  * PMPI call (with the progress helper on duty when needed). */
 #define SEND_WRAPPER(NAME, FLAGS)                                                                \
@@ -139,8 +131,6 @@ static inline int send_now(acc_comm *c, const void *buf, int count, MPI_Datatype
             if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                        \
             return ACC_BLOCKING(PMPI_##NAME(buf, count, type, dst, tag, comm));                  \
         }                                                                                        \
-        if (!((FLAGS) & TC_SEND_SYNC) && send_now(c, buf, count, type, dst, tag))                \
-            return MPI_SUCCESS;                                                                  \
         return send_local(c, buf, count, type, dst, tag, FLAGS);                                 \
     }
 
