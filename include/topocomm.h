@@ -162,6 +162,14 @@ int tc_irecv_x(void *buf, size_t cap, int src, int tag, int ctx, tc_request *req
  * (a receive that failed, e.g. truncated, is pending too: its wait says so). */
 int tc_irecv_now_x(void *buf, size_t cap, int src, int tag, int ctx, tc_request *req, int *flag,
                    tc_status *status);
+/* Takes the next message from src (tag, ctx) into buf when it is already
+ * there and nothing posted or unexpected comes before it in MPI order; never
+ * posts, drains or waits. *flag = 1: taken (status filled); 0: not there yet
+ * (try again); -1: post the receive instead (something comes before it, its
+ * message is another receive's, a rendezvous or longer than cap, or an
+ * argument tc_irecv_x would refuse). For a caller about to wait for
+ * receives it has not posted yet (the MPI accelerator's lazy receives). */
+int tc_take_now_x(void *buf, size_t cap, int src, int tag, int ctx, int *flag, tc_status *status);
 /* Blocking receive for at most budget_s seconds (<= 0: no limit): *flag = 1
  * when received (status filled), 0 when the budget ran out (nothing
  * received, nothing left posted). A message longer than cap fills the status

@@ -8,7 +8,7 @@ use crate::transport::{code_of, join_args, put_status, rank_arg, take_req, with,
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 use topocomm_transport::coll::COLL_CTX;
-use topocomm_transport::{Comm, Error, Posted, Request, Status};
+use topocomm_transport::{Comm, Error, Posted, Request, Status, Take};
 
 /// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
 pub const TC_SEND_SYNC: c_int = 1;
@@ -253,6 +253,47 @@ pub extern "C" fn tc_irecv_now_x(
             // SAFETY: req is non-NULL (recv_args checked).
             Posted::Pending(r) => unsafe { *req = r.to_u64() },
         }
+        Ok(TC_OK)
+    })
+}
+
+/// Takes the next message from `src` with `tag` in context `ctx` into
+/// `buf` when it is already there and nothing posted or unexpected comes
+/// before it in MPI order; never posts, drains or waits. `*flag` = 1: taken
+/// (status filled); 0: not there yet (try again later); -1: post the
+/// receive instead (something comes before it, its cell is another
+/// receive's, a rendezvous or too long, or an argument posting rejects).
+/// For a caller that waits for a window of receives it has not posted yet.
+#[no_mangle]
+pub extern "C" fn tc_take_now_x(
+    buf: *mut c_void,
+    cap: usize,
+    src: c_int,
+    tag: c_int,
+    ctx: c_int,
+    flag: *mut c_int,
+    status: *mut TcStatus,
+) -> i32 {
+    with(|c| {
+        if flag.is_null() || (buf.is_null() && cap > 0) {
+            return Err(Error::Invalid("buf or flag is NULL".into()));
+        }
+        let Ok(ctx) = ctx_arg(ctx) else {
+            // SAFETY: non-NULL (checked).
+            unsafe { *flag = -1 };
+            return Ok(TC_OK);
+        };
+        // SAFETY: the caller passes `cap` writable bytes at `buf`.
+        let v = match unsafe { c.take_now_ctx(buf.cast(), cap, src, tag, ctx) } {
+            Take::Taken(s) => {
+                put_status(status, s);
+                1
+            }
+            Take::NotYet => 0,
+            Take::Post => -1,
+        };
+        // SAFETY: non-NULL (checked).
+        unsafe { *flag = v };
         Ok(TC_OK)
     })
 }

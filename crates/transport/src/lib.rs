@@ -53,7 +53,7 @@ pub(crate) use say;
 pub use comm::{Comm, ANY_SOURCE, ANY_TAG};
 pub use error::{Error, Result};
 pub use plan::Plan;
-pub use recv::Posted;
+pub use recv::{Posted, Take};
 pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
 pub use segment::{LANES, LANE_DATA};

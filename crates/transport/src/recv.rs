@@ -87,6 +87,17 @@ pub enum Posted {
     Pending(Request),
 }
 
+/// What [`Comm::take_now_ctx`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Took the message (no request).
+    Taken(Status),
+    /// The message is not there yet: try again, or post.
+    NotYet,
+    /// Cannot take without breaking MPI order: post the receive.
+    Post,
+}
+
 /// A message that arrived before a matching receive was posted.
 pub(crate) struct Unexp {
     pub(crate) src: usize,
@@ -198,6 +209,60 @@ impl Comm {
         }
         // SAFETY: forwarded contract.
         unsafe { self.irecv_or_take(ptr, cap, src, Key { tag, ctx }) }
+    }
+
+    /// Takes the next message of channel `src` into `ptr` when it is
+    /// already there and would be this receive's match in MPI order: no
+    /// receive is posted and nothing is unexpected, so the channel's next
+    /// cell is the oldest message nothing else can claim. Never posts,
+    /// drains or waits: [`Take::NotYet`] when the channel's next cell is
+    /// not written yet, [`Take::Post`] when the receive must be posted
+    /// instead (posted or unexpected receives ahead, any source or tag,
+    /// a next cell that is another receive's, a rendezvous or too long,
+    /// a broken communicator, or arguments posting will reject). Lets a
+    /// caller that waits for a window of receives take each message as it
+    /// arrives without a request (the MPI accelerator's lazily posted
+    /// receives).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `cap` writable bytes during the call.
+    #[inline]
+    pub unsafe fn take_now_ctx(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+        ctx: u16,
+    ) -> Take {
+        if src < 0
+            || src as usize >= self.size
+            || tag < 0
+            || !self.posted.is_empty()
+            || !self.unexp.is_empty()
+            || self.broken.is_some()
+        {
+            return Take::Post;
+        }
+        let s = src as usize;
+        let pos = self.ins[s].tail;
+        // SAFETY: cell index < RING inside the mapping.
+        let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
+        // Acquire pairs with the sender's Release (ordering 1); take_next
+        // loads it again, from the line this load brought in.
+        if c.seq.load(Ordering::Acquire) != pos + 1 {
+            return Take::NotYet;
+        }
+        // SAFETY: forwarded contract.
+        match unsafe { self.take_next(ptr, cap, s, Key { tag, ctx }) } {
+            Some(st) => {
+                self.prefetch_next_cells(s);
+                Take::Taken(st)
+            }
+            // Another receive's message, a rendezvous or a truncation: the
+            // posted receive's matching handles each.
+            None => Take::Post,
+        }
     }
 
     pub(crate) unsafe fn irecv_or_take(
@@ -853,6 +918,53 @@ mod tests {
         assert!(now(&mut c, -3, 6, &mut b).is_none());
         assert!(now(&mut c, 0, -2, &mut b).is_none());
         assert_eq!(now(&mut c, 0, 6, &mut b).unwrap().count, 1);
+        assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
+    }
+
+    #[test]
+    fn take_now_takes_only_the_message_a_receive_posted_now_would_take_at_once() {
+        let mut c = solo();
+        let take = |c: &mut Comm, src: i32, tag: i32, b: &mut [u8]| -> Take {
+            // SAFETY: b is writable for its length during the call.
+            unsafe { c.take_now_ctx(b.as_mut_ptr(), b.len(), src, tag, 0) }
+        };
+        let mut b = [0u8; 8];
+        // Nothing there yet: try again; nothing posted or consumed.
+        assert_eq!(take(&mut c, 0, 1, &mut b), Take::NotYet);
+        assert!(c.posted.is_empty());
+        c.send(b"first", 0, 1).unwrap();
+        let Take::Taken(st) = take(&mut c, 0, 1, &mut b) else {
+            panic!("the channel's next message matches");
+        };
+        assert_eq!((st.source, st.tag, st.count), (0, 1, 5));
+        assert_eq!(&b[..5], b"first");
+        // The next cell is another receive's, or too long: post instead,
+        // and the message stays the channel's next.
+        c.send(b"two", 0, 2).unwrap();
+        assert_eq!(take(&mut c, 0, 3, &mut b), Take::Post);
+        let mut small = [0u8; 2];
+        assert_eq!(take(&mut c, 0, 2, &mut small), Take::Post);
+        assert_eq!(c.recv(&mut b, 0, 2).unwrap().count, 3);
+        // Any source, any tag, bad arguments: post (posting reports them).
+        c.send(b"x", 0, 6).unwrap();
+        assert_eq!(take(&mut c, ANY_SOURCE, 6, &mut b), Take::Post);
+        assert_eq!(take(&mut c, 0, ANY_TAG, &mut b), Take::Post);
+        assert_eq!(take(&mut c, 7, 6, &mut b), Take::Post);
+        assert_eq!(take(&mut c, -3, 6, &mut b), Take::Post);
+        // A posted receive comes first: post, even for a message that
+        // would match this one.
+        let mut old_b = Box::new([0u8; 8]);
+        // SAFETY: the box lives until the wait below.
+        let old = unsafe { c.irecv_raw(old_b.as_mut_ptr(), 8, 0, 9).unwrap() };
+        assert_eq!(take(&mut c, 0, 6, &mut b), Take::Post);
+        c.send(b"nine", 0, 9).unwrap();
+        assert_eq!(c.wait(old).unwrap().count, 4);
+        // The drain for the old receive left "x" unexpected: post, so the
+        // unexpected queue is looked at (MPI order).
+        assert!(!c.unexp.is_empty());
+        assert_eq!(take(&mut c, 0, 6, &mut b), Take::Post);
+        assert_eq!(c.recv(&mut b, 0, 6).unwrap().count, 1);
+        assert_eq!(take(&mut c, 0, 6, &mut b), Take::NotYet);
         assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
     }
 

@@ -38,6 +38,7 @@ struct acc_global {
     int *node_of;     /* world rank -> node id (world rank of its node rank 0) */
     int *noderank_of; /* world rank -> transport rank on its node */
     int verbose;
+    int lazy;         /* receives posted lazily (TOPOCOMM_ACCEL_LAZY, p2p.c) */
     MPI_Comm node_comm;
     struct acc_stats stats;
     /* Operations of ours started and not complete: while there are any, a
@@ -79,6 +80,12 @@ typedef struct acc_comm {
     int lane;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
     unsigned nbc_seq; /* non-blocking collectives started on it (nbc.c) */
+    /* Requests bound to it (acc_req_bind) and not released yet: a
+     * communicator freed by MPI_Comm_free while some are pending is
+     * retired (out of the lookup, its context still reserved) until the
+     * last one is released, as MPI lets pending operations complete. */
+    int holds;
+    int retired;
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */
@@ -86,6 +93,8 @@ acc_comm *acc_comm_find(MPI_Comm comm);
 /* Registers a new intracommunicator (collective over it); NULL/inter: no-op. */
 void acc_comm_register(MPI_Comm comm);
 void acc_comm_unregister(MPI_Comm comm);
+/* Frees a retired communicator whose last request was released. */
+void acc_comm_retire_done(acc_comm *c);
 /* Transport rank of comm rank r, or -1 when r is not on this node. */
 static inline int acc_local(const acc_comm *c, int r) {
     return (r >= 0 && r < c->size) ? c->tc_rank[r] : -1;
@@ -198,6 +207,7 @@ enum acc_kind {
     K_DEFER,  /* receive held back behind an any-source receive (p2p.c) */
     K_DONE,   /* completed when created (buffered send) */
     K_COLL,   /* a non-blocking collective's schedule (nbc.c) */
+    K_LAZY,   /* receive recorded by MPI_Irecv, not yet posted (acc_settle) */
 };
 
 typedef struct acc_req {
@@ -232,6 +242,29 @@ typedef struct acc_req {
 } acc_req;
 
 acc_req *acc_req_new(void);
+
+/* Receives posted lazily (p2p.c). MPI_Irecv of a contiguous message on a
+ * communicator all on this node records the receive (K_LAZY) and returns;
+ * the next call into the accelerator gives the recorded receives to the
+ * transport in their order, each taking its message at once when it is
+ * already here. Matching and progress happen only inside our calls, so a
+ * receive posted at the next call matches exactly what it would have
+ * matched at MPI_Irecv, while a window of receives waited for together
+ * takes messages that arrived meanwhile without a transport request each
+ * (docs/commands/accel.md). Every entry point calls acc_settle() first,
+ * except the send paths that push a message at once (they match nothing
+ * and progress nothing) and MPI_Irecv itself. */
+extern acc_req *acc_lazy_head;
+void acc_lazy_post(int waiting);
+static inline void acc_settle(void) {
+    if (acc_lazy_head) acc_lazy_post(0);
+}
+/* acc_settle for a call about to wait (MPI_Wait, MPI_Waitall): each
+ * recorded receive first looks a bounded number of times for its message
+ * to take it as it arrives, before it is posted (p2p.c LAZY_LOOKS). */
+static inline void acc_settle_to_wait(void) {
+    if (acc_lazy_head) acc_lazy_post(1);
+}
 /* Records r's outcome (source, tag, bytes, error) without building a status. */
 static inline void acc_note(acc_req *r, int src, int tag, size_t bytes, int err) {
     r->st_mpi = 0;
@@ -267,9 +300,22 @@ static inline void acc_count(acc_req *r) {
  * buffer, a collective's schedule). */
 void acc_req_release_full(acc_req *r);
 extern acc_req *acc_free_list;
+/* Binds r to communicator c for r's lifetime (see acc_comm.holds). */
+static inline void acc_req_bind(acc_req *r, acc_comm *c) {
+    r->c = c;
+    c->holds++;
+}
+/* Ends r's binding, at its release. */
+static inline void acc_req_unbind(acc_req *r) {
+    acc_comm *c = r->c;
+    if (!c) return;
+    r->c = NULL;
+    if (--c->holds == 0 && c->retired) acc_comm_retire_done(c);
+}
 static inline void acc_req_release(acc_req *r) {
     /* Inline for the common case: a window of small messages releases a
      * request per message, and a call cost as much as the rest. */
+    acc_req_unbind(r);
     if (r->shared || r->held != MPI_DATATYPE_NULL || r->owns_type || r->msg.tmp || r->nbc) {
         acc_req_release_full(r);
         return;

@@ -101,6 +101,7 @@ void acc_blocking_exit(int how) {
 #define COLL(tc_call, call)                                                                      \
     do {                                                                                       \
         int crc_;                                                                              \
+        acc_settle();                                                                          \
         if (tc_call) return crc_;                                                              \
         if (acc.on) acc.stats.coll_plain++;                                                    \
         BLOCK(call);                                                                           \

@@ -209,6 +209,11 @@ void acc_comm_register(MPI_Comm comm) {
 void acc_comm_unregister(MPI_Comm comm) {
     acc_comm *c = take(comm);
     if (!c) return;
+    c->retired = 1;
+    if (c->holds == 0) acc_comm_retire_done(c);
+}
+
+void acc_comm_retire_done(acc_comm *c) {
     /* The lane goes with the context: its next communicator may not
      * include the members still reading this rank's last block. */
     if (c->lane >= 0) tc_lane_quiesce(c->lane);
@@ -231,46 +236,56 @@ int acc_error_call(MPI_Comm comm, int code) {
     } while (0)
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Comm_dup(comm, newcomm), newcomm);
 }
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Comm_split(comm, color, key, newcomm), newcomm);
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Comm_split_type(comm, type, key, info, newcomm), newcomm);
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Comm_create(comm, group, newcomm), newcomm);
 }
 
 int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm);
 }
 
 int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
                     MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm), newcomm);
 }
 
 int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm);
 }
 
 int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
                      MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm), newcomm);
 }
 
 int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
                           const int destinations[], const int weights[], MPI_Info info,
                           int reorder, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
                                           reorder, newcomm),
                    newcomm);
@@ -280,6 +295,7 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
                                    const int sourceweights[], int outdegree,
                                    const int destinations[], const int destweights[],
                                    MPI_Info info, int reorder, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights,
                                                    outdegree, destinations, destweights, info,
                                                    reorder, newcomm),
@@ -287,15 +303,18 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
 }
 
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newcomm) {
+    acc_settle();
     REGISTER_AFTER(PMPI_Intercomm_merge(intercomm, high, newcomm), newcomm);
 }
 
 int MPI_Comm_free(MPI_Comm *comm) {
+    acc_settle();
     if (comm) acc_comm_unregister(*comm);
     return PMPI_Comm_free(comm);
 }
 
 int MPI_Comm_disconnect(MPI_Comm *comm) {
+    acc_settle();
     if (comm) acc_comm_unregister(*comm);
     return PMPI_Comm_disconnect(comm);
 }

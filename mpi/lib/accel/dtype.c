@@ -12,6 +12,7 @@
 struct acc_dtype_cache acc_dt_last;
 
 int MPI_Type_free(MPI_Datatype *type) {
+    acc_settle();
     acc_dt_last.valid = 0;
     return PMPI_Type_free(type);
 }

@@ -298,6 +298,7 @@ static acc_req *start(acc_comm *c, MPI_Comm comm, int what) {
     r->kind = K_COLL;
     r->nbc = b;
     r->comm = comm;
+    acc_req_bind(r, c); /* the context stays reserved until it is done */
     r->active = 1;
     acc_count(r);
     return r;
@@ -396,6 +397,7 @@ int acc_coll_iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype ty
 /* ---- The MPI_ entry points ----------------------------------------------- */
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
+    acc_settle();
     int rc;
     if (acc_coll_ibarrier(comm, req, &rc)) return rc;
     if (acc.on) acc.stats.coll_plain++;
@@ -404,6 +406,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
 
 int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                MPI_Request *req) {
+    acc_settle();
     int rc;
     if (acc_coll_ibcast(buf, count, type, root, comm, req, &rc)) return rc;
     if (acc.on) acc.stats.coll_plain++;
@@ -412,6 +415,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
 
 int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                    MPI_Comm comm, MPI_Request *req) {
+    acc_settle();
     int rc;
     if (acc_coll_iallreduce(sbuf, rbuf, count, type, op, comm, req, &rc)) return rc;
     if (acc.on) acc.stats.coll_plain++;

@@ -78,6 +78,7 @@ static int send_local(acc_comm *c, const void *buf, int count, MPI_Datatype type
     if (rc != MPI_SUCCESS) return acc_error(c->comm, rc);
     int peer = acc_local(c, dst);
     if ((flags & TC_SEND_SYNC) || tc_send_now_x(m.data, m.len, peer, tag, c->ctx) != 1) {
+        acc_settle(); /* the wait below progresses */
         tc_request r;
         rc = tc_isend_x(m.data, m.len, peer, tag, c->ctx, flags, &r);
         if (rc == 0) rc = acc_wait_tc(&r, NULL);
@@ -108,7 +109,7 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
     }
     r->kind = K_SEND;
     r->is_send = 1;
-    r->c = c;
+    acc_req_bind(r, c);
     r->comm = c->comm;
     if (tc_isend_x(r->msg.data, r->msg.len, acc_local(c, peer), tag, c->ctx, 0, &r->tc) != 0) {
         acc_req_release(r);
@@ -128,6 +129,7 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
                    MPI_Comm comm) {                                                              \
         acc_comm *c = send_route(comm, dst);                                                     \
         if (!c) {                                                                                \
+            acc_settle();                                                                        \
             if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                        \
             return ACC_BLOCKING(PMPI_##NAME(buf, count, type, dst, tag, comm));                  \
         }                                                                                        \
@@ -139,6 +141,7 @@ SEND_WRAPPER(Rsend, 0)
 SEND_WRAPPER(Ssend, TC_SEND_SYNC)
 
 int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+    acc_settle();
     acc_comm *c = send_route(comm, dst);
     if (!c) {
         if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);
@@ -151,7 +154,7 @@ int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dst, int tag, M
 static void send_args(acc_req *r, const void *buf, int count, MPI_Datatype type, int dst, int tag,
                       MPI_Comm comm, acc_comm *c) {
     r->is_send = 1;
-    r->c = c;
+    acc_req_bind(r, c);
     r->comm = comm;
     r->buf = (void *)buf;
     r->count = count;
@@ -178,6 +181,7 @@ static int isend_now(const void *buf, int count, MPI_Datatype type, int dst, int
         *rc = MPI_SUCCESS;
         return 1;
     }
+    acc_settle(); /* the general send may progress */
     tc_request t;
     *rc = acc_tc_send(c, &m, dst, tag, 0, &t);
     if (*rc != MPI_SUCCESS) {
@@ -214,6 +218,7 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
     int rc;
     if (!sync && !buffered && !persistent && isend_now(buf, count, type, dst, tag, comm, c, req, &rc))
         return rc;
+    acc_settle();
     acc_req *r = acc_req_new();
     if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
     send_args(r, buf, count, type, dst, tag, comm, c);
@@ -238,6 +243,7 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
                    MPI_Comm comm, MPI_Request *req) {                                            \
         acc_comm *c = send_route(comm, dst);                                                     \
         if (!c) {                                                                                \
+            acc_settle();                                                                        \
             if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                        \
             return PMPI_##NAME(buf, count, type, dst, tag, comm, req);                           \
         }                                                                                        \
@@ -263,6 +269,7 @@ SEND_INIT_WRAPPER(Ssend_init, 1, 0)
 SEND_INIT_WRAPPER(Bsend_init, 0, 1)
 
 int MPI_Buffer_detach(void *buffer_addr, int *size) {
+    acc_settle();
     if (acc.on) acc_drain();
     return PMPI_Buffer_detach(buffer_addr, size);
 }
@@ -273,7 +280,7 @@ static acc_req *new_recv(void *buf, int count, MPI_Datatype type, int src, int t
                          MPI_Comm comm, acc_comm *c) {
     acc_req *r = acc_req_new();
     if (!r) return NULL;
-    r->c = c;
+    acc_req_bind(r, c);
     r->comm = comm;
     r->buf = buf;
     r->count = count;
@@ -283,24 +290,22 @@ static acc_req *new_recv(void *buf, int count, MPI_Datatype type, int src, int t
     return r;
 }
 
-/* The receive path of MPI_Irecv for a contiguous receive of the last
- * datatype seen on a communicator all on this node: one transport call
- * (tc_irecv_now_x) posts the receive, or takes its message at once when it
- * is already here (a window behind a faster sender), and then r completes
- * with no transport request. Returns 1 when it did either (r started), 0
- * when nothing happened and r must be started the general way (which also
- * reports errors). */
-static int irecv_now(acc_req *r) {
-    struct acc_msg m;
-    if (!acc_msg_fast(r->buf, r->count, r->type, &m)) return 0;
+/* The receive path of MPI_Irecv for a contiguous receive `m` (the
+ * message area of the last datatype seen) on a communicator all on this
+ * node: one transport call (tc_irecv_now_x) posts the receive, or takes its
+ * message at once when it is already here (a window behind a faster
+ * sender), and then r completes with no transport request. Returns 1 when
+ * it did either (r started), 0 when nothing happened and r must be started
+ * the general way (which also reports errors). */
+static int irecv_now(acc_req *r, const struct acc_msg *m) {
     int tsrc = r->peer == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(r->c, r->peer);
     tc_status ts;
     int now = 0;
-    if (tc_irecv_now_x((void *)m.data, m.len, tsrc, r->tag == MPI_ANY_TAG ? TC_ANY_TAG : r->tag,
+    if (tc_irecv_now_x((void *)m->data, m->len, tsrc, r->tag == MPI_ANY_TAG ? TC_ANY_TAG : r->tag,
                        r->c->ctx, &r->tc, &now, &ts) != 0)
         return 0;
     r->active = 1;
-    r->msg = m;
+    r->msg = *m;
     if (now) {
         r->kind = K_DONE;
         acc_set_done(r);
@@ -313,22 +318,108 @@ static int irecv_now(acc_req *r) {
     return 1;
 }
 
+/* ---- Lazily posted receives (accel.h) ------------------------------------ */
+
+acc_req *acc_lazy_head;
+static acc_req *lazy_tail;
+
+/* Records r (contiguous, message area m, on a communicator all on this
+ * node) to be posted at the next call; 0 when r must be posted now. Only
+ * tags the transport accepts are recorded, so posting later cannot fail
+ * where posting now would have failed, except for a peer lost meanwhile
+ * (reported by the request, as for a posted receive). */
+static int irecv_lazy(acc_req *r, const struct acc_msg *m) {
+    if (!acc.lazy || (r->tag < 0 && r->tag != MPI_ANY_TAG)) return 0;
+    r->kind = K_LAZY;
+    r->active = 1;
+    r->msg = *m;
+    r->next = NULL;
+    if (lazy_tail) lazy_tail->next = r;
+    else acc_lazy_head = r;
+    lazy_tail = r;
+    return 1;
+}
+
+/* Looks a wait gives the message of a recorded receive before it posts
+ * that receive and the rest: about 2 us of a message stream's gaps. The
+ * budget starts again after each message taken, so a window behind a
+ * steady sender is taken whole; one that stalls costs one budget. */
+enum { LAZY_LOOKS = 64 };
+
+/* In a wait: takes r's message (r completes, no request) when it comes
+ * within *looks looks; sets *looks to 0 when r must be posted. */
+static int take_lazy(acc_req *r, const struct acc_msg *m, int *looks) {
+    int tsrc = r->peer == MPI_ANY_SOURCE ? -1 : acc_local(r->c, r->peer);
+    tc_status ts;
+    while (*looks > 0 && tsrc >= 0 && r->tag != MPI_ANY_TAG) {
+        int flag = 0;
+        if (tc_take_now_x((void *)m->data, m->len, tsrc, r->tag, r->c->ctx, &flag, &ts) != 0 ||
+            flag < 0)
+            break;
+        if (flag == 1) {
+            r->kind = K_DONE;
+            acc_set_done(r);
+            acc_note(r, r->c->comm_rank[ts.source], ts.tag, ts.count, MPI_SUCCESS);
+            acc.stats.tc_recvs++;
+            *looks = LAZY_LOOKS;
+            return 1;
+        }
+        --*looks;
+    }
+    *looks = 0;
+    return 0;
+}
+
+void acc_lazy_post(int waiting) {
+    /* Detached first: a call made while posting (an error handler, a
+     * PMPI call of the general path) finds the queue empty. */
+    acc_req *r = acc_lazy_head;
+    acc_lazy_head = lazy_tail = NULL;
+    int looks = waiting ? LAZY_LOOKS : 0;
+    while (r) {
+        acc_req *next = r->next;
+        r->next = NULL;
+        struct acc_msg m = r->msg;
+        if (looks > 0 && take_lazy(r, &m, &looks)) {
+            r = next;
+            continue;
+        }
+        if (!irecv_now(r, &m)) {
+            int rc = acc_req_start(r);
+            if (rc != MPI_SUCCESS) {
+                r->err = rc;
+                acc_set_done(r);
+                acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, rc);
+            }
+        }
+        r = next;
+    }
+}
+
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
               MPI_Request *req) {
     acc_comm *c = recv_route(comm, src);
     if (!c) {
+        acc_settle();
         if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
         return PMPI_Irecv(buf, count, type, src, tag, comm, req);
     }
     acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
     if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
     *req = acc_handle(r);
-    if (!c->mixed && irecv_now(r)) return MPI_SUCCESS;
+    struct acc_msg m;
+    if (!c->mixed && acc_msg_fast(buf, count, type, &m)) {
+        if (irecv_lazy(r, &m)) return MPI_SUCCESS;
+        acc_settle();
+        if (irecv_now(r, &m)) return MPI_SUCCESS;
+    }
+    acc_settle();
     return acc_error(comm, acc_req_start(r));
 }
 
 int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
                   MPI_Request *req) {
+    acc_settle();
     acc_comm *c = acc.on && src != MPI_PROC_NULL ? acc_comm_find(comm) : NULL;
     /* A persistent receive from another node is still ours on a mixed
      * communicator: at each start it may have to wait behind an
@@ -349,6 +440,7 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
              MPI_Status *status) {
+    acc_settle();
     acc_comm *c = recv_route(comm, src);
     if (!c) {
         if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
@@ -396,6 +488,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dst, int stag, void *rbuf,
                  int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm,
                  MPI_Status *status) {
+    acc_settle();
     if (!send_route(comm, dst) && !recv_route(comm, src)) {
         if (acc.on && dst != MPI_PROC_NULL && acc_comm_find(comm)) count_plain(scount, stype);
         return PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm,
@@ -411,6 +504,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dst, int 
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dst, int stag, int src,
                          int rtag, MPI_Comm comm, MPI_Status *status) {
+    acc_settle();
     if (!send_route(comm, dst) && !recv_route(comm, src)) {
         if (acc.on && dst != MPI_PROC_NULL && acc_comm_find(comm)) count_plain(count, type);
         return PMPI_Sendrecv_replace(buf, count, type, dst, stag, src, rtag, comm, status);
@@ -555,6 +649,7 @@ static acc_comm *probe_route(MPI_Comm comm, int src) {
 }
 
 int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+    acc_settle();
     acc_comm *c = probe_route(comm, src);
     if (!c) return PMPI_Iprobe(src, tag, comm, flag, status);
     acc_progress();
@@ -566,6 +661,7 @@ int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
 }
 
 int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status *status) {
+    acc_settle();
     acc_comm *c = probe_route(comm, src);
     if (!c) return ACC_BLOCKING(PMPI_Probe(src, tag, comm, status));
     for (unsigned i = 0;; i++) {
@@ -613,6 +709,7 @@ MPI_Fint MPI_Message_c2f(MPI_Message m) {
 
 int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                 MPI_Status *status) {
+    acc_settle();
     acc_comm *c = probe_route(comm, src);
     if (!c) return PMPI_Improbe(src, tag, comm, flag, message, status);
     acc_progress();
@@ -652,6 +749,7 @@ int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message
 }
 
 int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+    acc_settle();
     acc_comm *c = probe_route(comm, src);
     if (!c) return ACC_BLOCKING(PMPI_Mprobe(src, tag, comm, message, status));
     for (unsigned i = 0;; i++) {
@@ -672,6 +770,7 @@ static void aim(acc_req *r, void *buf, int count, MPI_Datatype type) {
 }
 
 int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {
+    acc_settle();
     acc_req *r = req_of_msg(*message);
     if (!r) return PMPI_Mrecv(buf, count, type, message, status);
     aim(r, buf, count, type);
@@ -684,6 +783,7 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI
 
 int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message,
                MPI_Request *request) {
+    acc_settle();
     acc_req *r = req_of_msg(*message);
     if (!r) return PMPI_Imrecv(buf, count, type, message, request);
     aim(r, buf, count, type);

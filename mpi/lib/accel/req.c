@@ -77,6 +77,7 @@ MPI_Request acc_sent_make(void) {
 
 void acc_req_release_full(acc_req *r) {
     if (r->shared) return; /* acc_sent: lives as long as the process */
+    acc_req_unbind(r);
     drop_type(r);
     if (r->owns_type) PMPI_Type_free(&r->type);
     r->owns_type = 0;
@@ -176,6 +177,9 @@ int acc_req_poll(acc_req *r) {
         return 1;
     case K_COLL:
         return acc_nbc_advance(r, 0);
+    case K_LAZY: /* every entry point posts these first (acc_settle) */
+        acc_settle();
+        return r->kind != K_LAZY && acc_req_poll(r);
     }
     return 0;
 }

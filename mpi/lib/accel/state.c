@@ -67,6 +67,7 @@ static void setup(int provided) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &acc.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &acc.world_size);
     acc.verbose = env_int("TOPOCOMM_ACCEL_VERBOSE", 0);
+    acc.lazy = env_int("TOPOCOMM_ACCEL_LAZY", 1) != 0;
     if (env_int("TOPOCOMM_ACCEL", 1) == 0) {
         say_plain("TOPOCOMM_ACCEL=0");
         return;
@@ -134,6 +135,7 @@ static void report(void) {
 }
 
 int MPI_Finalize(void) {
+    acc_settle();
     if (acc.on) {
         acc_drain();
         /* Nobody may still be sending to us through the transport. */

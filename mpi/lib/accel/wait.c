@@ -38,6 +38,7 @@ static void idle(unsigned turn) {
 }
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
+    acc_settle_to_wait();
     acc_req *r = acc_req_of(*req);
     if (!r && acc_nbc_busy()) {
         /* A non-blocking collective of ours is under way: its steps move
@@ -55,6 +56,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
 }
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+    acc_settle();
     acc_req *r = acc_req_of(*req);
     if (!r) {
         if (acc.on) acc_progress();
@@ -71,6 +73,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
 }
 
 int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status) {
+    acc_settle();
     acc_req *r = acc_req_of(req);
     if (!r) return PMPI_Request_get_status(req, flag, status);
     *flag = acc_req_poll(r);
@@ -130,6 +133,7 @@ static void subset_back(struct subset *s, MPI_Request reqs[], MPI_Status *sts, i
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
+    acc_settle_to_wait();
     /* One look per handle: ours (rs[i]) or plain (NULL). */
     enum { STACK = 64 };
     acc_req *stack_rs[STACK];
@@ -192,6 +196,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
+    acc_settle();
     if (!any_ours(n, reqs)) {
         if (acc.on) acc_progress();
         return PMPI_Testall(n, reqs, flag, sts);
@@ -269,6 +274,7 @@ static int testany_pass(int n, MPI_Request reqs[], int *index, MPI_Status *statu
 }
 
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+    acc_settle();
     if (!any_ours(n, reqs)) {
         if (acc.on) acc_progress();
         return PMPI_Testany(n, reqs, index, flag, status);
@@ -282,6 +288,7 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
 }
 
 int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
+    acc_settle();
     if (!any_ours(n, reqs) && !acc_nbc_busy())
         return ACC_BLOCKING(PMPI_Waitany(n, reqs, index, status));
     int rc = MPI_SUCCESS;
@@ -338,6 +345,7 @@ static int testsome_pass(int n, MPI_Request reqs[], int indices[], MPI_Status st
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
+    acc_settle();
     if (!any_ours(n, reqs)) {
         if (acc.on) acc_progress();
         return PMPI_Testsome(n, reqs, outcount, indices, sts);
@@ -350,6 +358,7 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
+    acc_settle();
     if (!any_ours(n, reqs) && !acc_nbc_busy())
         return ACC_BLOCKING(PMPI_Waitsome(n, reqs, outcount, indices, sts));
     int rc = MPI_SUCCESS;
@@ -361,18 +370,21 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 }
 
 int MPI_Start(MPI_Request *req) {
+    acc_settle();
     acc_req *r = acc_req_of(*req);
     if (!r) return PMPI_Start(req);
     return acc_error(r->comm, acc_req_start(r));
 }
 
 int MPI_Startall(int n, MPI_Request reqs[]) {
+    acc_settle();
     int rc = MPI_SUCCESS;
     for (int i = 0; i < n && rc == MPI_SUCCESS; i++) rc = MPI_Start(&reqs[i]);
     return rc;
 }
 
 int MPI_Cancel(MPI_Request *req) {
+    acc_settle();
     acc_req *r = acc_req_of(*req);
     if (!r) return PMPI_Cancel(req);
     if (r->done) return MPI_SUCCESS;
@@ -400,12 +412,14 @@ int MPI_Cancel(MPI_Request *req) {
     case K_SEND: /* sends through the transport are not cancelled: the */
     case K_DONE: /* request completes normally, Test_cancelled says false */
     case K_COLL: /* collectives are never cancelled */
+    case K_LAZY: /* posted by acc_settle above */
         break;
     }
     return MPI_SUCCESS;
 }
 
 int MPI_Request_free(MPI_Request *req) {
+    acc_settle();
     acc_req *r = acc_req_of(*req);
     if (!r) return PMPI_Request_free(req);
     *req = MPI_REQUEST_NULL;

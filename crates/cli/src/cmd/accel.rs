@@ -12,10 +12,12 @@ use std::process::{Command, ExitCode};
 /// Variables read by the accelerator (mpi/lib/accel/state.c).
 const NODES_ENV: &str = "TOPOCOMM_ACCEL_NODES";
 const VERBOSE_ENV: &str = "TOPOCOMM_ACCEL_VERBOSE";
-const PASSED_ENV: [&str; 3] = [
+const PASSED_ENV: [&str; 5] = [
     "TOPOCOMM_ACCEL",
     "TOPOCOMM_ACCEL_COLL_MAX",
     "TOPOCOMM_ACCEL_COLL_HIER",
+    "TOPOCOMM_ACCEL_COLL_LANES",
+    "TOPOCOMM_ACCEL_LAZY",
 ];
 
 #[derive(clap::Args, Debug)]

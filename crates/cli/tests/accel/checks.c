@@ -256,6 +256,64 @@ static void contexts(void) {
     MPI_Comm_free(&dup);
 }
 
+/* Receives recorded by MPI_Irecv and posted at the next call (accelerated,
+ * docs/commands/accel.md) behave as if posted at MPI_Irecv: a probe after
+ * it sees the next message, not the one it matched; its datatype and
+ * communicator may be freed before the wait; it can be cancelled; a peer's
+ * synchronous send completes while this rank sits in a barrier. */
+static void recorded_receives(MPI_Comm comm) {
+    int peer = rank ^ 1;
+    if (peer >= size) {
+        MPI_Barrier(comm);
+        MPI_Barrier(comm);
+        return;
+    }
+    MPI_Comm dup;
+    MPI_Comm_dup(comm, &dup);
+    MPI_Datatype four;
+    MPI_Type_contiguous(4, MPI_INT, &four);
+    MPI_Type_commit(&four);
+    int a = 100 + rank, b = 200 + rank, quad[4] = {rank, rank + 1, rank + 2, rank + 3};
+    int got = -1, next = -1, dupv = -1, gquad[4] = {0}, never = -1, sync = -1;
+    MPI_Send(&a, 1, MPI_INT, peer, 21, comm);
+    MPI_Send(&b, 1, MPI_INT, peer, 21, comm);
+    MPI_Barrier(comm); /* both messages are on their way to each rank */
+    MPI_Request r[5];
+    MPI_Irecv(&got, 1, MPI_INT, peer, 21, comm, &r[0]);
+    MPI_Status st;
+    MPI_Probe(peer, 21, comm, &st); /* the second message: the first is r[0]'s */
+    MPI_Recv(&next, 1, MPI_INT, peer, 21, comm, MPI_STATUS_IGNORE);
+    MPI_Irecv(gquad, 1, four, peer, 22, comm, &r[1]);
+    MPI_Type_free(&four);
+    MPI_Irecv(&dupv, 1, MPI_INT, peer, 23, dup, &r[2]);
+    MPI_Irecv(&never, 1, MPI_INT, peer, 24, comm, &r[3]);
+    MPI_Cancel(&r[3]);
+    MPI_Irecv(&sync, 1, MPI_INT, peer, 25, comm, &r[4]);
+    if (rank < peer) {
+        int v = 7;
+        MPI_Ssend(&v, 1, MPI_INT, peer, 25, comm);
+    }
+    MPI_Barrier(comm); /* the lower rank's Ssend is matched by then */
+    if (rank > peer) {
+        int v = 7;
+        MPI_Ssend(&v, 1, MPI_INT, peer, 25, comm);
+    }
+    MPI_Send(quad, 4, MPI_INT, peer, 22, comm);
+    int d = 300 + rank;
+    MPI_Send(&d, 1, MPI_INT, peer, 23, dup);
+    MPI_Comm_free(&dup);
+    MPI_Status sts[5];
+    MPI_Waitall(5, r, sts);
+    int cancelled = 0;
+    MPI_Test_cancelled(&sts[3], &cancelled);
+    CHECK(st.MPI_SOURCE == peer && st.MPI_TAG == 21);
+    CHECK(got == 100 + peer && next == 200 + peer);
+    CHECK(gquad[0] == peer && gquad[3] == peer + 3);
+    CHECK(dupv == 300 + peer && sts[2].MPI_SOURCE == peer);
+    CHECK(cancelled && never == -1);
+    CHECK(sync == 7);
+}
+
 static void thread_ring(void) {
     int v = rank, got = -1;
     MPI_Sendrecv(&v, 1, MPI_INT, (rank + 1) % size, 0, &got, 1, MPI_INT, (rank + size - 1) % size,
@@ -279,6 +337,7 @@ int main(int argc, char **argv) {
         any_source(MPI_COMM_WORLD);
         pairwise(MPI_COMM_WORLD);
         contexts();
+        recorded_receives(MPI_COMM_WORLD);
         MPI_Comm half;
         MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
         int hr;
