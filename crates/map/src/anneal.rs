@@ -83,8 +83,12 @@ pub(crate) fn anneal(
     let temp0 = 0.5 * start / g.adj.len() as f64;
     let mut cur = start;
     let mut best = start;
-    let input = p.vertex_at_leaf.clone();
-    let mut best_at = input.clone();
+    // Accepted swaps (pairs of leaves) and how many of them lead to the
+    // best placement: undoing the rest restores it. A log, not copies of
+    // the placement: there may be millions of silent ranks around a few
+    // thousand talking ones.
+    let mut log: Vec<(u32, u32)> = Vec::new();
+    let mut best_len = 0;
     let leaves = p.vertex_at_leaf.len();
     for step in 0..steps {
         let v = talking[rng.below(talking.len())] as usize;
@@ -107,25 +111,38 @@ pub(crate) fn anneal(
         if d > 0.0 && (temp <= 0.0 || unit(&mut rng) >= (-d / temp).exp()) {
             continue;
         }
-        p.vertex_at_leaf[a as usize] = w as u32;
-        p.vertex_at_leaf[b as usize] = v as u32;
-        p.leaf_of[v] = b;
-        p.leaf_of[w] = a;
+        swap(p, a, b);
+        log.push((a, b));
         cur += d;
         if cur < best * (1.0 - 1e-12) {
             best = cur;
-            best_at.copy_from_slice(&p.vertex_at_leaf);
+            best_len = log.len();
         }
     }
+    undo(p, &log[best_len..]);
     // The running sum drifts by rounding: the best is checked exactly.
-    let found = Placement::from_vertex_at_leaf(best_at);
-    let value = ob.sum(t, g, &found.leaf_of);
+    let value = ob.sum(t, g, &p.leaf_of);
     if value < start {
-        *p = found;
         value
     } else {
-        *p = Placement::from_vertex_at_leaf(input);
+        undo(p, &log[..best_len]);
         start
+    }
+}
+
+/// Swaps the vertices on leaves `a` and `b`.
+fn swap(p: &mut Placement, a: u32, b: u32) {
+    let (v, w) = (p.vertex_at_leaf[a as usize], p.vertex_at_leaf[b as usize]);
+    p.vertex_at_leaf[a as usize] = w;
+    p.vertex_at_leaf[b as usize] = v;
+    p.leaf_of[v as usize] = b;
+    p.leaf_of[w as usize] = a;
+}
+
+/// Undoes the swaps of `log`, last first.
+fn undo(p: &mut Placement, log: &[(u32, u32)]) {
+    for &(a, b) in log.iter().rev() {
+        swap(p, a, b);
     }
 }
 
@@ -174,9 +191,13 @@ mod tests {
                             refine(&t, &g, &ob, &mut p, 8, seed);
                         }
                         let before = ob.sum(&t, &g, &p.leaf_of);
+                        let input = p.leaf_of.clone();
                         let got = anneal(&t, &g, &ob, &mut p, steps, seed);
                         let exact = ob.sum(&t, &g, &p.leaf_of);
                         assert!(got <= before, "{metric:?} {seed}: {before} -> {got}");
+                        if got == before {
+                            assert!(p.leaf_of == input, "no gain, yet the placement moved");
+                        }
                         assert!((got - exact).abs() <= 1e-9 * exact, "{got} vs {exact}");
                         let mut seen = p.leaf_of.clone();
                         seen.sort_unstable();

@@ -264,19 +264,25 @@ pub fn map(target: &Target, m: &CommMatrix, opt: &MapOptions) -> Result<MapResul
         let in_time = t0.elapsed().as_secs_f64() <= opt.time_limit;
         if let Some((obj, p)) = kept.as_mut().filter(|_| steps > 0 && in_time) {
             let t1 = Instant::now();
-            // On a copy: max-congestion anneals its hop-bytes, which need
-            // not lower the maximum; a sum objective never rises.
-            let mut q = p.clone();
-            anneal(target, &g, &ob, &mut q, steps, opt.seed);
-            let o = objective(&q);
+            // A sum objective never rises, so it anneals in place;
+            // max-congestion anneals its hop-bytes, which need not lower
+            // the maximum: on a copy, kept only if the maximum drops.
+            let sum = opt.metric != Metric::MaxCongestion;
+            let mut copy = (!sum).then(|| p.clone());
+            let q = copy.as_mut().unwrap_or(p);
+            anneal(target, &g, &ob, q, steps, opt.seed);
+            let o = objective(q);
             if debug {
                 eprintln!(
                     "debug: multilevel annealing {steps} steps {:.2} s, objective {o:.4e}",
                     t1.elapsed().as_secs_f64()
                 );
             }
-            if o < *obj {
-                (*obj, *p) = (o, q);
+            if o < *obj || sum {
+                *obj = o;
+                if let Some(q) = copy {
+                    *p = q;
+                }
             }
         }
         if let Some((obj, p)) = kept {
