@@ -17,6 +17,7 @@
 //!
 //! No structure is N x N: memory grows with ranks + edges.
 
+mod anneal;
 mod baseline;
 pub mod bench;
 mod cost;

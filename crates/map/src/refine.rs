@@ -10,6 +10,7 @@ use crate::objective::Obj;
 use crate::rng::Rng;
 use crate::target::Target;
 
+#[derive(Clone)]
 pub(crate) struct Placement {
     /// Vertex on each leaf (vertices >= the rank count are dummies).
     pub vertex_at_leaf: Vec<u32>,
