@@ -192,6 +192,10 @@ int tc_iprobe_x(int src, int tag, int ctx, int *flag, tc_status *status);
  * will not answer through the transport until tc_note_blocked(0); peers
  * waiting for it yield their CPU meanwhile instead of spinning. */
 int tc_note_blocked(int blocked);
+/* 1 when some rank of this node reads heartbeats (one that may share its
+ * CPU), so tc_note_blocked has an effect; 0 when none does (the caller may
+ * skip tc_note_blocked altogether); a negative code without a communicator. */
+int tc_beats_watched_x(void);
 /* Cancels a receive no message has matched yet: *cancelled = 1 and
  * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
  * Sends are never cancelled. */

@@ -471,6 +471,15 @@ pub extern "C" fn tc_note_blocked(blocked: c_int) -> i32 {
     })
 }
 
+/// 1 when some rank of this node reads heartbeats (a rank that may share
+/// its CPU), so `tc_note_blocked` has an effect; 0 when none does and a
+/// caller may skip it on every blocking call (the accelerator's plain-MPI
+/// path, where each call costs latency).
+#[no_mangle]
+pub extern "C" fn tc_beats_watched_x() -> i32 {
+    with(|c| Ok(i32::from(c.beats_watched())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

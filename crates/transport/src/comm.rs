@@ -78,6 +78,10 @@ pub struct Comm {
     /// heartbeat first. (The general wait watches the awaited peer in any
     /// case: another job may be bound to our CPUs, which no binding shows.)
     pub(crate) watch_peers: bool,
+    /// Whether some rank of the node watches its peers' heartbeats (its
+    /// policy is not `Dedicated`); when none does, a heartbeat nobody
+    /// reads need not be written by [`Comm::note_blocked`].
+    pub(crate) beats_watched: bool,
     /// This thread's involuntary context switches at the last look, and
     /// whether they had moved (waiting.rs, `note_preemption`).
     pub(crate) preemptions: u64,
@@ -194,6 +198,7 @@ impl Comm {
             lanes: crate::lanes::LaneState::initial(size),
             lane_resume: None,
             watch_peers: false,
+            beats_watched: false,
             _probe: probe,
             seg,
         };
@@ -225,6 +230,11 @@ impl Comm {
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
         comm.watch_peers = policy != crate::wait::Policy::Dedicated;
+        // Every rank of the node chooses from the same bindings, so each
+        // knows whether any of them reads heartbeats at all.
+        comm.beats_watched = (0..size).any(|r| {
+            crate::wait::Policy::choose(bound[r], &bound, cpus) != crate::wait::Policy::Dedicated
+        });
         // TOPOCOMM_SPIN overrides the policy's spin phase (turns before
         // yielding): e.g. 1 for jobs with many more busy ranks than CPUs
         // (docs/transport.md, "Waiting").

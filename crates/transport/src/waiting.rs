@@ -375,6 +375,9 @@ impl Comm {
     /// accelerator) and will not answer through the transport until it
     /// says `false`: their waits for it yield instead of spinning.
     pub fn note_blocked(&mut self, blocked: bool) {
+        if !self.beats_watched {
+            return;
+        }
         if blocked {
             self.beat_idle(None);
         } else {
@@ -383,6 +386,13 @@ impl Comm {
     }
 
     /// Publishes that this rank's wait gave up spinning (yields or sleeps).
+    /// Whether some rank of this node reads heartbeats (a rank that may
+    /// share its CPU). When none does, [`Comm::note_blocked`] does nothing,
+    /// and a caller may skip it altogether.
+    pub fn beats_watched(&self) -> bool {
+        self.beats_watched
+    }
+
     pub(crate) fn beat_idle(&mut self, awaits: Option<usize>) {
         // The counter moves on every call: a peer tells a rank that yields
         // on a CPU of its own (and so answers at once) from one that is

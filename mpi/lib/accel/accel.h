@@ -39,6 +39,7 @@ struct acc_global {
     int *noderank_of; /* world rank -> transport rank on its node */
     int verbose;
     int lazy;         /* receives posted lazily (TOPOCOMM_ACCEL_LAZY, p2p.c) */
+    int note_blocked; /* a local peer reads heartbeats: say when we block in PMPI */
     MPI_Comm node_comm;
     struct acc_stats stats;
     /* Operations of ours started and not complete: while there are any, a
@@ -47,7 +48,10 @@ struct acc_global {
      * polling loop (block.c). */
     long outstanding;
 };
-extern struct acc_global acc;
+/* Hidden (as the other hot globals below): read RIP-relative, not through
+ * the GOT, on every call. */
+#define ACC_HIDDEN __attribute__((visibility("hidden")))
+extern struct acc_global acc ACC_HIDDEN;
 
 /* Drives PMPI progress (remote messages, non-blocking collectives) while
  * a wait on the transport is in progress. */
@@ -89,7 +93,14 @@ typedef struct acc_comm {
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */
-acc_comm *acc_comm_find(MPI_Comm comm);
+acc_comm *acc_comm_find_slow(MPI_Comm comm);
+extern acc_comm *acc_comm_last ACC_HIDDEN; /* the last one found */
+/* Inline for the last one found: every call of the plain-MPI path looks
+ * its communicator up, and a call cost as much as the rest of the check. */
+static inline acc_comm *acc_comm_find(MPI_Comm comm) {
+    acc_comm *c = acc_comm_last;
+    return c && c->comm == comm ? c : acc_comm_find_slow(comm);
+}
 /* Registers a new intracommunicator (collective over it); NULL/inter: no-op. */
 void acc_comm_register(MPI_Comm comm);
 void acc_comm_unregister(MPI_Comm comm);
@@ -254,7 +265,7 @@ acc_req *acc_req_new(void);
  * (docs/commands/accel.md). Every entry point calls acc_settle() first,
  * except the send paths that push a message at once (they match nothing
  * and progress nothing) and MPI_Irecv itself. */
-extern acc_req *acc_lazy_head;
+extern acc_req *acc_lazy_head ACC_HIDDEN;
 void acc_lazy_post(int waiting);
 static inline void acc_settle(void) {
     if (acc_lazy_head) acc_lazy_post(0);
@@ -418,13 +429,45 @@ void acc_block_end(void);
  * blocked elsewhere (their waits for it yield), and puts the helper on
  * duty when operations of ours are outstanding. Returns what
  * acc_blocking_exit needs. */
-int acc_blocking_enter(void);
-void acc_blocking_exit(int how);
-/* `call` (a blocking PMPI call returning int) between the two. */
+static inline int acc_blocking_enter(void) {
+    if (!acc.on) return 0;
+    /* Two transport calls per blocking PMPI call were most of the remote
+     * path's overhead: made only when a local peer reads the heartbeat. */
+    if (acc.note_blocked) tc_note_blocked(1);
+    if (acc.outstanding <= 0) return 1;
+    acc_block_begin();
+    return 2;
+}
+static inline void acc_blocking_exit(int how) {
+    if (how == 2) acc_block_end();
+    if (how && acc.note_blocked) tc_note_blocked(0);
+}
+/* Whether a blocking PMPI call needs neither: nothing of ours is
+ * outstanding and no local peer reads the heartbeat. */
+static inline __attribute__((always_inline)) int acc_blocking_quiet(void) {
+    return !acc.on || (!acc.note_blocked && acc.outstanding <= 0);
+}
+/* Whether a point-to-point call with peer `peer` on `comm` goes straight to
+ * PMPI as it is: the communicator is the last one looked up, the peer is
+ * on another node, nothing of ours is recorded, outstanding or held back,
+ * and nobody counts or reads heartbeats. No calls, so a wrapper whose
+ * other paths are tail calls runs this one without a stack frame. */
+static inline __attribute__((always_inline)) int acc_plain_now(MPI_Comm comm, int peer) {
+    const acc_comm *c = acc_comm_last;
+    return !acc.on ||
+           (c && c->comm == comm && peer >= 0 && peer < c->size && c->tc_rank[peer] < 0 &&
+            !c->deferred_head && !acc_lazy_head && !acc.verbose && acc_blocking_quiet());
+}
+/* `call` (a blocking PMPI call returning int) between the two; inline, and
+ * when quiet the call alone (a tail call: no frame of ours around it), as
+ * the plain-MPI path's latency is the MPI's own plus this. */
 #define ACC_BLOCKING(call)                                                                       \
-    (acc_blocked_how = acc_blocking_enter(), acc_blocked_rc = (call),                           \
-     acc_blocking_exit(acc_blocked_how), acc_blocked_rc)
-extern int acc_blocked_rc, acc_blocked_how;
+    (acc_blocking_quiet() ? (call) : ({                                                        \
+        int how_ = acc_blocking_enter();                                                       \
+        int rc_ = (call);                                                                      \
+        acc_blocking_exit(how_);                                                               \
+        rc_;                                                                                   \
+    }))
 
 /* ---- Point-to-point helpers (p2p.c) ------------------------------------- */
 /* Waits on a transport request in slices, driving PMPI progress between. */

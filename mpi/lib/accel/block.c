@@ -27,7 +27,6 @@ static _Atomic int state = RUNNING;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int started;
-int acc_blocked_rc, acc_blocked_how;
 
 static void *helper(void *arg) {
     (void)arg;
@@ -78,19 +77,6 @@ void acc_block_end(void) {
             return;
         sched_yield(); /* a pass is in flight: it takes microseconds */
     }
-}
-
-int acc_blocking_enter(void) {
-    if (!acc.on) return 0;
-    tc_note_blocked(1);
-    if (acc.outstanding <= 0) return 1;
-    acc_block_begin();
-    return 2;
-}
-
-void acc_blocking_exit(int how) {
-    if (how == 2) acc_block_end();
-    if (how) tc_note_blocked(0);
 }
 
 /* A blocking collective through PMPI_ (ACC_BLOCKING). */

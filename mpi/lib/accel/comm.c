@@ -16,7 +16,7 @@ static uint64_t ctx_used[NCTX / 64] = {1}; /* id 0 reserved */
 #define TABLE_MIN 64
 static acc_comm **table;
 static size_t table_cap, table_len;
-static acc_comm *last;
+ACC_HIDDEN acc_comm *acc_comm_last; /* accel.h: acc_comm_find's inline hit */
 
 static uintptr_t key_of(MPI_Comm c) { return (uintptr_t)c; }
 
@@ -26,12 +26,11 @@ static size_t slot_of(uintptr_t k, size_t cap) {
     return (size_t)(k >> 20) & (cap - 1);
 }
 
-acc_comm *acc_comm_find(MPI_Comm comm) {
-    if (last && last->comm == comm) return last;
+acc_comm *acc_comm_find_slow(MPI_Comm comm) {
     if (!table) return NULL;
     for (size_t i = slot_of(key_of(comm), table_cap);; i = (i + 1) & (table_cap - 1)) {
         if (!table[i]) return NULL;
-        if (table[i]->comm == comm) return last = table[i];
+        if (table[i]->comm == comm) return acc_comm_last = table[i];
     }
 }
 
@@ -72,7 +71,7 @@ static acc_comm *take(MPI_Comm comm) {
         table_len--;
         insert(c); /* cannot grow: the table just shrank */
     }
-    if (last == found) last = NULL;
+    if (acc_comm_last == found) acc_comm_last = NULL;
     return found;
 }
 

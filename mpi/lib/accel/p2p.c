@@ -18,14 +18,14 @@
 
 /* The plain path's counters, kept only for --verbose: on the remote path
  * every nanosecond is overhead over the MPI's own latency. */
-static void count_plain(int count, MPI_Datatype type) {
+static inline void count_plain(int count, MPI_Datatype type) {
     if (!acc.verbose) return;
     acc.stats.plain_msgs++;
     acc.stats.plain_bytes += acc_bytes(count, type);
 }
 
 /* The communicator when a send from here to `dst` goes through the transport. */
-static acc_comm *send_route(MPI_Comm comm, int dst) {
+static inline __attribute__((always_inline)) acc_comm *send_route(MPI_Comm comm, int dst) {
     if (!acc.on || dst == MPI_PROC_NULL) return NULL;
     acc_comm *c = acc_comm_find(comm);
     return c && acc_local(c, dst) >= 0 ? c : NULL;
@@ -33,7 +33,7 @@ static acc_comm *send_route(MPI_Comm comm, int dst) {
 
 /* The communicator when a receive must be one of ours (transport or held
  * back); NULL: straight to PMPI. */
-static acc_comm *recv_route(MPI_Comm comm, int src) {
+static inline __attribute__((always_inline)) acc_comm *recv_route(MPI_Comm comm, int src) {
     if (!acc.on || src == MPI_PROC_NULL) return NULL;
     acc_comm *c = acc_comm_find(comm);
     if (!c) return NULL;
@@ -71,8 +71,8 @@ static int tc_to_mpi(int rc) {
  * transport call, complete (tc_send_now_x: no request, no wait): the
  * latency path. Synchronous sends, and messages that call does not take,
  * take a transport request and its wait. */
-static int send_local(acc_comm *c, const void *buf, int count, MPI_Datatype type, int dst,
-                      int tag, int flags) {
+__attribute__((noinline)) static int send_local(acc_comm *c, const void *buf, int count,
+                                                MPI_Datatype type, int dst, int tag, int flags) {
     struct acc_msg m;
     int rc = acc_pack(buf, count, type, c->comm, &m);
     if (rc != MPI_SUCCESS) return acc_error(c->comm, rc);
@@ -123,17 +123,28 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
 }
 
 /* A blocking send wrapper: the transport to a rank of this node, else the
- * PMPI call (with the progress helper on duty when needed). */
+ * PMPI call (with the progress helper on duty when needed). Every path ends
+ * in a tail call and the slow ones are out of line, so the plain-MPI path
+ * adds no stack frame of ours to the MPI's latency. */
 #define SEND_WRAPPER(NAME, FLAGS)                                                                \
+    __attribute__((noinline)) static int plain_##NAME(const void *buf, int count,                \
+                                                      MPI_Datatype type, int dst, int tag,       \
+                                                      MPI_Comm comm) {                           \
+        acc_settle();                                                                            \
+        if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                            \
+        return ACC_BLOCKING(PMPI_##NAME(buf, count, type, dst, tag, comm));                      \
+    }                                                                                            \
+    __attribute__((noinline)) static int route_##NAME(const void *buf, int count,                \
+                                                      MPI_Datatype type, int dst, int tag,       \
+                                                      MPI_Comm comm) {                           \
+        acc_comm *c = send_route(comm, dst);                                                     \
+        if (c) return send_local(c, buf, count, type, dst, tag, FLAGS);                          \
+        return plain_##NAME(buf, count, type, dst, tag, comm);                                   \
+    }                                                                                            \
     int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
                    MPI_Comm comm) {                                                              \
-        acc_comm *c = send_route(comm, dst);                                                     \
-        if (!c) {                                                                                \
-            acc_settle();                                                                        \
-            if (acc.on && dst != MPI_PROC_NULL) count_plain(count, type);                        \
-            return ACC_BLOCKING(PMPI_##NAME(buf, count, type, dst, tag, comm));                  \
-        }                                                                                        \
-        return send_local(c, buf, count, type, dst, tag, FLAGS);                                 \
+        if (acc_plain_now(comm, dst)) return PMPI_##NAME(buf, count, type, dst, tag, comm);      \
+        return route_##NAME(buf, count, type, dst, tag, comm);                                   \
     }
 
 SEND_WRAPPER(Send, 0)
@@ -320,7 +331,7 @@ static int irecv_now(acc_req *r, const struct acc_msg *m) {
 
 /* ---- Lazily posted receives (accel.h) ------------------------------------ */
 
-acc_req *acc_lazy_head;
+ACC_HIDDEN acc_req *acc_lazy_head;
 static acc_req *lazy_tail;
 
 /* Records r (contiguous, message area m, on a communicator all on this
@@ -401,7 +412,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Com
     acc_comm *c = recv_route(comm, src);
     if (!c) {
         acc_settle();
-        if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
+        if (acc.verbose && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
         return PMPI_Irecv(buf, count, type, src, tag, comm, req);
     }
     acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
@@ -438,14 +449,36 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int src, int tag, MPI
     return MPI_SUCCESS;
 }
 
-int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
-             MPI_Status *status) {
+/* MPI_Recv through PMPI (out of line: see SEND_WRAPPER). */
+__attribute__((noinline)) static int recv_plain(void *buf, int count, MPI_Datatype type, int src,
+                                                int tag, MPI_Comm comm, MPI_Status *status) {
+    if (acc.verbose && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
+    return ACC_BLOCKING(PMPI_Recv(buf, count, type, src, tag, comm, status));
+}
+
+static int recv_local(acc_comm *c, void *buf, int count, MPI_Datatype type, int src, int tag,
+                      MPI_Status *status);
+
+__attribute__((noinline)) static int recv_route_call(void *buf, int count, MPI_Datatype type,
+                                                     int src, int tag, MPI_Comm comm,
+                                                     MPI_Status *status) {
     acc_settle();
     acc_comm *c = recv_route(comm, src);
-    if (!c) {
-        if (acc.on && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
-        return ACC_BLOCKING(PMPI_Recv(buf, count, type, src, tag, comm, status));
-    }
+    if (c) return recv_local(c, buf, count, type, src, tag, status);
+    return recv_plain(buf, count, type, src, tag, comm, status);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+    if (acc_plain_now(comm, src)) return PMPI_Recv(buf, count, type, src, tag, comm, status);
+    return recv_route_call(buf, count, type, src, tag, comm, status);
+}
+
+/* MPI_Recv from a rank of this node (or held back on a mixed communicator). */
+__attribute__((noinline)) static int recv_local(acc_comm *c, void *buf, int count,
+                                                MPI_Datatype type, int src, int tag,
+                                                MPI_Status *status) {
+    MPI_Comm comm = c->comm;
     if (c->mixed && (src == MPI_ANY_SOURCE || c->deferred_head)) {
         acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
         if (!r) return acc_error(comm, MPI_ERR_NO_MEM);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct acc_global acc = {.node_comm = MPI_COMM_NULL};
+ACC_HIDDEN struct acc_global acc = {.node_comm = MPI_COMM_NULL};
 
 static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
@@ -97,6 +97,7 @@ static void setup(int provided) {
      * detected by the transport. */
     tc_set_timeout(0);
     acc.on = 1;
+    acc.note_blocked = tc_beats_watched_x() != 0;
     acc_coll_init();
     acc_comm_register(MPI_COMM_WORLD);
     if (acc.verbose && acc.world_rank == 0)
