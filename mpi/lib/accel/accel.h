@@ -449,14 +449,17 @@ static inline __attribute__((always_inline)) int acc_blocking_quiet(void) {
 }
 /* Whether a point-to-point call with peer `peer` on `comm` goes straight to
  * PMPI as it is: the communicator is the last one looked up, the peer is
- * on another node, nothing of ours is recorded, outstanding or held back,
- * and nobody counts or reads heartbeats. No calls, so a wrapper whose
+ * on another node, nothing of ours is recorded or held back, nobody
+ * counts, and for a `blocking` call nothing of ours is outstanding and no
+ * local rank reads heartbeats (acc_blocking_quiet). No calls, so a wrapper whose
  * other paths are tail calls runs this one without a stack frame. */
-static inline __attribute__((always_inline)) int acc_plain_now(MPI_Comm comm, int peer) {
+static inline __attribute__((always_inline)) int acc_plain_now(MPI_Comm comm, int peer,
+                                                              int blocking) {
     const acc_comm *c = acc_comm_last;
     return !acc.on ||
            (c && c->comm == comm && peer >= 0 && peer < c->size && c->tc_rank[peer] < 0 &&
-            !c->deferred_head && !acc_lazy_head && !acc.verbose && acc_blocking_quiet());
+            !c->deferred_head && !acc_lazy_head && !acc.verbose &&
+            (!blocking || acc_blocking_quiet()));
 }
 /* `call` (a blocking PMPI call returning int) between the two; inline, and
  * when quiet the call alone (a tail call: no frame of ours around it), as

@@ -143,7 +143,7 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
     }                                                                                            \
     int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
                    MPI_Comm comm) {                                                              \
-        if (acc_plain_now(comm, dst)) return PMPI_##NAME(buf, count, type, dst, tag, comm);      \
+        if (acc_plain_now(comm, dst, 1)) return PMPI_##NAME(buf, count, type, dst, tag, comm);      \
         return route_##NAME(buf, count, type, dst, tag, comm);                                   \
     }
 
@@ -249,9 +249,11 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
     return acc_error(comm, acc_req_start(r));
 }
 
+/* As SEND_WRAPPER: the plain-MPI path is a tail call after a few loads. */
 #define ISEND_WRAPPER(NAME, SYNC, BUFFERED)                                                      \
-    int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
-                   MPI_Comm comm, MPI_Request *req) {                                            \
+    __attribute__((noinline)) static int route_##NAME(const void *buf, int count,                \
+                                                      MPI_Datatype type, int dst, int tag,       \
+                                                      MPI_Comm comm, MPI_Request *req) {         \
         acc_comm *c = send_route(comm, dst);                                                     \
         if (!c) {                                                                                \
             acc_settle();                                                                        \
@@ -259,6 +261,11 @@ static int isend(const void *buf, int count, MPI_Datatype type, int dst, int tag
             return PMPI_##NAME(buf, count, type, dst, tag, comm, req);                           \
         }                                                                                        \
         return isend(buf, count, type, dst, tag, comm, c, SYNC, BUFFERED, 0, req);               \
+    }                                                                                            \
+    int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dst, int tag,               \
+                   MPI_Comm comm, MPI_Request *req) {                                            \
+        if (acc_plain_now(comm, dst, 0)) return PMPI_##NAME(buf, count, type, dst, tag, comm, req); \
+        return route_##NAME(buf, count, type, dst, tag, comm, req);                              \
     }
 
 ISEND_WRAPPER(Isend, 0, 0)
@@ -407,8 +414,20 @@ void acc_lazy_post(int waiting) {
     }
 }
 
+__attribute__((noinline)) static int irecv_route(void *buf, int count, MPI_Datatype type,
+                                                 int src, int tag, MPI_Comm comm,
+                                                 MPI_Request *req);
+
+/* As SEND_WRAPPER: the plain-MPI path is a tail call after a few loads. */
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
               MPI_Request *req) {
+    if (acc_plain_now(comm, src, 0)) return PMPI_Irecv(buf, count, type, src, tag, comm, req);
+    return irecv_route(buf, count, type, src, tag, comm, req);
+}
+
+__attribute__((noinline)) static int irecv_route(void *buf, int count, MPI_Datatype type,
+                                                 int src, int tag, MPI_Comm comm,
+                                                 MPI_Request *req) {
     acc_comm *c = recv_route(comm, src);
     if (!c) {
         acc_settle();
@@ -470,7 +489,7 @@ __attribute__((noinline)) static int recv_route_call(void *buf, int count, MPI_D
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
              MPI_Status *status) {
-    if (acc_plain_now(comm, src)) return PMPI_Recv(buf, count, type, src, tag, comm, status);
+    if (acc_plain_now(comm, src, 1)) return PMPI_Recv(buf, count, type, src, tag, comm, status);
     return recv_route_call(buf, count, type, src, tag, comm, status);
 }
 
