@@ -46,8 +46,14 @@ struct blocks {
  * data). An MPI error class (transport failures included). */
 int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct blocks *b,
                            const char *mine, char **T, int aliased);
-/* Whether a contiguous reduction of `bytes` per member runs by blocks. */
-int acc_coll_split_ok(size_t bytes);
+/* Whether a contiguous reduction of `bytes` per member runs by blocks:
+ * from ACC_SPLIT_MIN to the reduction limit (TOPOCOMM_ACCEL_COLL_MAX);
+ * inline, as every small allreduce asks. */
+#define ACC_SPLIT_MIN (16u << 10)
+extern size_t acc_coll_split_max;
+static inline int acc_coll_split_ok(size_t bytes) {
+    return bytes >= ACC_SPLIT_MIN && bytes <= acc_coll_split_max;
+}
 
 /* The registration of `comm` when it is all on this node and collectives
  * whose sizes not every member knows (the v variants) run over the
