@@ -14,29 +14,9 @@
 
 use crate::graph::Graph;
 use crate::objective::Obj;
-use crate::refine::Placement;
+use crate::refine::{cost_at, Placement};
 use crate::rng::Rng;
 use crate::target::Target;
-
-/// Cost of rank `v`'s edges with `v` on `leaf`, leaving out the edge to
-/// `skip` (the rank it swaps with: that edge's length does not change).
-fn cost_at(
-    t: &Target,
-    g: &Graph,
-    ob: &Obj,
-    leaf_of: &[u32],
-    v: usize,
-    leaf: u32,
-    skip: usize,
-) -> f64 {
-    if v >= g.n {
-        return 0.0;
-    }
-    g.neighbours(v)
-        .filter(|&k| g.adj[k] as usize != skip)
-        .map(|k| ob.pair(t, leaf, leaf_of[g.adj[k] as usize], g.bytes[k], g.msgs[k]))
-        .sum()
-}
 
 /// Uniform in `[0, 1)`.
 fn unit(rng: &mut Rng) -> f64 {

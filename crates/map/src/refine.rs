@@ -60,12 +60,16 @@ pub(crate) fn order_to_vertex_at_leaf(order: &[u32]) -> Vec<u32> {
     v
 }
 
+/// Cost of rank `v`'s edges with `v` on `leaf` and the other ranks where
+/// `leaf_of` puts them, leaving out the edge to `skip` (the rank it swaps
+/// with: that edge's length does not change). Shared by the swap
+/// refinement and the annealing.
 #[inline]
-fn cost_at(
+pub(crate) fn cost_at(
     t: &Target,
     g: &Graph,
     ob: &Obj,
-    p: &Placement,
+    leaf_of: &[u32],
     v: usize,
     leaf: u32,
     skip: usize,
@@ -77,7 +81,7 @@ fn cost_at(
     for k in g.neighbours(v) {
         let u = g.adj[k] as usize;
         if u != skip {
-            s += ob.pair(t, leaf, p.leaf_of[u], g.bytes[k], g.msgs[k]);
+            s += ob.pair(t, leaf, leaf_of[u], g.bytes[k], g.msgs[k]);
         }
     }
     s
@@ -137,7 +141,7 @@ pub(crate) fn refine(
             }
             cands.sort_unstable();
             cands.dedup();
-            let base_v = cost_at(t, g, ob, p, v, a, usize::MAX);
+            let base_v = cost_at(t, g, ob, &p.leaf_of, v, a, usize::MAX);
             let mut best = (0.0f64, u32::MAX);
             for &b in &cands {
                 let w = p.vertex_at_leaf[b as usize] as usize;
@@ -147,16 +151,17 @@ pub(crate) fn refine(
                 // Screen on v's own gain (counting the v-w edge as if w
                 // stayed): a swap is worth an exact look only when moving v
                 // alone would help (w gets its own turn as v).
-                let dv_approx = cost_at(t, g, ob, p, v, b, usize::MAX) - base_v;
+                let dv_approx = cost_at(t, g, ob, &p.leaf_of, v, b, usize::MAX) - base_v;
                 if dv_approx >= 0.0 {
                     continue;
                 }
                 let dv = if w < g.n {
-                    cost_at(t, g, ob, p, v, b, w) - cost_at(t, g, ob, p, v, a, w)
+                    cost_at(t, g, ob, &p.leaf_of, v, b, w) - cost_at(t, g, ob, &p.leaf_of, v, a, w)
                 } else {
                     dv_approx
                 };
-                let dw = cost_at(t, g, ob, p, w, a, v) - cost_at(t, g, ob, p, w, b, v);
+                let dw =
+                    cost_at(t, g, ob, &p.leaf_of, w, a, v) - cost_at(t, g, ob, &p.leaf_of, w, b, v);
                 let d = dv + dw;
                 if d < best.0 {
                     best = (d, b);
