@@ -320,8 +320,16 @@ pub extern "C" fn tc_recv_x(
         }
         set_flag(flag, false)?;
         let ctx = ctx_arg(ctx)?;
+        // The latency path first: the budget is converted only for a
+        // receive that has to wait (a float conversion per call otherwise).
         // SAFETY: `buf` is valid for cap writable bytes during the call.
-        let r = unsafe { c.recv_ctx(buf.cast(), cap, src, tag, ctx, budget_arg(budget_s)) };
+        if let Some(s) = unsafe { c.recv_now_ctx(buf.cast(), cap, src, tag, ctx) } {
+            put_status(status, s);
+            set_flag(flag, true)?;
+            return Ok(TC_OK);
+        }
+        // SAFETY: as above.
+        let r = unsafe { c.recv_posted_ctx(buf.cast(), cap, src, tag, ctx, budget_arg(budget_s)) };
         if let Some(s) = status_or_truncation(r, status)? {
             put_status(status, s);
             set_flag(flag, true)?;

@@ -572,6 +572,33 @@ impl Comm {
         ctx: u16,
         budget: Option<std::time::Duration>,
     ) -> Result<Option<Status>> {
+        // SAFETY: forwarded contract.
+        if let Some(st) = unsafe { self.recv_now_ctx(ptr, cap, src, tag, ctx) } {
+            return Ok(Some(st));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.recv_posted_ctx(ptr, cap, src, tag, ctx, budget) }
+    }
+
+    /// The latency path of [`Comm::recv_ctx`] alone: a receive from one
+    /// source with a tag, when nothing posted or unexpected comes before
+    /// it, spins a bounded time on the channel's next cell and takes an
+    /// inline or eager message straight into `ptr`; `None` when it did
+    /// not (nothing was received: [`Comm::recv_posted_ctx`] then does the
+    /// rest). Split out so that a caller converts its time budget only
+    /// when the message did not come at once (the C API's `tc_recv_x`).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `cap` writable bytes during the call.
+    #[inline]
+    pub unsafe fn recv_now_ctx(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+        ctx: u16,
+    ) -> Option<Status> {
         let key = Key { tag, ctx };
         let direct = src >= 0 && (src as usize) < self.size && tag >= 0;
         if direct
@@ -581,10 +608,26 @@ impl Comm {
                 || !self.unexp.iter().any(|u| matches(src, key, u.src, u.key())))
         {
             // SAFETY: forwarded contract.
-            if let Some(st) = unsafe { self.recv_fast(ptr, cap, src as usize, key) } {
-                return Ok(Some(st));
-            }
+            return unsafe { self.recv_fast(ptr, cap, src as usize, key) };
         }
+        None
+    }
+
+    /// [`Comm::recv_ctx`] without its latency path: posts the receive and
+    /// waits for it (at most `budget`, then `Ok(None)` with nothing
+    /// received and nothing left posted).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `cap` writable bytes during the call.
+    pub unsafe fn recv_posted_ctx(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        src: i32,
+        tag: i32,
+        ctx: u16,
+        budget: Option<std::time::Duration>,
+    ) -> Result<Option<Status>> {
         // SAFETY: forwarded contract; the request is waited for, or
         // cancelled when the budget runs out, before returning.
         let r = unsafe { self.irecv_ctx(ptr, cap, src, tag, ctx)? };
