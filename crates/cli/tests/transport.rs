@@ -129,6 +129,56 @@ fn stress_with_single_copy_and_small_fragments() {
     }
 }
 
+/// Messages from `stream_out_min` on are copied out of the slots with
+/// streaming stores (fixed threshold: `adaptive = false`, no single copy),
+/// at every offset and length the stress test draws, and arrive intact.
+#[test]
+fn stress_with_streaming_copy_out() {
+    let rules = tmp(
+        "stream.toml",
+        "[default]\nfragment = 16384\ndepth = 2\neager_max = 4096\ncma = false\nadaptive = false\nstream_out_min = 65536\n",
+    );
+    let r = rules.to_str().unwrap();
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--bind",
+            "none",
+            "--rules",
+            r,
+            "--",
+            bin(),
+            "selftest",
+            "stress",
+            "--messages",
+            "40",
+            "--max-size",
+            "3000000",
+            "--seed",
+            "9",
+        ])
+        .env("TOPOCOMM_VERBOSE", "1")
+        .output()
+        .expect("topocomm runs");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("stress ok: 3 ranks"),
+        "{}",
+        text(&o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let streamed: u64 = err
+        .lines()
+        .filter_map(|l| l.split_once("; ")?.1.split(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        streamed > 0,
+        "no message copied out with streaming stores:\n{err}"
+    );
+}
+
 /// With the built-in rules the receiver chooses the rendezvous protocol per
 /// message (docs/transport.md, "Choosing the rendezvous protocol per
 /// message"): in a job with many messages per size class both protocols

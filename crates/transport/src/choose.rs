@@ -1,7 +1,9 @@
-//! Per-message choice between the two rendezvous protocols — the pipelined
-//! two-copy stream through the fragment slots and the receiver's single copy
-//! with `process_vm_readv` (CMA) — from what the receiver measured on the
-//! same channel, for messages of the same size class.
+//! Per-message choice between the rendezvous protocols — the pipelined
+//! two-copy stream through the fragment slots (copied out of the slots with
+//! plain stores, or with streaming stores for large messages) and the
+//! receiver's single copy with `process_vm_readv` (CMA) — from what the
+//! receiver measured on the same channel, for messages of the same size
+//! class.
 //!
 //! Why measure instead of trusting the plan's threshold: which protocol is
 //! faster depends on the cache state the two cores are in, and on virtual
@@ -9,58 +11,92 @@
 //! Zen VM the host moves busy vCPUs between a near state (two-copy 21 GB/s
 //! at 64 KiB, CMA 7) and a far one (two-copy 5 GB/s, CMA 7) within seconds
 //! (docs/transport.md, "Job-level slow mode"): any fixed threshold loses
-//! up to 3x in one of the states. The receiver makes the choice because it
-//! is the side that acts first in both protocols (it reads the sender's
-//! buffer, or it sends the CTS), so the wire format does not change.
+//! up to 3x in one of the states. Streaming stores win only once a message
+//! and its copy no longer fit the last-level cache together (on the same
+//! VM with a 32 MiB L3: 2.3x faster at 12-16 MiB, 0.75x at 8 MiB, where
+//! plain stores ran 20-47 GB/s depending on the moment). The receiver makes
+//! the choice because it is the side that acts first in both protocols (it
+//! reads the sender's buffer, or it sends the CTS) and the one that copies
+//! out of the slots, so the wire format does not change.
 //!
 //! The rule: per size class (power of two), keep an estimate of the cost
-//! per byte of each protocol, use the cheaper one, and now and then try the
-//! other (exploration), whose measurement then replaces that protocol's
-//! estimate. An exploration that confirms the loser doubles the interval to
-//! the next one (up to [`MAX_INTERVAL`] messages, so a stable machine pays
-//! at most one message in 64 on the slower protocol); one that finds the
-//! loser now faster resets it. Samples of the protocol in use are averaged
-//! (weight 1/4) and clamped to twice the current estimate so that one
-//! preempted transfer cannot flip the choice on its own, while a real
-//! change of state (a few times slower every message) still moves the
-//! estimate within a handful of messages.
+//! per byte of each protocol, use the cheapest, and now and then try
+//! another (exploration, in turn among the others allowed for the
+//! message), whose measurement then replaces that protocol's estimate. An
+//! exploration that confirms the loser doubles the interval to the next one
+//! (up to [`MAX_INTERVAL`] messages, so a stable machine pays at most one
+//! message in 64 on a slower protocol); one that finds the loser now faster
+//! resets it. Samples of the protocol in use are averaged (weight 1/4) and
+//! clamped to twice the current estimate so that one preempted transfer
+//! cannot flip the choice on its own, while a real change of state (a few
+//! times slower every message) still moves the estimate within a handful of
+//! messages.
 
 /// Size classes: `floor(log2(len))`, lengths of 2^31 bytes and above share
 /// the last class.
 const CLASSES: usize = 32;
-/// Messages on the preferred protocol before the first try of the other.
+/// Messages on the preferred protocol before the first try of another.
 const FIRST_INTERVAL: u32 = 2;
 /// Interval after an exploration that changed the preferred protocol.
 const MIN_INTERVAL: u32 = 4;
 /// Longest interval between two explorations of a size class.
 pub(crate) const MAX_INTERVAL: u32 = 64;
 
-/// The two rendezvous protocols, as indexes into the estimates.
-const TWO_COPY: usize = 0;
-const CMA: usize = 1;
+/// The rendezvous protocols the receiver chooses between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rdv {
+    /// Two-copy through the slots, copied out with plain stores.
+    TwoCopy = 0,
+    /// Single copy (`process_vm_readv`).
+    Cma = 1,
+    /// Two-copy through the slots, copied out with streaming stores.
+    Stream = 2,
+}
 
-/// What one rendezvous message will use, and whether it is a try of the
-/// protocol currently estimated slower.
+const PROTOS: [Rdv; 3] = [Rdv::TwoCopy, Rdv::Cma, Rdv::Stream];
+
+/// Which protocols one message may use (two-copy always may).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Allowed {
+    pub(crate) cma: bool,
+    pub(crate) stream: bool,
+}
+
+impl Allowed {
+    fn has(self, p: Rdv) -> bool {
+        match p {
+            Rdv::TwoCopy => true,
+            Rdv::Cma => self.cma,
+            Rdv::Stream => self.stream,
+        }
+    }
+}
+
+/// What one rendezvous message will use, and whether it is a try of a
+/// protocol not currently estimated the cheapest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pick {
-    pub(crate) cma: bool,
+    pub(crate) proto: Rdv,
     pub(crate) explore: bool,
 }
 
 #[derive(Clone, Copy)]
 struct Class {
-    /// Estimated nanoseconds per byte of [two-copy, CMA]; NaN = not measured.
-    cost: [f32; 2],
+    /// Estimated nanoseconds per byte of each [`Rdv`]; NaN = not measured.
+    cost: [f32; 3],
     /// Messages since the last exploration.
     since: u32,
     /// Messages between two explorations.
     interval: u32,
+    /// The protocol index the last exploration started its turn from.
+    turn: u8,
 }
 
 const FRESH: Class = Class {
-    cost: [f32::NAN; 2],
+    cost: [f32::NAN; 3],
     since: 0,
     interval: FIRST_INTERVAL,
+    turn: 0,
 };
 
 /// The estimates of one channel (sender -> this rank), allocated on the
@@ -75,29 +111,43 @@ fn class_of(len: usize) -> usize {
     (usize::BITS - 1 - len.max(1).leading_zeros()).min(CLASSES as u32 - 1) as usize
 }
 
+impl Class {
+    /// The measured protocol among `allowed` with the lowest estimate.
+    fn cheapest(&self, allowed: Allowed) -> Option<Rdv> {
+        PROTOS
+            .into_iter()
+            .filter(|&p| allowed.has(p) && !self.cost[p as usize].is_nan())
+            .min_by(|&a, &b| self.cost[a as usize].total_cmp(&self.cost[b as usize]))
+    }
+}
+
 impl Chooser {
-    /// The protocol for a message of `len` bytes; `planned_cma` is what the
-    /// plan's static threshold says, used until both have been measured.
-    pub(crate) fn pick(&mut self, len: usize, planned_cma: bool) -> Pick {
+    /// The protocol for a message of `len` bytes among `allowed`;
+    /// `planned` is what the plan's static thresholds say, used until one
+    /// of the allowed protocols has been measured.
+    pub(crate) fn pick(&mut self, len: usize, planned: Rdv, allowed: Allowed) -> Pick {
         let c = &mut self
             .classes
             .get_or_insert_with(|| Box::new([FRESH; CLASSES]))[class_of(len)];
-        let best = match (c.cost[TWO_COPY].is_nan(), c.cost[CMA].is_nan()) {
-            (false, false) => usize::from(c.cost[CMA] < c.cost[TWO_COPY]),
-            (false, true) => TWO_COPY,
-            (true, false) => CMA,
-            (true, true) => usize::from(planned_cma),
-        };
+        let best = c.cheapest(allowed).unwrap_or(planned);
         if c.since >= c.interval {
-            c.since = 0;
-            return Pick {
-                cma: best == TWO_COPY,
-                explore: true,
-            };
+            // The next allowed protocol after the last one tried, other
+            // than the best: each loser is tried in turn.
+            let next = (1..=3)
+                .map(|k| PROTOS[(c.turn as usize + k) % 3])
+                .find(|&p| p != best && allowed.has(p));
+            if let Some(p) = next {
+                c.since = 0;
+                c.turn = p as u8;
+                return Pick {
+                    proto: p,
+                    explore: true,
+                };
+            }
         }
         c.since += 1;
         Pick {
-            cma: best == CMA,
+            proto: best,
             explore: false,
         }
     }
@@ -108,7 +158,7 @@ impl Chooser {
             return;
         };
         let c = &mut classes[class_of(len)];
-        let i = usize::from(pick.cma);
+        let i = pick.proto as usize;
         let sample = ns.max(1) as f32 / len.max(1) as f32;
         let old = c.cost[i];
         c.cost[i] = if old.is_nan() || pick.explore {
@@ -121,7 +171,11 @@ impl Chooser {
             old + (sample.min(2.0 * old) - old) * 0.25
         };
         if pick.explore {
-            let other = c.cost[1 - i];
+            // The best of the others (NaN when none is measured).
+            let other = (0..3)
+                .filter(|&k| k != i)
+                .map(|k| c.cost[k])
+                .fold(f32::NAN, f32::min);
             c.interval = if other.is_nan() || c.cost[i] < other {
                 MIN_INTERVAL
             } else {
@@ -130,17 +184,11 @@ impl Chooser {
         }
     }
 
-    /// The protocol the size class of `len` would use now, or `None`
-    /// before its first message.
+    /// The protocol the size class of `len` would use now among `allowed`,
+    /// or `None` before its first measurement.
     #[cfg(test)]
-    fn preferred(&self, len: usize) -> Option<bool> {
-        let c = self.classes.as_ref()?[class_of(len)];
-        match (c.cost[TWO_COPY].is_nan(), c.cost[CMA].is_nan()) {
-            (false, false) => Some(c.cost[CMA] < c.cost[TWO_COPY]),
-            (false, true) => Some(false),
-            (true, false) => Some(true),
-            (true, true) => None,
-        }
+    fn preferred(&self, len: usize, allowed: Allowed) -> Option<Rdv> {
+        self.classes.as_ref()?[class_of(len)].cheapest(allowed)
     }
 }
 
@@ -157,9 +205,14 @@ impl crate::comm::Comm {
         let [two, one, tries] = self.rdv_counts;
         if two + one > 0 {
             crate::say!(
-                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower)",
+                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}",
                 self.rank,
-                two + one
+                two + one,
+                if self.rdv_streamed > 0 {
+                    format!("; {} two-copy ones copied out with streaming stores", self.rdv_streamed)
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -169,22 +222,37 @@ impl crate::comm::Comm {
 mod tests {
     use super::*;
 
-    /// Sends `n` messages of `len` bytes through `ch`, with `cost(cma)` the
-    /// nanoseconds per byte of each protocol; returns how many used CMA.
+    const TWO: Allowed = Allowed {
+        cma: true,
+        stream: false,
+    };
+    const ALL: Allowed = Allowed {
+        cma: true,
+        stream: true,
+    };
+
+    /// Sends `n` messages of `len` bytes through `ch`, with `cost(p)` the
+    /// nanoseconds per byte of each protocol; returns how many used each.
     fn run(
         ch: &mut Chooser,
         n: usize,
         len: usize,
-        planned: bool,
-        cost: impl Fn(bool) -> f32,
-    ) -> usize {
-        let mut cma = 0;
+        planned: Rdv,
+        allowed: Allowed,
+        cost: impl Fn(Rdv) -> f32,
+    ) -> [usize; 3] {
+        let mut used = [0; 3];
         for _ in 0..n {
-            let p = ch.pick(len, planned);
-            cma += usize::from(p.cma);
-            ch.record(len, p, (cost(p.cma) * len as f32) as u64);
+            let p = ch.pick(len, planned, allowed);
+            assert!(allowed.has(p.proto), "{p:?} not allowed");
+            used[p.proto as usize] += 1;
+            ch.record(len, p, (cost(p.proto) * len as f32) as u64);
         }
-        cma
+        used
+    }
+
+    fn two_or_cma(cma: f32, two: f32) -> impl Fn(Rdv) -> f32 {
+        move |p| if p == Rdv::Cma { cma } else { two }
     }
 
     #[test]
@@ -199,26 +267,28 @@ mod tests {
     #[test]
     fn the_plan_decides_until_measured_and_the_cheaper_protocol_wins() {
         let mut ch = Chooser::default();
-        assert_eq!(ch.preferred(1 << 16), None);
-        let first = ch.pick(1 << 16, true);
+        assert_eq!(ch.preferred(1 << 16, TWO), None);
+        let first = ch.pick(1 << 16, Rdv::Cma, TWO);
         assert_eq!(
             first,
             Pick {
-                cma: true,
+                proto: Rdv::Cma,
                 explore: false
             }
         );
         ch.record(1 << 16, first, 3 << 16);
         // Two-copy is 3x cheaper here: the plan's CMA loses quickly.
-        let cma = run(&mut ch, 1000, 1 << 16, true, |c| if c { 3.0 } else { 1.0 });
-        assert_eq!(ch.preferred(1 << 16), Some(false));
+        let used = run(&mut ch, 1000, 1 << 16, Rdv::Cma, TWO, two_or_cma(3.0, 1.0));
+        assert_eq!(ch.preferred(1 << 16, TWO), Some(Rdv::TwoCopy));
         // At most one message in MAX_INTERVAL (plus the first tries) on CMA.
+        let cma = used[Rdv::Cma as usize];
         assert!(
             cma <= 1000 / MAX_INTERVAL as usize + 6,
             "{cma} of 1000 on CMA"
         );
+        assert_eq!(used[Rdv::Stream as usize], 0, "streaming not allowed");
         // Another size class is untouched.
-        assert_eq!(ch.preferred(1 << 20), None);
+        assert_eq!(ch.preferred(1 << 20, TWO), None);
     }
 
     #[test]
@@ -226,43 +296,79 @@ mod tests {
         let mut ch = Chooser::default();
         let len = 1 << 18;
         // Near: two-copy 3x cheaper. Far: CMA 1.4x cheaper (the Zen VM).
-        run(&mut ch, 500, len, true, |c| if c { 0.14 } else { 0.05 });
-        assert_eq!(ch.preferred(len), Some(false));
+        run(&mut ch, 500, len, Rdv::Cma, TWO, two_or_cma(0.14, 0.05));
+        assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
         let mut switched_after = None;
         for i in 0..200 {
-            let p = ch.pick(len, true);
+            let p = ch.pick(len, Rdv::Cma, TWO);
             ch.record(
                 len,
                 p,
-                ((if p.cma { 0.14 } else { 0.2 }) * len as f32) as u64,
+                ((if p.proto == Rdv::Cma { 0.14 } else { 0.2 }) * len as f32) as u64,
             );
-            if switched_after.is_none() && ch.preferred(len) == Some(true) {
+            if switched_after.is_none() && ch.preferred(len, TWO) == Some(Rdv::Cma) {
                 switched_after = Some(i);
             }
         }
         let far = switched_after.expect("the far state never switched to CMA");
         assert!(far < 16, "took {far} messages to leave two-copy");
         // And back when the near state returns: found by an exploration.
-        let back = run(&mut ch, 300, len, true, |c| if c { 0.14 } else { 0.05 });
-        assert_eq!(ch.preferred(len), Some(false));
-        assert!(back < 300, "stayed on CMA");
+        let back = run(&mut ch, 300, len, Rdv::Cma, TWO, two_or_cma(0.14, 0.05));
+        assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
+        assert!(back[Rdv::Cma as usize] < 300, "stayed on CMA");
     }
 
     #[test]
     fn one_slow_sample_does_not_flip_the_choice() {
         let mut ch = Chooser::default();
         let len = 1 << 16;
-        run(&mut ch, 200, len, false, |c| if c { 1.5 } else { 1.0 });
+        run(&mut ch, 200, len, Rdv::TwoCopy, TWO, two_or_cma(1.5, 1.0));
         let p = loop {
-            let p = ch.pick(len, false);
+            let p = ch.pick(len, Rdv::TwoCopy, TWO);
             if !p.explore {
                 break p;
             }
             ch.record(len, p, (1.5 * len as f32) as u64);
         };
-        assert!(!p.cma);
+        assert_eq!(p.proto, Rdv::TwoCopy);
         // A transfer preempted for 1000x its time.
         ch.record(len, p, 1000 * len as u64);
-        assert_eq!(ch.preferred(len), Some(false));
+        assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
+    }
+
+    #[test]
+    fn streaming_wins_where_it_is_cheapest_and_both_losers_are_tried_in_turn() {
+        let mut ch = Chooser::default();
+        let len = 16 << 20;
+        // The Zen VM at 16 MiB: plain copy-out 2.3x the streaming cost,
+        // CMA slower still.
+        let cost = |p| match p {
+            Rdv::TwoCopy => 0.075,
+            Rdv::Cma => 0.11,
+            Rdv::Stream => 0.032,
+        };
+        let used = run(&mut ch, 1000, len, Rdv::Cma, ALL, cost);
+        assert_eq!(ch.preferred(len, ALL), Some(Rdv::Stream));
+        assert!(used[Rdv::Stream as usize] >= 950, "{used:?}");
+        // Each loser is measured again now and then, not only one of them.
+        assert!(used[Rdv::TwoCopy as usize] >= 3, "{used:?}");
+        assert!(used[Rdv::Cma as usize] >= 3, "{used:?}");
+        // The same class where streaming is not allowed: the best of the rest.
+        let p = ch.pick(len, Rdv::Cma, TWO);
+        assert!(p.proto != Rdv::Stream);
+    }
+
+    #[test]
+    fn streaming_loses_where_plain_stores_are_cheaper() {
+        let mut ch = Chooser::default();
+        let len = 8 << 20;
+        let cost = |p| match p {
+            Rdv::TwoCopy => 0.021,
+            Rdv::Cma => 0.11,
+            Rdv::Stream => 0.029,
+        };
+        let used = run(&mut ch, 1000, len, Rdv::Cma, ALL, cost);
+        assert_eq!(ch.preferred(len, ALL), Some(Rdv::TwoCopy));
+        assert!(used[Rdv::TwoCopy as usize] >= 950, "{used:?}");
     }
 }

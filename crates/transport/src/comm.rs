@@ -93,6 +93,8 @@ pub struct Comm {
     /// Rendezvous messages received by two-copy, by single copy, and how
     /// many of them were tries of the protocol then estimated slower.
     pub(crate) rdv_counts: [u64; 3],
+    /// Of the two-copy ones, those copied out with streaming stores.
+    pub(crate) rdv_streamed: u64,
     _probe: Box<AtomicU64>,
 }
 
@@ -186,6 +188,7 @@ impl Comm {
             cma_ok: false,
             cma_note: String::new(),
             rdv_counts: [0; 3],
+            rdv_streamed: 0,
             preemptions: 0,
             preempted: false,
             timeout,

@@ -5,7 +5,7 @@
 //! module documentation of `comm.rs`.
 
 use crate::comm::Comm;
-use crate::copy::copy_plain;
+use crate::copy::{copy_nontemporal, copy_plain};
 use crate::error::{Error, Result};
 use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
@@ -111,7 +111,13 @@ impl Comm {
                     self.before_long_copy(len);
                     // SAFETY: the sender never sends past the length the
                     // receiver accepted (off + len <= cap); slot holds len bytes.
-                    unsafe { copy_plain(buf.add(off), data, len) };
+                    if self.ins[src].streams[k].stream {
+                        // SAFETY: as above.
+                        unsafe { copy_nontemporal(buf.add(off), data, len) };
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { copy_plain(buf.add(off), data, len) };
+                    }
                     self.release_slot(src);
                     let s = &mut self.ins[src].streams[k];
                     s.got += len;

@@ -4,7 +4,7 @@
 //! of a blocking receive. Orderings referred to by number are listed in the
 //! module documentation of `comm.rs`.
 
-use crate::choose::{Chooser, Pick};
+use crate::choose::{Allowed, Chooser, Pick, Rdv};
 use crate::comm::{Comm, ANY_SOURCE, ANY_TAG};
 use crate::copy::{copy_plain, copy_small, prefetch_read};
 use crate::error::{Error, Result};
@@ -44,6 +44,8 @@ pub(crate) struct InStream {
     /// When the CTS went out, and the choice to report the cost to.
     pub(crate) t0: Instant,
     pub(crate) pick: Option<Pick>,
+    /// Copied out of the slots with streaming stores (choose.rs).
+    pub(crate) stream: bool,
 }
 
 /// Receiver side of the channel peer -> me.
@@ -427,21 +429,31 @@ impl Comm {
             self.queue_ctrl(src, K_FIN, msg_id);
         } else {
             let ch = &mut self.ins[src];
-            let cma = cma && !ch.cma_failed;
-            let planned = len as u64 >= ch.plan.cma_threshold;
-            let pick = (cma && ch.plan.adaptive != 0 && len as u64 > ch.plan.eager_max)
-                .then(|| ch.chooser.pick(len, planned));
+            let allowed = Allowed {
+                cma: cma && !ch.cma_failed,
+                stream: len as u64 >= ch.plan.stream_out_min,
+            };
+            let planned = if allowed.cma && len as u64 >= ch.plan.cma_threshold {
+                Rdv::Cma
+            } else if allowed.stream {
+                Rdv::Stream
+            } else {
+                Rdv::TwoCopy
+            };
+            let choice = allowed.cma || allowed.stream;
+            let pick = (choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.eager_max)
+                .then(|| ch.chooser.pick(len, planned, allowed));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
-            if cma
-                && pick.map_or(planned, |p| p.cma)
-                && self.read_single_copy(src, buf, addr, len, pick)?
-            {
+            let proto = pick.map_or(planned, |p| p.proto);
+            if proto == Rdv::Cma && self.read_single_copy(src, buf, addr, len, pick)? {
                 self.rdv_counts[1] += 1;
                 self.complete(idx, st, None);
                 self.queue_ctrl(src, K_FIN, msg_id);
                 return Ok(());
             }
             self.rdv_counts[0] += 1;
+            let stream = proto == Rdv::Stream;
+            self.rdv_streamed += u64::from(stream);
             self.reqs[idx as usize].status = st;
             self.ins[src].streams.push(InStream {
                 msg_id,
@@ -449,7 +461,12 @@ impl Comm {
                 got: 0,
                 len,
                 t0: Instant::now(),
-                pick: pick.map(|p| Pick { cma: false, ..p }),
+                // A failed single copy falls back to (and is timed as) two-copy.
+                pick: pick.map(|p| Pick {
+                    proto: if stream { Rdv::Stream } else { Rdv::TwoCopy },
+                    ..p
+                }),
+                stream,
             });
             self.queue_ctrl(src, K_CTS, msg_id);
         }

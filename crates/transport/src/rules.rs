@@ -54,6 +54,13 @@ pub struct Params {
     /// Copy routine for fragments of messages >= `nt_threshold`.
     pub copy: CopyKind,
     pub nt_threshold: u64,
+    /// Messages of at least this size are copied out of the slots into the
+    /// receive buffer with streaming (non-temporal) stores: a destination
+    /// that large would not stay in the cache anyway, and not reading it
+    /// in first leaves the cache to the slots and the sender's source.
+    /// Missing in files written before it existed: never.
+    #[serde(default = "never")]
+    pub stream_out_min: u64,
     /// Side that first-touches (and so NUMA-places) the fragment slots.
     pub buffer_owner: Owner,
 }
@@ -72,11 +79,16 @@ struct ParamsFile {
     cma_chunk: Option<u64>,
     copy: Option<CopyKind>,
     nt_threshold: Option<u64>,
+    stream_out_min: Option<u64>,
     buffer_owner: Option<Owner>,
 }
 
 fn adaptive_default() -> bool {
     true
+}
+
+fn never() -> u64 {
+    u64::MAX
 }
 
 impl Params {
@@ -95,6 +107,7 @@ impl Params {
             cma_chunk,
             copy,
             nt_threshold,
+            stream_out_min,
             buffer_owner
         );
         // A smaller fragment set alone carries the eager limit down with it.
@@ -247,6 +260,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 cma_chunk: 1 << 20,
                 copy: CopyKind::Plain,
                 nt_threshold: 4 * llc,
+                stream_out_min: llc / 4,
                 buffer_owner: Owner::Sender,
             }
         }
@@ -277,6 +291,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                     CopyKind::Plain
                 },
                 nt_threshold: llc / 2,
+                stream_out_min: llc / 4,
                 buffer_owner: if cross_numa {
                     Owner::Receiver
                 } else {

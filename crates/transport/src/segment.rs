@@ -149,16 +149,18 @@ pub struct PlanRaw {
     pub cma_chunk: u64,
     pub nontemporal: u64,
     pub nt_threshold: u64,
+    pub stream_out_min: u64,
     pub receiver_owned: u64,
     pub adaptive: u64,
-    pub class: [u8; 32],
+    /// The class's name, NUL-terminated (names are at most a few bytes).
+    pub class: [u8; 24],
 }
 
 impl PlanRaw {
     pub fn from_params(class: &str, p: &Params, offset: u64) -> PlanRaw {
-        let mut name = [0u8; 32];
+        let mut name = [0u8; 24];
         let b = class.as_bytes();
-        name[..b.len().min(31)].copy_from_slice(&b[..b.len().min(31)]);
+        name[..b.len().min(23)].copy_from_slice(&b[..b.len().min(23)]);
         PlanRaw {
             offset,
             inline_max: p.inline_max,
@@ -170,6 +172,7 @@ impl PlanRaw {
             cma_chunk: p.cma_chunk,
             nontemporal: u64::from(p.copy == CopyKind::Nontemporal),
             nt_threshold: p.nt_threshold,
+            stream_out_min: p.stream_out_min,
             receiver_owned: u64::from(p.buffer_owner == Owner::Receiver),
             adaptive: u64::from(p.adaptive),
             class: name,
@@ -177,7 +180,7 @@ impl PlanRaw {
     }
 
     pub fn class_name(&self) -> String {
-        let end = self.class.iter().position(|&c| c == 0).unwrap_or(32);
+        let end = self.class.iter().position(|&c| c == 0).unwrap_or(24);
         String::from_utf8_lossy(&self.class[..end]).into_owned()
     }
 
@@ -197,6 +200,7 @@ impl PlanRaw {
                 CopyKind::Plain
             },
             nt_threshold: self.nt_threshold,
+            stream_out_min: self.stream_out_min,
             buffer_owner: if self.receiver_owned != 0 {
                 Owner::Receiver
             } else {

@@ -72,6 +72,7 @@ pub(crate) fn singleton_params() -> Params {
         cma_chunk: 1 << 20,
         copy: CopyKind::Plain,
         nt_threshold: u64::MAX,
+        stream_out_min: u64::MAX,
         buffer_owner: Owner::Sender,
     }
 }

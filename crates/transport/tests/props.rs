@@ -58,6 +58,7 @@ const KEYS: &[&str] = &[
     "cma_chunk",
     "copy",
     "nt_threshold",
+    "stream_out_min",
     "buffer_owner",
     "bogus",
     "\"a\\nb\"",

@@ -98,6 +98,12 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 } else {
                     String::new()
                 },
+            match (p.stream_out_min, p.adaptive) {
+                (u64::MAX, _) => "plain".into(),
+                // Measured per message against plain stores (choose.rs).
+                (from, true) => format!("plain/streaming from {}", human_bytes(from)),
+                (from, false) => format!("streaming from {}", human_bytes(from)),
+            },
             format!("{:?}", p.buffer_owner).to_lowercase(),
             mechanism(p, cma),
             origin(c).to_string(),
@@ -115,6 +121,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 "eager",
                 "fragment",
                 "copy",
+                "copy out",
                 "owner",
                 "mechanism",
                 "from"

@@ -221,6 +221,7 @@ pub fn assemble(base: &Params, entries: &[Entry], sizes: &[u64]) -> Option<Assem
                                     CopyKind::Plain
                                 },
                                 nt_threshold: nt.unwrap_or(base.nt_threshold),
+                                stream_out_min: base.stream_out_min,
                                 buffer_owner: if rcv { Owner::Receiver } else { Owner::Sender },
                             };
                             found = Some((score, p, rows));

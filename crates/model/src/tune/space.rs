@@ -77,6 +77,7 @@ pub fn two_copy(
         } else {
             base.nt_threshold
         },
+        stream_out_min: base.stream_out_min,
         buffer_owner: owner,
     }
 }
