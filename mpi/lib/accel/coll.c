@@ -169,24 +169,8 @@ static int fan_in(const struct grp *g) {
 
 /* ---- Broadcast: binomial tree of the message bytes --------------------- */
 
-static int node_crowded(void);
-
-/* Small messages on a node with more ranks than CPUs: the root sends to
- * every member itself (its sends complete at posting). Each level of a
- * tree is a member that must be scheduled before the ones below it can
- * finish; the flat fan-out leaves one such wait, for the root. */
-static int bcast_flat(const struct grp *g, void *data, size_t len, int root) {
-    static char none;
-    if (g->me != root) return xfer(g, NULL, 0, -1, data, len, root, T_BCAST);
-    int rc = 0;
-    for (int i = 1; i < g->n && rc == 0; i++)
-        rc = xfer(g, len ? data : &none, len, (root + i) % g->n, NULL, 0, -1, T_BCAST);
-    return rc;
-}
-
 static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
     int n = g->n, vr = (g->me - root + n) % n, rc = 0;
-    if (n > 2 && len <= XFER_EAGER && node_crowded()) return bcast_flat(g, data, len, root);
     int mask = 1;
     while (mask < n) {
         if (vr & mask) {
@@ -900,17 +884,11 @@ static size_t block_bytes(int count, MPI_Datatype type) {
  * 8); MPICH's poll without yielding and take milliseconds per call there
  * (docs/collectives.md), so under MPICH they stay with the transport. The
  * same answer on every member: one node, one machine. */
-/* More ranks on this node than CPUs online: the same answer on every
- * member (one node, one machine). */
-static int node_crowded(void) {
+static int leave_oversubscribed(void) {
+#ifdef OPEN_MPI
     static long cpus = -1;
     if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return cpus > 0 && acc.node_size > cpus;
-}
-
-static int leave_oversubscribed(void) {
-#ifdef OPEN_MPI
-    return node_crowded();
 #else
     return 0;
 #endif
