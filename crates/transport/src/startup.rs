@@ -159,12 +159,14 @@ impl Comm {
                 if s != r || self.size == 1 {
                     let p = self.seg.plan(s, r);
                     let mech = p.params().mechanism(self.cma_ok, &|b| format!("{b} B"));
-                    seen.insert(p.class_name(), (mech, p.fragment, p.depth));
+                    seen.insert(p.class_name(), (mech, p.fragment, p.depth, p.eager_max));
                 }
             }
         }
-        for (class, (mech, frag, depth)) in seen {
-            crate::say!("topocomm: class {class}: {mech} (fragment {frag} B x {depth})");
+        for (class, (mech, frag, depth, eager)) in seen {
+            crate::say!(
+                "topocomm: class {class}: {mech} (fragment {frag} B x {depth}, eager up to {eager} B)"
+            );
         }
     }
 
