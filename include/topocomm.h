@@ -196,6 +196,11 @@ int tc_note_blocked(int blocked);
  * CPU), so tc_note_blocked has an effect; 0 when none does (the caller may
  * skip tc_note_blocked altogether); a negative code without a communicator. */
 int tc_beats_watched_x(void);
+/* The smallest eager limit (largest message pushed without waiting for the
+ * receiver) of any pair of this node's ranks, the same on every rank, in
+ * *bytes (UINT64_MAX with one rank); a negative code for a NULL pointer or
+ * without a communicator. */
+int tc_eager_floor_x(uint64_t *bytes);
 /* Cancels a receive no message has matched yet: *cancelled = 1 and
  * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
  * Sends are never cancelled. */

@@ -488,6 +488,23 @@ pub extern "C" fn tc_beats_watched_x() -> i32 {
     with(|c| Ok(i32::from(c.beats_watched())))
 }
 
+/// The smallest eager limit of any pair of this node's ranks (the same
+/// on every rank), in `*bytes`; `u64::MAX` with a single rank.
+///
+/// # Safety
+/// `bytes` must be NULL (an error) or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tc_eager_floor_x(bytes: *mut u64) -> i32 {
+    with(|c| {
+        if bytes.is_null() {
+            return Err(Error::Invalid("bytes is NULL".into()));
+        }
+        // SAFETY: non-NULL (checked); the caller vouches for one write.
+        unsafe { *bytes = c.eager_floor() };
+        Ok(0)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

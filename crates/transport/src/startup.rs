@@ -145,6 +145,19 @@ impl Comm {
         (p.class_name(), p.params())
     }
 
+    /// The smallest eager limit of any pair of the job: the same on every
+    /// rank (the plans are in the shared segment), so ranks can agree on a
+    /// choice that depends on it without a message.
+    pub fn eager_floor(&self) -> u64 {
+        let mut floor = u64::MAX;
+        for s in 0..self.size {
+            for r in (0..self.size).filter(|&r| r != s) {
+                floor = floor.min(self.seg.plan(s, r).eager_max);
+            }
+        }
+        floor
+    }
+
     /// Mechanism used for large messages to `peer`, in words.
     pub fn mechanism_to(&self, peer: usize) -> String {
         let p = self.outs[peer].plan.params();

@@ -645,6 +645,29 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     return 1;
 }
 
+/* Whether a large allreduce of 3 or more members stays with Open MPI's own
+ * on a node with more ranks than CPUs because its blocks are larger than
+ * the transport pushes at once (the eager floor: a slot there). Each such
+ * block is a rendezvous that waits for its receiver to be scheduled: on
+ * the dev VM, 1 MiB took 427 us against Open MPI's 343 with 4 ranks on 2
+ * CPUs, 1.43-1.56 ms against 0.95-1.11 with 8; blocks within the floor
+ * won (64 KiB: 0.32x and 0.45x). MPICH polls without yielding there and
+ * takes milliseconds per call (docs/collectives.md): the blocks stay. The
+ * same answer on every member: the size, the node and the floor (read
+ * from the shared segment) are. */
+static int allreduce_to_mpi(int n, size_t bytes) {
+#ifdef OPEN_MPI
+    static uint64_t floor;
+    if (n <= 2 || !leave_oversubscribed()) return 0;
+    if (!floor && tc_eager_floor_x(&floor) != 0) floor = UINT64_MAX;
+    return (bytes + (size_t)n - 1) / (size_t)n > floor;
+#else
+    (void)n;
+    (void)bytes;
+    return 0;
+#endif
+}
+
 int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
@@ -660,6 +683,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     /* Large: by blocks (every member sees the same size, count and limit:
      * MPI requires equal counts and datatypes). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
+        if (allreduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
         *rc = acc_error(comm, c->size == 2 ? allreduce_pair(&g, &d, src, rbuf)
                                            : reduce_split(&g, &d, src, rbuf, -1));
