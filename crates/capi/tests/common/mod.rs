@@ -15,6 +15,7 @@ pub fn last() -> String {
 
 /// A segment for two ranks: its descriptor for rank 0 and a second one for
 /// rank 1 (each `tc_init_fd` consumes the descriptor it is given).
+#[allow(dead_code)]
 pub fn two_rank_segment() -> (i32, i32) {
     let mut fd = -1;
     assert_eq!(
