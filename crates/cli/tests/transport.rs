@@ -106,27 +106,35 @@ fn stress_with_single_copy_and_small_fragments() {
     );
     let r = rules.to_str().unwrap();
     for bind in ["none", "0,0,0,0"] {
-        let out = run_ok(&[
-            "run",
-            "-n",
-            "4",
-            "--bind",
-            bind,
-            "--rules",
-            r,
-            "--",
-            bin(),
-            "selftest",
-            "stress",
-            "--messages",
-            "12",
-            "--max-size",
-            "4000000",
-            "--seed",
-            "5",
-        ]);
+        let out = run_ok(&stress_argv(["4", bind, r], ["12", "4000000", "5"]));
         assert!(out.contains("stress ok: 4 ranks"), "{out}");
     }
+}
+
+/// `topocomm run -n N --bind B --rules R -- topocomm selftest stress
+/// --messages M --max-size S --seed K`, from `[N, B, R]` and `[M, S, K]`.
+fn stress_argv<'a>(job: [&'a str; 3], stress: [&'a str; 3]) -> Vec<&'a str> {
+    let [n, bind, rules] = job;
+    let [messages, max, seed] = stress;
+    vec![
+        "run",
+        "-n",
+        n,
+        "--bind",
+        bind,
+        "--rules",
+        rules,
+        "--",
+        bin(),
+        "selftest",
+        "stress",
+        "--messages",
+        messages,
+        "--max-size",
+        max,
+        "--seed",
+        seed,
+    ]
 }
 
 /// Messages from `stream_out_min` on are copied out of the slots with
@@ -140,25 +148,7 @@ fn stress_with_streaming_copy_out() {
     );
     let r = rules.to_str().unwrap();
     let o = Command::new(bin())
-        .args([
-            "run",
-            "-n",
-            "3",
-            "--bind",
-            "none",
-            "--rules",
-            r,
-            "--",
-            bin(),
-            "selftest",
-            "stress",
-            "--messages",
-            "40",
-            "--max-size",
-            "3000000",
-            "--seed",
-            "9",
-        ])
+        .args(stress_argv(["3", "none", r], ["40", "3000000", "9"]))
         .env("TOPOCOMM_VERBOSE", "1")
         .output()
         .expect("topocomm runs");

@@ -336,39 +336,34 @@ mod tests {
         assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
     }
 
+    /// 1000 messages of `len` bytes whose protocols cost `cost` (ns per
+    /// byte of two-copy, CMA, streaming): the protocol the chooser settles
+    /// on and how many messages each protocol carried.
+    fn settle(len: usize, cost: [f32; 3]) -> (Option<Rdv>, [usize; 3]) {
+        let mut ch = Chooser::default();
+        let used = run(&mut ch, 1000, len, Rdv::Cma, ALL, |p| cost[p as usize]);
+        // Where streaming is not allowed, never streaming.
+        assert!(ch.pick(len, Rdv::Cma, TWO).proto != Rdv::Stream);
+        (ch.preferred(len, ALL), used)
+    }
+
     #[test]
     fn streaming_wins_where_it_is_cheapest_and_both_losers_are_tried_in_turn() {
-        let mut ch = Chooser::default();
-        let len = 16 << 20;
         // The Zen VM at 16 MiB: plain copy-out 2.3x the streaming cost,
         // CMA slower still.
-        let cost = |p| match p {
-            Rdv::TwoCopy => 0.075,
-            Rdv::Cma => 0.11,
-            Rdv::Stream => 0.032,
-        };
-        let used = run(&mut ch, 1000, len, Rdv::Cma, ALL, cost);
-        assert_eq!(ch.preferred(len, ALL), Some(Rdv::Stream));
+        let (best, used) = settle(16 << 20, [0.075, 0.11, 0.032]);
+        assert_eq!(best, Some(Rdv::Stream));
         assert!(used[Rdv::Stream as usize] >= 950, "{used:?}");
         // Each loser is measured again now and then, not only one of them.
         assert!(used[Rdv::TwoCopy as usize] >= 3, "{used:?}");
         assert!(used[Rdv::Cma as usize] >= 3, "{used:?}");
-        // The same class where streaming is not allowed: the best of the rest.
-        let p = ch.pick(len, Rdv::Cma, TWO);
-        assert!(p.proto != Rdv::Stream);
     }
 
     #[test]
     fn streaming_loses_where_plain_stores_are_cheaper() {
-        let mut ch = Chooser::default();
-        let len = 8 << 20;
-        let cost = |p| match p {
-            Rdv::TwoCopy => 0.021,
-            Rdv::Cma => 0.11,
-            Rdv::Stream => 0.029,
-        };
-        let used = run(&mut ch, 1000, len, Rdv::Cma, ALL, cost);
-        assert_eq!(ch.preferred(len, ALL), Some(Rdv::TwoCopy));
+        // The same VM at 8 MiB.
+        let (best, used) = settle(8 << 20, [0.021, 0.11, 0.029]);
+        assert_eq!(best, Some(Rdv::TwoCopy));
         assert!(used[Rdv::TwoCopy as usize] >= 950, "{used:?}");
     }
 }
