@@ -107,12 +107,6 @@ pub(crate) struct Chooser {
     classes: Option<Box<[Class; CLASSES]>>,
 }
 
-/// The bit of `len`'s size class in an eager hint word
-/// (`RecvCtrl::eager_hint`).
-pub(crate) fn class_bit(len: usize) -> u64 {
-    1 << class_of(len).min(63)
-}
-
 fn class_of(len: usize) -> usize {
     (usize::BITS - 1 - len.max(1).leading_zeros()).min(CLASSES as u32 - 1) as usize
 }
@@ -188,15 +182,6 @@ impl Chooser {
                 (c.interval * 2).min(MAX_INTERVAL)
             };
         }
-    }
-
-    /// Whether two-copy is measured cheaper than single copy for the size
-    /// class of `len` (the eager hint's bit; false before both are measured).
-    pub(crate) fn two_copy_wins(&self, len: usize) -> bool {
-        self.classes.as_ref().is_some_and(|c| {
-            let c = &c[class_of(len)];
-            c.cost[Rdv::TwoCopy as usize] < c.cost[Rdv::Cma as usize]
-        })
     }
 
     /// The protocol the size class of `len` would use now among `allowed`,
@@ -331,20 +316,6 @@ mod tests {
         let back = run(&mut ch, 300, len, Rdv::Cma, TWO, two_or_cma(0.14, 0.05));
         assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
         assert!(back[Rdv::Cma as usize] < 300, "stayed on CMA");
-    }
-
-    #[test]
-    fn the_eager_hint_follows_the_two_copy_verdict_of_its_size_class() {
-        let mut ch = Chooser::default();
-        let len = 48 << 10;
-        assert!(!ch.two_copy_wins(len), "nothing measured yet");
-        run(&mut ch, 100, len, Rdv::Cma, TWO, two_or_cma(2.0, 1.0));
-        assert!(ch.two_copy_wins(len));
-        assert!(ch.two_copy_wins(33 << 10), "the same class");
-        assert!(!ch.two_copy_wins(len * 2), "another class");
-        run(&mut ch, 100, len, Rdv::Cma, TWO, two_or_cma(0.5, 1.0));
-        assert!(!ch.two_copy_wins(len));
-        assert_eq!(class_bit(len), 1 << 15);
     }
 
     #[test]

@@ -187,11 +187,8 @@ impl Comm {
             let start = s.t0.max(i.busy_until);
             i.chooser
                 .record(s.len, p, now.duration_since(start).as_nanos() as u64);
-            i.busy_until = now;
-            self.publish_hint(src, s.len);
-        } else {
-            i.busy_until = now;
         }
+        i.busy_until = now;
     }
 
     /// One pass of the progress engine: pending sends, then the channels in

@@ -4,7 +4,7 @@
 //! of a blocking receive. Orderings referred to by number are listed in the
 //! module documentation of `comm.rs`.
 
-use crate::choose::{class_bit, Allowed, Chooser, Pick, Rdv};
+use crate::choose::{Allowed, Chooser, Pick, Rdv};
 use crate::comm::{Comm, ANY_SOURCE, ANY_TAG};
 use crate::copy::{copy_plain, copy_small, prefetch_read};
 use crate::error::{Error, Result};
@@ -61,8 +61,6 @@ pub(crate) struct In {
     pub(crate) idle: u32,
     /// Protocol costs measured on this channel (choose.rs).
     pub(crate) chooser: Chooser,
-    /// The eager hint last published in `ctrl` (`RecvCtrl::eager_hint`).
-    pub(crate) hint: u64,
     /// When the last stream of this channel completed: a stream queued
     /// behind another starts costing only then.
     pub(crate) busy_until: Instant,
@@ -475,26 +473,6 @@ impl Comm {
         Ok(())
     }
 
-    /// Publishes the eager hint bit of `len`'s size class on the channel
-    /// src -> me when the chooser's verdict changed it: a store only then,
-    /// so the line the sender reads stays in its cache.
-    pub(crate) fn publish_hint(&mut self, src: usize, len: usize) {
-        let i = &mut self.ins[src];
-        let bit = class_bit(len);
-        let want = if i.chooser.two_copy_wins(len) {
-            i.hint | bit
-        } else {
-            i.hint & !bit
-        };
-        if want != i.hint {
-            i.hint = want;
-            // SAFETY: ctrl points into the mapping, which lives as long as
-            // self. Relaxed: a hint, which no other memory access depends
-            // on; the sender acts on whatever value it reads.
-            unsafe { (*i.ctrl).eager_hint.store(want, Ordering::Relaxed) };
-        }
-    }
-
     /// Reads `len` bytes of `src`'s buffer at `addr` into `buf` with single
     /// copy, reporting the time to the channel's chooser. `Ok(false)`: the
     /// read failed (other than by the peer's death), which is said once;
@@ -516,7 +494,6 @@ impl Comm {
                 if let Some(p) = pick {
                     let ns = t0.elapsed().as_nanos() as u64;
                     self.ins[src].chooser.record(len, p, ns);
-                    self.publish_hint(src, len);
                 }
                 Ok(true)
             }
@@ -1002,50 +979,6 @@ mod tests {
         assert!(now(&mut c, 0, -2, &mut b).is_none());
         assert_eq!(now(&mut c, 0, 6, &mut b).unwrap().count, 1);
         assert!(c.iprobe(ANY_SOURCE, ANY_TAG).unwrap().is_none());
-    }
-
-    #[test]
-    fn mid_size_messages_go_eagerly_while_the_receiver_hints_so_but_one_in_sixteen() {
-        let mut c = solo();
-        let plan = c.outs[0].plan;
-        assert!(plan.adaptive != 0 && plan.eager_max < 32 << 10 && plan.fragment >= 32 << 10);
-        let msg: Vec<u8> = (0..32usize << 10).map(|k| (k * 7) as u8).collect();
-        let mut out = vec![0u8; msg.len()];
-        let mut exchange = |c: &mut Comm, n: usize| {
-            for _ in 0..n {
-                // SAFETY: msg outlives the wait below.
-                let r = unsafe { c.isend_raw(msg.as_ptr(), msg.len(), 0, 4).unwrap() };
-                assert_eq!(c.recv(&mut out, 0, 4).unwrap().count, msg.len());
-                c.wait(r).unwrap();
-                assert!(out == msg);
-            }
-        };
-        // No hint yet: every one is a rendezvous.
-        exchange(&mut c, 16);
-        assert_eq!(c.rendezvous_counts().0 + c.rendezvous_counts().1, 16);
-        // The receiver's chooser found two-copy cheaper for this size class.
-        let bit = crate::choose::class_bit(msg.len());
-        // SAFETY: ctrl points into the mapping, alive as long as c.
-        unsafe { (*c.ins[0].ctrl).eager_hint.store(bit, Ordering::Relaxed) };
-        // The sender reads it again at every 16th mid-size message (itself
-        // a rendezvous): the next 16 still went through the rendezvous...
-        exchange(&mut c, 16);
-        let (two, one, _) = c.rendezvous_counts();
-        assert_eq!(two + one, 32);
-        // ...and from then on all but every 16th go eagerly.
-        exchange(&mut c, 32);
-        let (two, one, _) = c.rendezvous_counts();
-        assert_eq!(two + one, 34, "32 more: 2 rendezvous");
-        // A size class the hint leaves out (16-32 KiB): rendezvous.
-        let other = vec![1u8; 20 << 10];
-        assert_eq!(crate::choose::class_bit(other.len()) & bit, 0);
-        // SAFETY: other outlives the wait below.
-        let r = unsafe { c.isend_raw(other.as_ptr(), other.len(), 0, 5).unwrap() };
-        let mut back = vec![0u8; other.len()];
-        c.recv(&mut back, 0, 5).unwrap();
-        c.wait(r).unwrap();
-        let (two, one, _) = c.rendezvous_counts();
-        assert_eq!(two + one, 35);
     }
 
     #[test]

@@ -88,11 +88,6 @@ pub struct RecvCtrl {
     pub tail: AtomicU64,
     /// Fragment slots released so far.
     pub frags_done: AtomicU64,
-    /// Bit c set: the receiver measured two-copy cheaper than single copy
-    /// for messages of 2^c to 2^(c+1) - 1 bytes, so the sender may send
-    /// those up to a slot eagerly, without the rendezvous round trip
-    /// (choose.rs, "eager hint"). A hint: any value is safe.
-    pub eager_hint: AtomicU64,
 }
 
 /// One 64-byte cell: header and up to [`INLINE_BYTES`] (40) bytes of

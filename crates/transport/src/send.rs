@@ -73,18 +73,7 @@ pub(crate) struct Out {
     pub(crate) pending: bool,
     pub(crate) doorbell: *const AtomicU64,
     pub(crate) bit: u64,
-    /// The receiver's eager hint as last read (`RecvCtrl::eager_hint`).
-    pub(crate) hint: u64,
-    /// Messages above the eager limit that fit a slot, sent so far.
-    pub(crate) mid: u32,
 }
-
-/// One in this many messages above the eager limit that fit a slot goes
-/// through the rendezvous whatever the receiver's hint, and the hint is
-/// read again: the receiver keeps measuring two-copy against single copy
-/// (its chooser sees only rendezvous messages), and a change of its verdict
-/// reaches the sender within this many messages.
-const HINT_EVERY: u32 = 16;
 
 impl Comm {
     /// Starts sending `len` bytes at `ptr` to `dst` with `tag`.
@@ -163,7 +152,8 @@ impl Comm {
         if unsafe { self.push_inline_now(ptr, len, dst, key) } {
             return true;
         }
-        if !self.outs[dst].queue.is_empty() || !self.goes_eager(dst, len) {
+        let o = &self.outs[dst];
+        if (len as u64) > o.plan.eager_max || !o.queue.is_empty() {
             return false;
         }
         let job = Job {
@@ -176,46 +166,8 @@ impl Comm {
         if !self.try_push(dst, &job) {
             return false;
         }
-        self.count_mid(dst, len);
         self.ring(dst);
         true
-    }
-
-    /// Whether a message of `len` bytes (above the inline limit) goes to
-    /// `dst` eagerly: up to the plan's eager limit always; above it, up to
-    /// a slot, where the receiver's hint says two-copy is its measured
-    /// choice for the size class (an adaptive plan), except one message in
-    /// [`HINT_EVERY`], which goes through the rendezvous and reads the hint
-    /// again. Eager is then the same two copies without the round trip.
-    /// The same answer until the message is sent or queued
-    /// ([`Comm::count_mid`]): a message may be asked about twice (the fast
-    /// path, then the general one).
-    #[inline(always)]
-    fn goes_eager(&mut self, dst: usize, len: usize) -> bool {
-        let o = &mut self.outs[dst];
-        if len as u64 <= o.plan.eager_max {
-            return true;
-        }
-        if len as u64 > o.plan.fragment || o.plan.adaptive == 0 {
-            return false;
-        }
-        if o.mid % HINT_EVERY == HINT_EVERY - 1 {
-            // SAFETY: ctrl points into the mapping, which lives as long as
-            // self. Relaxed: a hint (see RecvCtrl::eager_hint).
-            o.hint = unsafe { (*o.ctrl).eager_hint.load(Ordering::Relaxed) };
-            return false;
-        }
-        o.hint & crate::choose::class_bit(len) != 0
-    }
-
-    /// Counts a message sent or queued to `dst` for [`Comm::goes_eager`]'s
-    /// cadence: those above the eager limit that fit a slot.
-    #[inline(always)]
-    fn count_mid(&mut self, dst: usize, len: usize) {
-        let o = &mut self.outs[dst];
-        if len as u64 > o.plan.eager_max && len as u64 <= o.plan.fragment {
-            o.mid = o.mid.wrapping_add(1);
-        }
     }
 
     /// The inline fast path after the argument checks: pushes the message
@@ -264,14 +216,11 @@ impl Comm {
             Proto::Rts { cma: readable }
         } else if (len as u64) <= plan.inline_max {
             Proto::Inline
-        } else if self.goes_eager(dst, len) {
+        } else if (len as u64) <= plan.eager_max {
             Proto::Eager
         } else {
             Proto::Rts { cma: readable }
         };
-        if !sync {
-            self.count_mid(dst, len);
-        }
         // Queued behind earlier messages (or no room now, or a rendezvous):
         // pushed by progress in order, completed through its request.
         let idx = self.alloc(ReqKind::Send { dst });

@@ -275,8 +275,6 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             pending: false,
             doorbell: db,
             bit: 1u64 << (rank % 64),
-            hint: 0,
-            mid: 0,
         });
         let (plan, base) = chan(peer, rank);
         // SAFETY: as above, for the channel peer -> me.
@@ -298,7 +296,6 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             streams: Vec::new(),
             idle: 0,
             chooser: Default::default(),
-            hint: 0,
             busy_until: started,
             cma_failed: false,
         });
