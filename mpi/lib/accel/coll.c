@@ -657,10 +657,10 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
  * from the shared segment) are. */
 static int allreduce_to_mpi(int n, size_t bytes) {
 #ifdef OPEN_MPI
-    static uint64_t floor;
+    static uint64_t eager_floor; /* 0: not read yet (a floor is never 0) */
     if (n <= 2 || !leave_oversubscribed()) return 0;
-    if (!floor && tc_eager_floor_x(&floor) != 0) floor = UINT64_MAX;
-    return (bytes + (size_t)n - 1) / (size_t)n > floor;
+    if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
+    return (bytes + (size_t)n - 1) / (size_t)n > eager_floor;
 #else
     (void)n;
     (void)bytes;
