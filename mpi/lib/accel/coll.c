@@ -657,7 +657,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
  * from the shared segment) are. */
 static int allreduce_to_mpi(int n, size_t bytes) {
 #ifdef OPEN_MPI
-    static uint64_t eager_floor; /* 0: not read yet (a floor is never 0) */
+    static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
     if (n <= 2 || !leave_oversubscribed()) return 0;
     if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
     return (bytes + (size_t)n - 1) / (size_t)n > eager_floor;
