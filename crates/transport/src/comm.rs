@@ -54,6 +54,8 @@ pub struct Comm {
     pub(crate) free: Vec<u32>,
     pub(crate) posted: VecDeque<u32>,
     pub(crate) unexp: VecDeque<Unexp>,
+    /// Buffers of delivered unexpected eager messages (spare.rs).
+    pub(crate) spare: crate::spare::Spare,
     pub(crate) pending_outs: Vec<usize>,
     pub(crate) active: Vec<u64>,
     pub(crate) pids: Vec<i32>,
@@ -182,6 +184,7 @@ impl Comm {
             free: Vec::new(),
             posted: VecDeque::new(),
             unexp: VecDeque::new(),
+            spare: Default::default(),
             pending_outs: Vec::new(),
             active: vec![0; size.div_ceil(64)],
             pids: vec![0; size],

@@ -36,6 +36,7 @@ pub mod rules;
 mod segment;
 pub mod selftest;
 mod send;
+mod spare;
 mod startup;
 mod wait;
 mod waiting;

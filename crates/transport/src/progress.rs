@@ -69,7 +69,9 @@ impl Comm {
                         Some(idx) => self.deliver(idx, src, tag, data, len),
                         None => {
                             // SAFETY: the slot holds len <= fragment bytes.
-                            let v = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+                            let v = self
+                                .spare
+                                .copy_of(unsafe { std::slice::from_raw_parts(data, len) });
                             self.unexp.push_back(Unexp {
                                 src,
                                 tag,

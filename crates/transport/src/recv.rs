@@ -324,6 +324,9 @@ impl Comm {
                     // SAFETY: as above.
                     unsafe { copy_plain(ptr, data, u.len) };
                 }
+                if let Payload::Data(v) = u.payload {
+                    self.spare.give_back(v);
+                }
                 return Ok(Posted::Taken(Status {
                     source: u.src as i32,
                     tag: u.tag,
@@ -355,7 +358,10 @@ impl Comm {
                 let u = self.unexp.remove(i).expect("index from position");
                 match u.payload {
                     Payload::Small(b) => self.deliver(idx, u.src, u.tag, b.as_ptr(), u.len),
-                    Payload::Data(v) => self.deliver(idx, u.src, u.tag, v.as_ptr(), v.len()),
+                    Payload::Data(v) => {
+                        self.deliver(idx, u.src, u.tag, v.as_ptr(), v.len());
+                        self.spare.give_back(v);
+                    }
                     Payload::Rts { msg_id, cma, addr } => {
                         self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr)?
                     }
