@@ -12,16 +12,17 @@
 #include "coll.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Integer arithmetic through the unsigned type of the same width: the
  * two's-complement result MPIs give, without C's signed-overflow UB. */
 #define INT_LOOP(T, U, EXPR)                                                                      \
     do {                                                                                          \
-        const T *a = (const T *)in;                                                               \
-        T *b = (T *)inout;                                                                        \
+        const T *a = (const T *)in, *b = (const T *)upper;                                        \
+        T *o = (T *)out;                                                                          \
         for (int i = 0; i < count; i++) {                                                         \
             U x = (U)a[i], y = (U)b[i];                                                           \
-            b[i] = (T)(EXPR);                                                                     \
+            o[i] = (T)(EXPR);                                                                     \
         }                                                                                         \
     } while (0)
 
@@ -45,11 +46,11 @@
  * (Open MPI's choice; with a NaN the result is the same on every rank). */
 #define FLOAT_LOOP(T, EXPR)                                                                       \
     do {                                                                                          \
-        const T *a = (const T *)in;                                                               \
-        T *b = (T *)inout;                                                                        \
+        const T *a = (const T *)in, *b = (const T *)upper;                                        \
+        T *o = (T *)out;                                                                          \
         for (int i = 0; i < count; i++) {                                                         \
             T x = a[i], y = b[i];                                                                 \
-            b[i] = (EXPR);                                                                        \
+            o[i] = (EXPR);                                                                        \
         }                                                                                         \
     } while (0)
 
@@ -63,8 +64,10 @@
         return 1;                                                                                 \
     } while (0)
 
-/* 1 when done here, 0 when the caller must use PMPI_Reduce_local. */
-static int reduce_builtin(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op) {
+/* out[i] = in[i] (op) upper[i]; out is upper or does not overlap either.
+ * 1 when done here, 0 when the caller must use PMPI_Reduce_local. */
+static int reduce_builtin(const void *in, const void *upper, void *out, int count,
+                          MPI_Datatype type, MPI_Op op) {
     if (type == MPI_DOUBLE) FLOAT_OPS(double);
     if (type == MPI_FLOAT) FLOAT_OPS(float);
     if (type == MPI_INT || type == MPI_INT32_T) INT_OPS(int32_t, uint32_t, 1);
@@ -86,6 +89,19 @@ static int reduce_builtin(const void *in, void *inout, int count, MPI_Datatype t
 }
 
 int acc_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op) {
-    if (count > 0 && reduce_builtin(in, inout, count, type, op)) return MPI_SUCCESS;
+    if (count > 0 && reduce_builtin(in, inout, inout, count, type, op)) return MPI_SUCCESS;
     return PMPI_Reduce_local(in, inout, count, type, op);
+}
+
+/* acc_reduce_local into a third buffer: out = in (op) upper, `bytes` the
+ * size of `count` elements; `out` may be `upper` but must not overlap `in`
+ * (the fallback copies `upper` into it first). One pass over the three
+ * buffers where the loop is here, instead of copying `upper` into `out`
+ * first (a whole pass over the vector more for the member that combines
+ * into its result). */
+int acc_reduce_to(const void *in, const void *upper, void *out, int count, size_t bytes,
+                  MPI_Datatype type, MPI_Op op) {
+    if (count > 0 && reduce_builtin(in, upper, out, count, type, op)) return MPI_SUCCESS;
+    if (out != upper) memcpy(out, upper, bytes);
+    return PMPI_Reduce_local(in, out, count, type, op);
 }
