@@ -12,6 +12,7 @@ use topocomm_model::tune::space::Space;
 use topocomm_model::tune::SearchMode;
 use topocomm_topo::Machine;
 use topocomm_transport::autotune::{self, Entry, Key};
+use topocomm_transport::rules::CMA_NEVER_FIRST;
 use topocomm_transport::{Params, Rules};
 
 /// Searches start no new candidate after this (shared by the classes).
@@ -221,15 +222,74 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
             .map(|(_, p)| *p)
             .expect("a tuned class is a target");
         let base = builtin.params_for(Some(&c.class)).clone();
-        let v = check(m, &c.class, pair, &base, &c.tuned)?;
-        eprintln!("topocomm: class {}: {}", c.class, v.describe());
-        if v.keep {
-            kept.push(c.class);
-        } else {
-            rules.classes.insert(c.class, base);
+        // The whole measured section first; if it loses somewhere, the
+        // built-in one with only the measured start of the receiver's
+        // choice (time allowing).
+        let whole = as_run(&base, &c.tuned);
+        let start_only = Params {
+            cma_threshold: whole.cma_threshold,
+            cma_chunk: whole.cma_chunk,
+            ..base.clone()
+        };
+        let mut chosen = None;
+        for (i, cand) in [whole, start_only].into_iter().enumerate() {
+            if cand == base || (i > 0 && start.elapsed() > CHECKS_UNTIL) {
+                continue;
+            }
+            let v = check(m, &c.class, pair, &base, &cand)?;
+            let what = if i == 0 {
+                ""
+            } else {
+                " (start of the choice only)"
+            };
+            eprintln!("topocomm: class {}{what}: {}", c.class, v.describe());
+            if v.keep {
+                chosen = Some(cand);
+                break;
+            }
+        }
+        match chosen {
+            Some(cand) => {
+                rules.classes.insert(c.class.clone(), cand);
+                kept.push(c.class);
+            }
+            None => {
+                rules.classes.insert(c.class, base);
+            }
         }
     }
     Ok((rules, kept))
+}
+
+/// A measured section as jobs run it. The search measures each candidate
+/// with the receiver's per-message choice off (a protocol as it is) and may
+/// find single copy slower at every size it tried; a section that then left
+/// single copy out would lock a machine whose best protocol changes with its
+/// state (a VM whose host moves its vCPUs) or with the buffers (a re-sent
+/// buffer read twice by single copy is in cache) to what won during the few
+/// seconds of the measurement. So where the built-in rules let the receiver
+/// choose, the measured section does too, and the measurement only says
+/// where it starts: single copy from the measured threshold, or two-copy
+/// at every size ([`CMA_NEVER_FIRST`]) when single copy never won.
+fn as_run(base: &Params, tuned: &Params) -> Params {
+    if !(base.adaptive && base.cma) {
+        return tuned.clone();
+    }
+    Params {
+        adaptive: true,
+        cma: true,
+        cma_threshold: if tuned.cma {
+            tuned.cma_threshold
+        } else {
+            CMA_NEVER_FIRST
+        },
+        cma_chunk: if tuned.cma {
+            tuned.cma_chunk
+        } else {
+            base.cma_chunk
+        },
+        ..tuned.clone()
+    }
 }
 
 /// The outcome of the acceptance check of one class.
@@ -309,4 +369,63 @@ fn check(
         worst,
         best,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topocomm_transport::{CopyKind, Owner};
+
+    fn base() -> Params {
+        Params {
+            inline_max: 40,
+            eager_max: 16 << 10,
+            fragment: 128 << 10,
+            depth: 32,
+            cma: true,
+            cma_threshold: 32 << 10,
+            adaptive: true,
+            cma_chunk: 1 << 20,
+            copy: CopyKind::Plain,
+            nt_threshold: 1 << 27,
+            stream_out_min: 8 << 20,
+            buffer_owner: Owner::Sender,
+        }
+    }
+
+    #[test]
+    fn a_measured_section_keeps_the_receivers_choice_and_starts_where_it_measured() {
+        // A two-copy winner (single copy never won): two-copy first, CMA
+        // still allowed, the measured fragment and eager limit kept.
+        let two = Params {
+            eager_max: 32 << 10,
+            fragment: 32 << 10,
+            depth: 16,
+            cma: false,
+            adaptive: false,
+            ..base()
+        };
+        let r = as_run(&base(), &two);
+        assert!(r.adaptive && r.cma);
+        assert_eq!(r.cma_threshold, CMA_NEVER_FIRST);
+        assert_eq!((r.fragment, r.depth, r.eager_max), (32 << 10, 16, 32 << 10));
+        r.validate().unwrap();
+        // Single copy won from 256 KiB in chunks of 256 KiB: it starts there.
+        let single = Params {
+            cma_threshold: 256 << 10,
+            cma_chunk: 256 << 10,
+            adaptive: false,
+            ..base()
+        };
+        let r = as_run(&base(), &single);
+        assert!(r.adaptive);
+        assert_eq!((r.cma_threshold, r.cma_chunk), (256 << 10, 256 << 10));
+        // Built-in rules without the choice (no single copy): as measured.
+        let fixed = Params {
+            cma: false,
+            adaptive: false,
+            ..base()
+        };
+        assert_eq!(as_run(&fixed, &two), two);
+    }
 }

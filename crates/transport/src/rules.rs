@@ -8,6 +8,11 @@ use topocomm_topo::{LocalityClass, Machine, ObjectKind};
 
 /// Bytes of payload carried inside one 64-byte cell (the rest is header).
 pub const CELL_PAYLOAD: usize = crate::segment::INLINE_BYTES;
+/// A `cma_threshold` from which no message starts with single copy: with
+/// `adaptive`, the receiver starts every rendezvous with two-copy and tries
+/// single copy now and then (what measured rules write where single copy
+/// never won the measurement).
+pub const CMA_NEVER_FIRST: u64 = 1 << 50;
 
 /// Copy routine used to move data into and out of fragment slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +125,9 @@ impl Params {
     /// renders a byte count, `cma_ok` says whether single copy works here.
     pub fn mechanism(&self, cma_ok: bool, size: &dyn Fn(u64) -> String) -> String {
         match (self.cma, cma_ok, self.adaptive) {
+            (true, true, true) if self.cma_threshold >= CMA_NEVER_FIRST => {
+                "two-copy or CMA by measured cost (start: two-copy)".into()
+            }
             (true, true, true) => format!(
                 "two-copy or CMA by measured cost (start: CMA from {})",
                 size(self.cma_threshold)
@@ -531,6 +539,25 @@ mod tests {
         assert_eq!(r.classes["l3"].cma_threshold, 32 << 10);
         assert_eq!(r.classes["machine"].cma_threshold, 256 << 10);
         assert!(r.classes["l3"].fragment <= 128 << 10);
+    }
+
+    #[test]
+    fn the_mechanism_says_where_the_choice_starts_and_a_never_first_threshold_loads() {
+        let m = machine();
+        let mut p = Rules::builtin(&m).classes["l3"].clone();
+        let kib = |b: u64| format!("{}KB", b >> 10);
+        assert!(p.mechanism(true, &kib).ends_with("(start: CMA from 32KB)"));
+        p.cma_threshold = CMA_NEVER_FIRST;
+        p.validate().unwrap();
+        assert_eq!(
+            p.mechanism(true, &kib),
+            "two-copy or CMA by measured cost (start: two-copy)"
+        );
+        // Written and read back through a rules file (TOML integers are i64).
+        let mut r = Rules::builtin(&m);
+        r.classes.insert("l3".into(), p.clone());
+        let back = Rules::from_toml(Path::new("t.toml"), &r.to_toml(), &m).unwrap();
+        assert_eq!(back.classes["l3"].cma_threshold, CMA_NEVER_FIRST);
     }
 
     #[test]
