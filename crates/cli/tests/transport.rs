@@ -780,6 +780,16 @@ fn out_of_range_wait_bounds_and_the_rules_variable() {
             "{args:?}: {e}"
         );
     }
+    // Set but empty is unset, as for topocomm_mpi_init.
+    for args in [&["run", "-n", "1", "--", "true"][..], &["plan"][..]] {
+        let o = Command::new(bin())
+            .args(args)
+            .env("TOPOCOMM_RULES", "")
+            .env("TOPOCOMM_AUTOTUNE", "0")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+    }
     // An existing one is what `plan` shows.
     let toml = String::from_utf8_lossy(&topocomm(&["plan", "--toml"]).stdout).into_owned();
     let f = tmp("env-rules.toml", &toml);

@@ -22,6 +22,15 @@ use std::time::{Duration, Instant};
 /// otherwise (docs/transport.md).
 pub const RULES_ENV: &str = "TOPOCOMM_RULES";
 
+/// The rules file named by [`RULES_ENV`]; set but empty counts as unset
+/// (`TOPOCOMM_RULES= cmd` runs `cmd` without it), as `topocomm_mpi_init`
+/// reads it.
+pub fn rules_from_env() -> Option<std::path::PathBuf> {
+    std::env::var_os(RULES_ENV)
+        .filter(|v| !v.is_empty())
+        .map(Into::into)
+}
+
 /// The range of a wait bound, in seconds: below a millisecond every wait
 /// would fail before a peer is scheduled once; above 10^6 s (11.6 days) a
 /// bound is no bound, and `Instant + Duration` arithmetic may overflow.

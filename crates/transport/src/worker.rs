@@ -172,7 +172,7 @@ fn launcher(args: &[String]) -> Result<i32> {
     let bind: Bind = bind.parse().map_err(Error::Invalid)?;
     let m = topocomm_topo::load_default(None).map_err(|e| Error::Setup(e.to_string()))?;
     let pus = launch::bind_pus(&m, &bind, 2).map_err(Error::Invalid)?;
-    let rules = match rules.or_else(|| std::env::var_os(crate::RULES_ENV).map(PathBuf::from)) {
+    let rules = match rules.or_else(crate::rules_from_env) {
         Some(f) => Rules::load(&f, &m).map_err(Error::Invalid)?,
         None => crate::autotune::cached_or_builtin(&m),
     };

@@ -97,5 +97,5 @@ fn launch_of(g: &GlobalOpts, a: &Args) -> Result<Launch> {
 /// `$TOPOCOMM_RULES` when set and no `--rules` is given (the same variable
 /// `topocomm_mpi_init` reads, so a job gets the same rules either way).
 pub fn rules_from_env() -> Option<PathBuf> {
-    std::env::var_os(topocomm_transport::RULES_ENV).map(PathBuf::from)
+    topocomm_transport::rules_from_env()
 }
