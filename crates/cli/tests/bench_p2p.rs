@@ -92,6 +92,69 @@ fn quick_run_writes_results_with_peers_and_limits() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--jobs 2`: every implementation runs as two jobs, the second round in
+/// the other order, and each point pools the samples of both.
+#[test]
+fn jobs_are_interleaved_and_their_samples_pooled() {
+    if live_pus() < 2 {
+        eprintln!("notice: fewer than 2 PUs; skipping");
+        return;
+    }
+    let made = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(topocomm_topo::testdata::repo_root().join("mpi"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = topocomm()
+        .args([
+            "bench",
+            "p2p",
+            "--quick",
+            "--pair",
+            "0,1",
+            "--sizes",
+            "8",
+            "--tests",
+            "latency",
+            "--vs",
+            "openmpi",
+            "--samples",
+            "3",
+            "--jobs",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Progress lines name the job backends in schedule order (limits between).
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.ends_with("..."))
+        .filter_map(|l| l.split("] ").nth(1)?.split(' ').next())
+        .filter(|n| *n != "limit")
+        .collect();
+    assert_eq!(
+        order,
+        ["topocomm", "openmpi", "openmpi", "topocomm"],
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["meta"]["jobs"], 2);
+    for imp in ["topocomm", "openmpi"] {
+        let r = v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["impl"] == imp && r["test"] == "latency")
+            .unwrap_or_else(|| panic!("no {imp} latency: {v}"));
+        // 3 samples split in 2 jobs of 2 (rounded up), pooled: 4.
+        assert_eq!(r["samples"].as_array().unwrap().len(), 4, "{imp}: {r}");
+    }
+}
+
 #[test]
 fn missing_pu_fails_clearly() {
     let out = topocomm()

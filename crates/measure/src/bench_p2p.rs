@@ -90,6 +90,8 @@ pub struct Options {
     pub window: Option<u32>,
     /// Time bound of one backend job (s).
     pub timeout: Option<u64>,
+    /// Independent jobs per implementation, interleaved (default 3; quick 1).
+    pub jobs: Option<u32>,
 }
 
 impl Options {
@@ -105,6 +107,7 @@ impl Options {
             min_time_ms: Some(1.0),
             window: Some(8),
             timeout: Some(120),
+            jobs: Some(1),
             ..Options::default()
         }
     }
@@ -141,6 +144,8 @@ pub struct Plan {
     pub with_topocomm: bool,
     /// Time bound of one backend job (default: from the parameters).
     pub timeout: Option<Duration>,
+    /// Independent jobs per implementation ([`measure`]).
+    pub jobs: usize,
 }
 
 /// Resolves the options against the machine model; every bad value is a
@@ -221,6 +226,7 @@ pub fn plan(m: &Machine, a: &Options) -> Result<Plan, BenchP2pError> {
         peers,
         with_topocomm: true,
         timeout: a.timeout.map(Duration::from_secs),
+        jobs: a.jobs.unwrap_or(if a.quick { 1 } else { 3 }).max(1) as usize,
     })
 }
 
@@ -335,11 +341,15 @@ fn backends(plan: &Plan, worker: Result<PathBuf, String>, exe: Option<PathBuf>) 
     out
 }
 
-/// Runs every backend on every pair and cache mode. The limits run in
-/// rounds interleaved with the job backends (before each and after the last,
-/// the samples split between rounds and pooled), so that a change of the
-/// machine's state during a long run (a VM's vCPUs moved by the host, other
-/// load) shows up in the limit's CI instead of skewing the ratios. `worker`
+/// Runs every backend on every pair and cache mode. Each implementation
+/// runs as `plan.jobs` independent jobs, interleaved with the others' (the
+/// order rotated from one round to the next), and the limits run in rounds
+/// between them (before each job and after the last); every backend's
+/// samples are split between its jobs or rounds and pooled. So a state of a
+/// whole process (a slow start, a rank's memory placed far) counts as one
+/// job among several, and a change of the machine's state during a long run
+/// (a VM's vCPUs moved by the host, other load) falls on every
+/// implementation alike instead of skewing the ratios. `worker`
 /// and `exe` are as in `backends`, `started` the UTC start time to record. A
 /// backend that fails is recorded (and reported to `progress`), not fatal.
 pub fn measure(
@@ -353,13 +363,16 @@ pub fn measure(
     let (limit, jobs): (Vec<_>, Vec<_>) = backends(plan, worker, exe)
         .into_iter()
         .partition(|(n, _)| n == "limit");
-    let rounds = jobs.len() + 1;
+    let rounds = jobs.len() * plan.jobs + 1;
     let per_round = plan.params.samples.div_ceil(rounds).max(1);
+    let per_job = plan.params.samples.div_ceil(plan.jobs).max(1);
     // The schedule of one (pair, mode): limit round, job, limit round, ...
     let mut schedule = Vec::new();
-    for j in &jobs {
-        schedule.extend(limit.iter().cloned().map(|l| (l, true)));
-        schedule.push((j.clone(), false));
+    for round in 0..plan.jobs {
+        for k in 0..jobs.len() {
+            schedule.extend(limit.iter().cloned().map(|l| (l, true)));
+            schedule.push((jobs[(k + round) % jobs.len()].clone(), false));
+        }
     }
     schedule.extend(limit.iter().cloned().map(|l| (l, true)));
 
@@ -375,6 +388,8 @@ pub fn measure(
             };
             let timeout = plan.timeout.unwrap_or_else(|| params.time_bound());
             let mut pooled: Vec<SampleLine> = Vec::new();
+            // Each implementation's jobs, pooled, in the order of `jobs`.
+            let mut pooled_jobs: Vec<Vec<SampleLine>> = vec![Vec::new(); jobs.len()];
             let mut limit_failed = false;
             for ((name, backend), is_limit) in &schedule {
                 step += 1;
@@ -382,7 +397,7 @@ pub fn measure(
                     continue;
                 }
                 let round_params = P2pParams {
-                    samples: if *is_limit { per_round } else { params.samples },
+                    samples: if *is_limit { per_round } else { per_job },
                     ..params.clone()
                 };
                 let t0 = Instant::now();
@@ -416,12 +431,8 @@ pub fn measure(
                         });
                         if *is_limit {
                             pool(&mut pooled, run.lines);
-                        } else {
-                            rows.extend(
-                                run.lines
-                                    .iter()
-                                    .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
-                            );
+                        } else if let Some(k) = jobs.iter().position(|(n, _)| n == name) {
+                            pool(&mut pooled_jobs[k], run.lines);
                         }
                         status.reason = run.note;
                         status.pinning = run.meta;
@@ -437,6 +448,13 @@ pub fn measure(
                     }
                 }
                 statuses.push(status);
+            }
+            for lines in &pooled_jobs {
+                rows.extend(
+                    lines
+                        .iter()
+                        .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
+                );
             }
             if !limit_failed {
                 rows.extend(
@@ -588,6 +606,7 @@ impl Outcome {
             "sizes": p.sizes,
             "cache": self.plan.modes.iter().map(|c| if *c { "cold" } else { "hot" }).collect::<Vec<_>>(),
             "samples": p.samples,
+            "jobs": self.plan.jobs,
             "min_time_ms": p.min_time_ms,
             "window": p.window,
             "llc": p.llc,
@@ -630,6 +649,7 @@ mod tests {
         assert_eq!(p.modes, vec![false]);
         assert_eq!(p.peers, vec![MpiImpl::OpenMpi, MpiImpl::Mpich]);
         assert_eq!(p.params.window, 64);
+        assert_eq!(p.jobs, 3);
         // One representative pair per class present (l3, package here).
         let classes: Vec<&str> = p.pairs.iter().map(|c| c.class.as_str()).collect();
         assert_eq!(classes.len(), ClassMatrix::new(&m).classes().len());
@@ -644,6 +664,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(q.params.sizes, vec![8, 4096, 65536]);
+        assert_eq!(q.jobs, 1);
         assert_eq!(q.params.samples, 5);
         assert_eq!(q.modes, vec![false, true]);
         assert!(q.peers.is_empty());

@@ -49,6 +49,10 @@ pub struct Args {
     /// Messages in flight in bw, bibw and msgrate (default 64; --quick: 8)
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub window: Option<u32>,
+    /// Independent jobs per implementation, interleaved with the other implementations' jobs;
+    /// the samples are split between them and pooled (default 3; --quick: 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub jobs: Option<u32>,
     /// Kill a backend job that runs longer than this (default: a bound computed from the settings)
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=crate::common::MAX_SECS))]
     pub timeout: Option<u64>,
@@ -72,6 +76,7 @@ impl Args {
             min_time_ms: self.min_time_ms,
             window: self.window,
             timeout: self.timeout,
+            jobs: self.jobs,
         }
     }
 }
@@ -124,10 +129,15 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     }
     let params = &o.plan.params;
     println!(
-        "topocomm bench p2p: timer resolution {} ns, overhead {} ns; {} samples per point, LLC {}",
+        "topocomm bench p2p: timer resolution {} ns, overhead {} ns; {} samples per point{}, LLC {}",
         num(o.timer.resolution_ns),
         num(o.timer.overhead_ns),
-        params.samples,
+        params.samples.div_ceil(o.plan.jobs) * o.plan.jobs,
+        if o.plan.jobs > 1 {
+            format!(" from {} interleaved jobs per implementation", o.plan.jobs)
+        } else {
+            String::new()
+        },
         topocomm_topo::human_bytes(params.llc)
     );
     print!("{}", render_tables(&o));
