@@ -839,8 +839,14 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
         block_of(b, dst, &f, &c);
         terr = post_send(g, &q, mine + (size_t)f * esz, (size_t)c * esz, dst, T_ALLREDUCE);
     }
-    /* The fold from the top: t = x_{n-1}, then t = x_j (op) t. */
-    if (terr == 0 && me == top && !aliased) memcpy(t, mine + my_off, my_len);
+    /* The fold from the top: t = x_{n-1}, then t = x_j (op) t. The top
+     * member's own block goes into t with the first step (acc_reduce_to:
+     * t = x_{n-2} (op) mine, one pass), not copied there first. */
+    int top_in_t = !(me == top && !aliased);
+    if (terr == 0 && !top_in_t && (n == 1 || cnt == 0)) {
+        memcpy(t, mine + my_off, my_len);
+        top_in_t = 1;
+    }
     for (int j = top; j >= 0 && terr == 0 && err == MPI_SUCCESS; j--) {
         const char *x;
         if (j == me) {
@@ -851,8 +857,15 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
             if (terr == 0 && ts.count != my_len) terr = TC_ERR_TRUNCATED;
             x = w + (size_t)j * slot;
         }
-        if (terr == 0 && j < top && cnt > 0)
-            err = acc_reduce_local(x - d->lb, t - d->lb, cnt, d->type, d->op);
+        if (terr == 0 && j < top && cnt > 0) {
+            if (top_in_t) {
+                err = acc_reduce_local(x - d->lb, t - d->lb, cnt, d->type, d->op);
+            } else {
+                err = acc_reduce_to(x - d->lb, mine + my_off - d->lb, t - d->lb, cnt, my_len,
+                                    d->type, d->op);
+                top_in_t = 1;
+            }
+        }
     }
     int werr = reqs_wait(&q); /* the sends, and everything after a failure */
     if (terr == 0) terr = werr;
