@@ -426,6 +426,33 @@ fn sigint_to_the_launcher_stops_the_ranks() {
     }
 }
 
+/// While its ranks run, the launcher sleeps until one exits (or a signal):
+/// on a node with no spare CPU, polling woke it (and preempted the rank on
+/// its CPU) about 330 times a second.
+#[test]
+fn the_launcher_sleeps_while_its_ranks_run() {
+    let mut child = Command::new(bin())
+        .args(["run", "-n", "1", "--", "sleep", "1.5"])
+        .env("TOPOCOMM_AUTOTUNE", "0")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let switches: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches in {status}"));
+    let st = wait_bounded(&mut child, Duration::from_secs(20));
+    assert!(st.success());
+    // Start-up (spawning, reading the topology) takes a few; a 3 ms poll
+    // would have taken about 300 by now.
+    assert!(
+        switches < 100,
+        "{switches} voluntary context switches in 1 s"
+    );
+}
+
 #[test]
 fn stuck_exchange_times_out() {
     let t = Instant::now();
