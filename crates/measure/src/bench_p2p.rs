@@ -148,6 +148,14 @@ pub struct Plan {
     pub jobs: usize,
 }
 
+impl Plan {
+    /// Samples each job of an implementation takes: `samples` split
+    /// between the jobs, rounded up (so a point pools at least `samples`).
+    pub fn samples_per_job(&self) -> usize {
+        self.params.samples.div_ceil(self.jobs).max(1)
+    }
+}
+
 /// Resolves the options against the machine model; every bad value is a
 /// one-line error naming the argument.
 pub fn plan(m: &Machine, a: &Options) -> Result<Plan, BenchP2pError> {
@@ -365,7 +373,7 @@ pub fn measure(
         .partition(|(n, _)| n == "limit");
     let rounds = jobs.len() * plan.jobs + 1;
     let per_round = plan.params.samples.div_ceil(rounds).max(1);
-    let per_job = plan.params.samples.div_ceil(plan.jobs).max(1);
+    let per_job = plan.samples_per_job();
     // The schedule of one (pair, mode): limit round, job, limit round, ...
     let mut schedule = Vec::new();
     for round in 0..plan.jobs {

@@ -843,7 +843,7 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
      * member's own block goes into t with the first step (acc_reduce_to:
      * t = x_{n-2} (op) mine, one pass), not copied there first. */
     int top_in_t = !(me == top && !aliased);
-    if (terr == 0 && !top_in_t && (n == 1 || cnt == 0)) {
+    if (terr == 0 && !top_in_t && n == 1) { /* no fold step to take it in */
         memcpy(t, mine + my_off, my_len);
         top_in_t = 1;
     }

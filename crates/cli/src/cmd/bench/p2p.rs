@@ -132,7 +132,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "topocomm bench p2p: timer resolution {} ns, overhead {} ns; {} samples per point{}, LLC {}",
         num(o.timer.resolution_ns),
         num(o.timer.overhead_ns),
-        params.samples.div_ceil(o.plan.jobs) * o.plan.jobs,
+        o.plan.samples_per_job() * o.plan.jobs,
         if o.plan.jobs > 1 {
             format!(" from {} interleaved jobs per implementation", o.plan.jobs)
         } else {
