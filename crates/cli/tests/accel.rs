@@ -259,27 +259,46 @@ fn collectives_run_over_the_transport_in_rank_order() {
         for np in [2, 3, 4] {
             let launch = mpirun(imp, np, &[&exe]);
             plain_verdict(&launch, "accel_coll: ok", &format!("{imp} coll, plain"));
+            // The two-member allreduce's two algorithms (picked per size
+            // from the first calls, so a run otherwise meets each only on
+            // some calls) are also forced one at a time at 2 ranks.
             let runs = [
-                ("1", "0", "1"),
-                ("1", "0", "0"),
-                ("2", "0", "1"),
-                ("2", "1", "1"),
-                ("3", "1", "1"),
+                ("1", "0", "1", ""),
+                ("1", "0", "0", ""),
+                ("1", "0", "0", "whole"),
+                ("1", "0", "0", "halves"),
+                ("2", "0", "1", ""),
+                ("2", "1", "1", ""),
+                ("3", "1", "1", ""),
             ];
-            for (nodes, hier, lanes) in runs {
-                if nodes.parse::<usize>().unwrap() > np {
+            for (nodes, hier, lanes, pick2) in runs {
+                if nodes.parse::<usize>().unwrap() > np || (!pick2.is_empty() && np != 2) {
                     continue;
                 }
                 let env = [
                     ("TOPOCOMM_ACCEL_COLL_HIER", hier),
                     ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
+                    ("TOPOCOMM_ACCEL_ALLREDUCE2", pick2),
                 ];
                 let o = accel(&["-v", "--nodes", nodes], &launch, &env);
                 let what = format!(
-                    "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes {lanes}"
+                    "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes {lanes}, \
+                     two-member allreduce '{pick2}'"
                 );
                 let t = assert_ok(&o, &what);
                 assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");
+                if np == 2 && nodes == "1" && pick2.is_empty() {
+                    // The 101 allreduces of 1000 doubles (on the world
+                    // and its duplicate): picked once per communicator.
+                    let picks = t
+                        .lines()
+                        .filter(|l| l.contains("2-member allreduce of 4096-8191 bytes: "))
+                        .count();
+                    assert_eq!(
+                        picks, 2,
+                        "{what}: the pick of the 8000-byte allreduce:\n{t}"
+                    );
+                }
                 let c = coll_counts(&t);
                 assert_eq!(c.len(), np, "{what}:\n{t}");
                 if nodes == "1" {

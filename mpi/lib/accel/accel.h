@@ -90,6 +90,16 @@ typedef struct acc_comm {
      * last one is released, as MPI lets pending operations complete. */
     int holds;
     int retired;
+    /* Two-member allreduce per size class (log2 of the bytes): which of two
+     * algorithms this communicator uses, picked from the times of its first
+     * calls (coll.c, allreduce_two). */
+    struct acc_pick {
+        double best[2]; /* fastest trial of each, seconds */
+        unsigned char calls, choice;
+    } pick2[64];
+    /* 1 + the smallest class picked "halves" and 1 + the largest picked
+     * "whole" (0: none yet): the classes beyond them follow without trials. */
+    unsigned char pick2_halves_from, pick2_whole_to;
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */

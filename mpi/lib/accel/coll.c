@@ -39,7 +39,8 @@ enum {
     T_GATHER,
     T_SCATTER,
     T_ALLGATHER,
-    T_ALLTOALL
+    T_ALLTOALL,
+    T_PICK
 };
 
 /* Sends this small complete when posted (in a cell or an eager slot)
@@ -60,8 +61,24 @@ static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
 size_t acc_coll_split_max = SIZE_MAX;
 
 int acc_coll_hier, acc_coll_lanes;
+/* TOPOCOMM_ACCEL_ALLREDUCE2: whole (1) or halves (2) for every two-member
+ * allreduce above XFER_EAGER; unset (0): picked per size class from the
+ * first calls (allreduce_two). */
+static int pick2_forced;
 
 void acc_coll_init(void) {
+    const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
+    if (a2 && *a2) {
+        pick2_forced = !strcmp(a2, "whole") ? 1 : !strcmp(a2, "halves") ? 2 : -1;
+        if (pick2_forced < 0) {
+            if (acc.world_rank == 0)
+                fprintf(stderr,
+                        "topocomm accel: TOPOCOMM_ACCEL_ALLREDUCE2='%s': expected 'whole' or "
+                        "'halves'; picking per size from the first calls\n",
+                        a2);
+            pick2_forced = 0;
+        }
+    }
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
     /* Opt-in: on the 2-vCPU dev VM the lanes were not faster than the
@@ -385,6 +402,111 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
         xfer(g, out + my_off, my_len, other, out + their_off, their_len, other, T_ALLREDUCE));
 }
 
+/* Reduce of two members from SPLIT_MIN bytes: the other member sends its
+ * whole vector to the root, which combines it with its own in one pass
+ * (member 0's (op) member 1's, the blocks' bits). One message and one
+ * pass over the vector at the root. */
+static int reduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf,
+                       int root) {
+    int me = g->me, other = 1 - me;
+    const char *mine = (const char *)src + d->lb;
+    if (me != root) return tc_err(xfer(g, mine, d->bytes, root, NULL, 0, -1, T_REDUCE));
+    char *out = (char *)rbuf + d->lb;
+    int in_place = mine == out;
+    /* Member 0 not in place: the other's vector lands in the result and is
+     * combined there (out = mine (op) out); else in a working area. */
+    char *in = me == 0 && !in_place ? out : work_area(round64(d->bytes));
+    if (!in) return MPI_ERR_NO_MEM;
+    int rc = tc_err(xfer(g, NULL, 0, -1, in, d->bytes, other, T_REDUCE));
+    if (rc != MPI_SUCCESS) return rc;
+    if (me == 0 && !in_place) return acc_reduce_local(mine - d->lb, out - d->lb, d->count, d->type, d->op);
+    if (me == 0) /* in place: out = out (op) in */
+        return acc_reduce_into_lower(out - d->lb, in - d->lb, d->count, d->bytes, d->type, d->op);
+    /* member 1: out = in (op) mine, one pass (out may be mine). */
+    return acc_reduce_to(in - d->lb, mine - d->lb, out - d->lb, d->count, d->bytes, d->type,
+                         d->op);
+}
+
+/* Allreduce of two members by one exchange of whole vectors: each
+ * receives the other's and combines it with its own in one pass (member
+ * 0's (op) member 1's on both: the same bits). */
+static int allreduce_whole2(const struct grp *g, struct red *d, const void *src, void *rbuf) {
+    int me = g->me, other = 1 - me;
+    const char *mine = (const char *)src + d->lb;
+    char *out = (char *)rbuf + d->lb;
+    int in_place = mine == out;
+    char *in = me == 0 && !in_place ? out : work_area(round64(d->bytes));
+    if (!in) return MPI_ERR_NO_MEM;
+    int rc = tc_err(xfer(g, mine, d->bytes, other, in, d->bytes, other, T_ALLREDUCE));
+    if (rc != MPI_SUCCESS) return rc;
+    if (me == 0 && in_place)
+        return acc_reduce_into_lower(out - d->lb, in - d->lb, d->count, d->bytes, d->type, d->op);
+    if (me == 0) /* out = mine (op) out */
+        return acc_reduce_local(mine - d->lb, out - d->lb, d->count, d->type, d->op);
+    return acc_reduce_to(in - d->lb, mine - d->lb, out - d->lb, d->count, d->bytes, d->type,
+                         d->op);
+}
+
+/* Two-member allreduce above XFER_EAGER: the whole exchange (one message
+ * each way, the whole vector combined by both) or the halves (two
+ * messages each way, half combined by each). The halves save half a
+ * combine and pay one more exchange, so which wins depends on the
+ * machine's copy and combine rates against its message latency (on the
+ * dev VM: the whole exchange at 16-64 KiB, 0.66-0.92x Open MPI where the
+ * halves took 0.96-1.16x; the halves from 256 KiB). Each communicator
+ * times both on its first calls of each size class (log2 of the bytes):
+ * PICK_WARM calls each not counted, then PICK_TRIALS each, alternating;
+ * the two members then swap their fastest times and both take the
+ * algorithm with the lower sum (the same sums on both: IEEE addition
+ * commutes), so they agree without another rule. Both compute member 0's
+ * (op) member 1's element by element: the same bits either way. */
+enum { PICK_WARM = 2, PICK_TRIALS = 4, PICK_CALLS = 2 * (PICK_WARM + PICK_TRIALS) };
+
+static int allreduce_two(acc_comm *c, const struct grp *g, struct red *d, const void *src,
+                         void *rbuf) {
+    if (d->count < 2 || pick2_forced == 1) return allreduce_whole2(g, d, src, rbuf);
+    if (pick2_forced == 2) return allreduce_pair(g, d, src, rbuf);
+    int k = 0;
+    while (k < 63 && ((size_t)2 << k) <= d->bytes) k++;
+    struct acc_pick *p = &c->pick2[k];
+    /* The halves' saving (half a combine) grows with the size and the
+     * whole exchange's (one exchange fewer) does not: above a class that
+     * picked the halves the halves win too, below one that picked the
+     * whole exchange it wins too. No trials there: at 16 MiB each call of
+     * the losing algorithm costs milliseconds. */
+    if (p->calls < PICK_CALLS && (c->pick2_halves_from && k + 1 >= c->pick2_halves_from)) {
+        p->calls = PICK_CALLS;
+        p->choice = 1;
+    } else if (p->calls < PICK_CALLS && c->pick2_whole_to && k + 1 <= c->pick2_whole_to) {
+        p->calls = PICK_CALLS;
+        p->choice = 0;
+    }
+    if (p->calls >= PICK_CALLS)
+        return p->choice ? allreduce_pair(g, d, src, rbuf) : allreduce_whole2(g, d, src, rbuf);
+    int alg = p->calls & 1;
+    double t0 = PMPI_Wtime();
+    int rc = alg ? allreduce_pair(g, d, src, rbuf) : allreduce_whole2(g, d, src, rbuf);
+    double t = PMPI_Wtime() - t0;
+    if (rc != MPI_SUCCESS) return rc;
+    if (p->calls >= 2 * PICK_WARM && (p->best[alg] == 0 || t < p->best[alg])) p->best[alg] = t;
+    if (++p->calls < PICK_CALLS) return rc;
+    double theirs[2];
+    rc = tc_err(xfer(g, p->best, sizeof p->best, 1 - g->me, theirs, sizeof theirs, 1 - g->me,
+                     T_PICK));
+    if (rc != MPI_SUCCESS) return rc;
+    p->choice = p->best[1] + theirs[1] < p->best[0] + theirs[0];
+    if (p->choice && (!c->pick2_halves_from || k + 1 < c->pick2_halves_from))
+        c->pick2_halves_from = (unsigned char)(k + 1);
+    if (!p->choice && k + 1 > c->pick2_whole_to) c->pick2_whole_to = (unsigned char)(k + 1);
+    if (acc.verbose && g->me == 0)
+        fprintf(stderr,
+                "topocomm accel: 2-member allreduce of %zu-%zu bytes: %s (whole exchange %.2f "
+                "us, halves %.2f us, sums of both members' fastest)\n",
+                (size_t)1 << k, ((size_t)2 << k) - 1, p->choice ? "halves" : "whole exchange",
+                (p->best[0] + theirs[0]) * 1e6, (p->best[1] + theirs[1]) * 1e6);
+    return rc;
+}
+
 /* Allreduce (root < 0) and reduce by blocks from SPLIT_MIN bytes
  * (reduce_split, after the request helpers below). */
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
@@ -595,7 +717,8 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         d.count = count;
         d.type = type;
         d.op = op;
-        *rc = acc_error(comm, reduce_split(&g, &d, src, rbuf, root));
+        *rc = acc_error(comm, c->size == 2 ? reduce_pair(&g, &d, src, rbuf, root)
+                                           : reduce_split(&g, &d, src, rbuf, root));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -688,13 +811,19 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         if (allreduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
-        *rc = acc_error(comm, c->size == 2 ? allreduce_pair(&g, &d, src, rbuf)
+        *rc = acc_error(comm, c->size == 2 ? allreduce_two(c, &g, &d, src, rbuf)
                                            : reduce_split(&g, &d, src, rbuf, -1));
         acc.stats.coll_tc++;
         return 1;
     }
     if (!contiguous || d.bytes > red_max) return 0;
     if (c->mixed && !commutative(op)) return 0;
+    if (!c->mixed && c->size == 2 && d.bytes > XFER_EAGER) {
+        struct grp g = whole(c);
+        *rc = acc_error(comm, allreduce_two(c, &g, &d, src, rbuf));
+        acc.stats.coll_tc++;
+        return 1;
+    }
     if (!c->mixed && c->size == 2 && !lane_fits(c, d.bytes) && d.bytes <= XFER_EAGER) {
         struct grp g = whole(c);
         *rc = acc_error(comm, allreduce_two_small(&g, &d, src, rbuf));

@@ -22,6 +22,8 @@ struct grp {
 int acc_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op);
 int acc_reduce_to(const void *in, const void *upper, void *out, int count, size_t bytes,
                   MPI_Datatype type, MPI_Op op);
+int acc_reduce_into_lower(void *lower, void *upper, int count, size_t bytes, MPI_Datatype type,
+                          MPI_Op op);
 
 struct red {
     int count;

@@ -105,3 +105,15 @@ int acc_reduce_to(const void *in, const void *upper, void *out, int count, size_
     if (out != upper) memcpy(out, upper, bytes);
     return PMPI_Reduce_local(in, out, count, type, op);
 }
+
+/* lower := lower (op) upper, `bytes` the size of `count` elements: the
+ * result in the lower operand's buffer (an in-place root of two members).
+ * The loops here read each element of both before writing it, so `out`
+ * may be `in`; the fallback combines into `upper` and copies it back. */
+int acc_reduce_into_lower(void *lower, void *upper, int count, size_t bytes, MPI_Datatype type,
+                          MPI_Op op) {
+    if (count > 0 && reduce_builtin(lower, upper, lower, count, type, op)) return MPI_SUCCESS;
+    int rc = PMPI_Reduce_local(lower, upper, count, type, op);
+    if (rc == MPI_SUCCESS) memcpy(lower, upper, bytes);
+    return rc;
+}

@@ -12,8 +12,9 @@ use std::process::{Command, ExitCode};
 /// Variables read by the accelerator (mpi/lib/accel/state.c).
 const NODES_ENV: &str = "TOPOCOMM_ACCEL_NODES";
 const VERBOSE_ENV: &str = "TOPOCOMM_ACCEL_VERBOSE";
-const PASSED_ENV: [&str; 5] = [
+const PASSED_ENV: [&str; 6] = [
     "TOPOCOMM_ACCEL",
+    "TOPOCOMM_ACCEL_ALLREDUCE2",
     "TOPOCOMM_ACCEL_COLL_MAX",
     "TOPOCOMM_ACCEL_COLL_HIER",
     "TOPOCOMM_ACCEL_COLL_LANES",
