@@ -7,7 +7,13 @@
  *   std_p2p [--tests latency,bw,bibw,msgrate] [--sizes 1:16M | 1,8,4K,...]
  *           [--iters N] [--warmup N] [--time-ms T] [--min-iters N]
  *           [--max-iters N] [--reps R] [--window W] [--msgrate-size S]
- *           [--no-check] [--json]
+ *           [--no-check] [--strided] [--json]
+ *
+ * --strided: each message is a non-contiguous datatype instead of bytes:
+ * size/8 doubles, every other double of a buffer twice as large
+ * (MPI_Type_vector(size/8, 1, 2, MPI_DOUBLE), as a column of a matrix or a
+ * halo face), so both ends pack and unpack; sizes below 8 B are refused.
+ * The data check stays on bytes.
  *
  * Ranks 0 and 1 of MPI_COMM_WORLD take part; other ranks wait at the final
  * MPI_Barrier. Every message goes over MPI_COMM_WORLD.
@@ -97,6 +103,7 @@ struct opts {
     uint64_t msgrate_size;
     int check;
     int json;
+    int strided;
 };
 
 static int rank;
@@ -147,7 +154,7 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 static const char *USAGE =
     "usage: std_p2p [--tests latency,bw,bibw,msgrate] [--sizes 1:16M|1,8,4K,...] [--iters N] "
     "[--warmup N] [--time-ms T] [--min-iters N] [--max-iters N] [--reps R] [--window W] [--window-bytes B] "
-    "[--msgrate-size S] [--no-check] [--json]";
+    "[--msgrate-size S] [--no-check] [--strided] [--json]";
 
 /* "A:B" = powers of two from A to B (A rounded up to a power of two), or a
  * comma list. Returns 0 or -1. */
@@ -219,6 +226,10 @@ static const char *parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--no-check") == 0) {
             O.check = 0;
+            continue;
+        }
+        if (strcmp(a, "--strided") == 0) {
+            O.strided = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -307,6 +318,17 @@ static const char *parse_args(int argc, char **argv)
             return err;
         }
     }
+    if (O.strided && (O.msgrate_size < 8 || O.msgrate_size % 8)) {
+        snprintf(err, sizeof err, "std_p2p: --strided: --msgrate-size %llu is not a multiple of 8 bytes",
+                 (unsigned long long)O.msgrate_size);
+        return err;
+    }
+    for (int s = 0; O.strided && s < O.nsizes; s++)
+        if (O.sizes[s] < 8 || O.sizes[s] % 8) {
+            snprintf(err, sizeof err, "std_p2p: --strided: size %llu is not a multiple of 8 bytes (one double)",
+                     (unsigned long long)O.sizes[s]);
+            return err;
+        }
     if (O.min_iters > O.max_iters) {
         snprintf(err, sizeof err, "std_p2p: --min-iters %ld > --max-iters %ld", O.min_iters, O.max_iters);
         return err;
@@ -316,16 +338,39 @@ static const char *parse_args(int argc, char **argv)
 
 /* ---- the exchanges; `peer` is the other rank; each runs n iterations ---- */
 
+/* One message of `size` bytes: (count, type) for the calls below. */
+static MPI_Datatype strided_type = MPI_DATATYPE_NULL;
+static uint64_t strided_size;
+static void message(uint64_t size, int *cnt, MPI_Datatype *type)
+{
+    if (!O.strided) {
+        *cnt = (int)size;
+        *type = MPI_CHAR;
+        return;
+    }
+    if (strided_size != size) {
+        if (strided_type != MPI_DATATYPE_NULL)
+            MPI_Type_free(&strided_type);
+        MPI_Type_vector((int)(size / 8), 1, 2, MPI_DOUBLE, &strided_type);
+        MPI_Type_commit(&strided_type);
+        strided_size = size;
+    }
+    *cnt = 1;
+    *type = strided_type;
+}
+
 static void run_latency(uint64_t size, long n)
 {
-    int cnt = (int)size;
+    int cnt;
+    MPI_Datatype t;
+    message(size, &cnt, &t);
     for (long i = 0; i < n; i++) {
         if (rank == 0) {
-            MPI_Send(sbuf, cnt, MPI_CHAR, 1, TAG_DATA, MPI_COMM_WORLD);
-            MPI_Recv(rbuf, cnt, MPI_CHAR, 1, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, cnt, t, 1, TAG_DATA, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, cnt, t, 1, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
-            MPI_Recv(rbuf, cnt, MPI_CHAR, 0, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(sbuf, cnt, MPI_CHAR, 0, TAG_DATA, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, cnt, t, 0, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, cnt, t, 0, TAG_DATA, MPI_COMM_WORLD);
         }
     }
 }
@@ -333,16 +378,18 @@ static void run_latency(uint64_t size, long n)
 /* bw and msgrate: rank 0 sends W, rank 1 receives W and acks. */
 static void run_bw(uint64_t size, long n)
 {
-    int cnt = (int)size, w = cur_window;
+    int cnt, w = cur_window;
+    MPI_Datatype t;
+    message(size, &cnt, &t);
     for (long i = 0; i < n; i++) {
         if (rank == 0) {
             for (int k = 0; k < w; k++)
-                MPI_Isend(sbuf, cnt, MPI_CHAR, 1, TAG_DATA, MPI_COMM_WORLD, &reqs[k]);
+                MPI_Isend(sbuf, cnt, t, 1, TAG_DATA, MPI_COMM_WORLD, &reqs[k]);
             MPI_Waitall(w, reqs, stats);
             MPI_Recv(ackbuf, ACK_BYTES, MPI_CHAR, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
             for (int k = 0; k < w; k++)
-                MPI_Irecv(rbuf, cnt, MPI_CHAR, 0, TAG_DATA, MPI_COMM_WORLD, &reqs[k]);
+                MPI_Irecv(rbuf, cnt, t, 0, TAG_DATA, MPI_COMM_WORLD, &reqs[k]);
             MPI_Waitall(w, reqs, stats);
             MPI_Send(ackbuf, ACK_BYTES, MPI_CHAR, 0, TAG_ACK, MPI_COMM_WORLD);
         }
@@ -351,12 +398,14 @@ static void run_bw(uint64_t size, long n)
 
 static void run_bibw(uint64_t size, long n)
 {
-    int cnt = (int)size, w = cur_window, peer = 1 - rank;
+    int cnt, w = cur_window, peer = 1 - rank;
+    MPI_Datatype t;
+    message(size, &cnt, &t);
     for (long i = 0; i < n; i++) {
         for (int k = 0; k < w; k++)
-            MPI_Irecv(rbuf, cnt, MPI_CHAR, peer, TAG_DATA, MPI_COMM_WORLD, &reqs[k]);
+            MPI_Irecv(rbuf, cnt, t, peer, TAG_DATA, MPI_COMM_WORLD, &reqs[k]);
         for (int k = 0; k < w; k++)
-            MPI_Isend(sbuf, cnt, MPI_CHAR, peer, TAG_DATA, MPI_COMM_WORLD, &reqs[w + k]);
+            MPI_Isend(sbuf, cnt, t, peer, TAG_DATA, MPI_COMM_WORLD, &reqs[w + k]);
         MPI_Waitall(2 * w, reqs, stats);
     }
 }
@@ -597,6 +646,8 @@ int main(int argc, char **argv)
         for (int s = 0; s < O.nsizes; s++)
             if (O.sizes[s] > maxsize)
                 maxsize = O.sizes[s];
+        if (O.strided)
+            maxsize *= 2; /* every other double */
         long pg = sysconf(_SC_PAGESIZE);
         size_t align = pg > 0 ? (size_t)pg : 4096;
         reqs = malloc(sizeof(MPI_Request) * 2 * (size_t)O.window);
@@ -632,6 +683,8 @@ int main(int argc, char **argv)
                    np, me.host, me.cpu, peer.host, peer.cpu, O.window, O.reps,
                    O.iters > 0 ? "fixed iterations" : "auto iterations");
             printf("# data check: %s\n", !O.check ? "skipped" : bad ? "FAILED" : "ok");
+            if (O.strided)
+                printf("# messages: MPI_Type_vector(size/8, 1, 2, MPI_DOUBLE) (--strided)\n");
             fflush(stdout);
         }
 
@@ -665,8 +718,9 @@ int main(int argc, char **argv)
             printf("{\"benchmark\":\"std_p2p\",\"meta\":{\"library\":");
             json_string(lib);
             printf(",\"mpi_version\":\"%d.%d\",\"np\":%d,\"window\":%d,\"reps\":%d,\"time_ms\":%g,"
-                   "\"iters_mode\":\"%s\",\"ranks\":[",
-                   ver, sub, np, O.window, O.reps, O.time_s * 1000.0, O.iters > 0 ? "fixed" : "auto");
+                   "\"iters_mode\":\"%s\",\"strided\":%s,\"ranks\":[",
+                   ver, sub, np, O.window, O.reps, O.time_s * 1000.0, O.iters > 0 ? "fixed" : "auto",
+                   O.strided ? "true" : "false");
             printf("{\"rank\":0,\"host\":");
             json_string(me.host);
             printf(",\"cpu\":%d},{\"rank\":1,\"host\":", me.cpu);

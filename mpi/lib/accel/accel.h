@@ -177,6 +177,11 @@ static inline int acc_msg_fast(const void *buf, int count, MPI_Datatype type,
     m->tmp = NULL;
     return 1;
 }
+/* Packing areas (struct acc_msg's tmp): malloc'd, and on release kept for
+ * the next message (dtype.c) instead of freed. Any of them may still be
+ * given to free(). */
+void *acc_tmp_alloc(size_t bytes);
+void acc_tmp_free(void *p);
 int acc_pack_full(const void *buf, int count, MPI_Datatype type, MPI_Comm comm,
                   struct acc_msg *m);
 int acc_recv_area_full(void *buf, int count, MPI_Datatype type, struct acc_msg *m);

@@ -650,7 +650,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     err = me == root ? acc_pack(buf, count, type, comm, &m) : acc_recv_area(buf, count, type, &m);
     if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     if (m.len > bcast_max) {
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
         return 0;
     }
     void *data = (void *)m.data;
@@ -680,7 +680,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     if (me != root && err == MPI_SUCCESS)
         err = acc_unpack(&m, m.len, buf, count, type, comm);
     else
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
     return 1;
@@ -1092,14 +1092,14 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         err = acc_pack(sbuf, scount, stype, comm, &m);
         if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = tc_err(xfer(&g, m.data, m.len, root, NULL, 0, -1, T_GATHER));
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
     } else {
         struct acc_msg area;
         struct reqs q;
         err = acc_recv_area(rbuf, c->size * rcount, rtype, &area);
         if (err == MPI_SUCCESS) err = reqs_init(&q, c->size);
         if (err != MPI_SUCCESS) {
-            free(area.tmp);
+            acc_tmp_free(area.tmp);
             return acc_coll_done(comm, err, rc);
         }
         char *a = (char *)area.data;
@@ -1114,7 +1114,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
             err = acc_pack(sbuf, scount, stype, comm, &m);
             if (err == MPI_SUCCESS) {
                 memcpy(a + (size_t)me * blk, m.data, m.len < blk ? m.len : blk);
-                free(m.tmp);
+                acc_tmp_free(m.tmp);
             }
         } else if (area.tmp) {
             /* The root's own block stays where it is in rbuf; the unpack
@@ -1122,7 +1122,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
             err = acc_pack(block_at(rbuf, me, rcount, rtype), rcount, rtype, comm, &m);
             if (err == MPI_SUCCESS) {
                 memcpy(a + (size_t)me * blk, m.data, blk);
-                free(m.tmp);
+                acc_tmp_free(m.tmp);
             }
         }
         for (int i = 0; i < g.n && terr == 0 && small; i++)
@@ -1133,7 +1133,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         if (err == MPI_SUCCESS)
             err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
         else
-            free(area.tmp);
+            acc_tmp_free(area.tmp);
     }
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
@@ -1158,7 +1158,7 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
         if (err == MPI_SUCCESS)
             err = acc_unpack(&area, blk, rbuf, rcount, rtype, comm);
         else
-            free(area.tmp);
+            acc_tmp_free(area.tmp);
     } else {
         struct acc_msg m;
         struct reqs q;
@@ -1166,7 +1166,7 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
         if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = reqs_init(&q, c->size);
         if (err != MPI_SUCCESS) {
-            free(m.tmp);
+            acc_tmp_free(m.tmp);
             return acc_coll_done(comm, err, rc);
         }
         const char *s = (const char *)m.data;
@@ -1184,7 +1184,7 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
         int werr = reqs_wait(&q);
         if (terr == 0) terr = werr;
         if (err == MPI_SUCCESS) err = tc_err(terr);
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
     }
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
@@ -1265,7 +1265,7 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
                                    : acc_pack(block_at(rbuf, me, rcount, rtype), rcount, rtype,
                                               comm, &own);
     if (err != MPI_SUCCESS) {
-        free(area.tmp);
+        acc_tmp_free(area.tmp);
         return acc_coll_done(comm, err, rc);
     }
     /* A send signature that does not match the receive one is the
@@ -1280,11 +1280,11 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
      * 8.6-17.8 (never slower). */
     const char *send = own.len >= blk ? (const char *)own.data : a + (size_t)me * blk;
     err = exchange(&g, send, 0, a, blk, T_ALLGATHER);
-    free(own.tmp);
+    acc_tmp_free(own.tmp);
     if (err == MPI_SUCCESS)
         err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
     else
-        free(area.tmp);
+        acc_tmp_free(area.tmp);
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
     return 1;
@@ -1323,24 +1323,24 @@ int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
         if (!pad) err = MPI_ERR_NO_MEM;
         else {
             memcpy(pad, send.data, send.len);
-            free(send.tmp);
+            acc_tmp_free(send.tmp);
             send.data = send.tmp = pad;
         }
     }
     if (err != MPI_SUCCESS) {
-        free(send.tmp);
-        free(area.tmp);
+        acc_tmp_free(send.tmp);
+        acc_tmp_free(area.tmp);
         return acc_coll_done(comm, err, rc);
     }
     const char *s = (const char *)send.data;
     if (s + (size_t)me * blk != a + (size_t)me * blk)
         memmove(a + (size_t)me * blk, s + (size_t)me * blk, blk);
     err = exchange(&g, s, 1, a, blk, T_ALLTOALL);
-    free(send.tmp);
+    acc_tmp_free(send.tmp);
     if (err == MPI_SUCCESS)
         err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
     else
-        free(area.tmp);
+        acc_tmp_free(area.tmp);
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
     return 1;

@@ -50,8 +50,8 @@ static struct vpeer *vp_new(int n) { return calloc((size_t)n, sizeof(struct vpee
 
 static void vp_free(struct vpeer *p, int n) {
     for (int i = 0; p && i < n; i++) {
-        free(p[i].rm.tmp);
-        free(p[i].sm.tmp);
+        acc_tmp_free(p[i].rm.tmp);
+        acc_tmp_free(p[i].sm.tmp);
     }
     free(p);
 }
@@ -123,7 +123,7 @@ static int copy_own(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         if (len) memmove((void *)r.data, s.data, len);
         err = acc_unpack(&r, len, rbuf, rcount, rtype, comm);
     }
-    free(s.tmp);
+    acc_tmp_free(s.tmp);
     return err;
 }
 
@@ -164,7 +164,7 @@ int acc_coll_gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
         err = scount < 0 ? MPI_ERR_COUNT : acc_pack(sbuf, scount, stype, comm, &m);
         if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
         err = acc_coll_tc_err(acc_coll_xfer(&g, m.data, m.len, root, NULL, 0, -1, T_GATHERV));
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
         return acc_coll_done(comm, err, rc);
     }
     struct vpeer *p = vp_new(g.n);
@@ -196,7 +196,7 @@ int acc_coll_scatterv(const void *sbuf, const int scounts[], const int displs[],
         if (err == MPI_SUCCESS)
             err = acc_unpack(&m, got, rbuf, rcount, rtype, comm);
         else
-            free(m.tmp);
+            acc_tmp_free(m.tmp);
         return acc_coll_done(comm, err, rc);
     }
     struct vpeer *p = vp_new(g.n);
@@ -242,7 +242,7 @@ int acc_coll_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
                        comm);
     int e = vp_run(&g, p, rtype, comm, T_ALLGATHERV);
     vp_free(p, g.n);
-    free(own.tmp);
+    acc_tmp_free(own.tmp);
     return acc_coll_done(comm, err == MPI_SUCCESS ? e : err, rc);
 }
 

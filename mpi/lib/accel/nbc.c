@@ -267,7 +267,7 @@ void acc_nbc_progress(void) {
 void acc_nbc_free(struct acc_nbc *b) {
     if (!b) return;
     free(b->tc);
-    free(b->m.tmp);
+    acc_tmp_free(b->m.tmp);
     free(b->mem);
     if (b->utype != MPI_DATATYPE_NULL) PMPI_Type_free(&b->utype);
     free(b);
@@ -347,12 +347,12 @@ int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
     int err = me == root ? acc_pack(buf, count, type, comm, &m) : acc_recv_area(buf, count, type, &m);
     if (err != MPI_SUCCESS) return refuse(comm, err, req, rc);
     if (me != root && m.tmp && PMPI_Type_dup(type, &held) != MPI_SUCCESS) {
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
         return refuse(comm, MPI_ERR_TYPE, req, rc);
     }
     acc_req *r = start(c, comm, NB_BCAST);
     if (!r) {
-        free(m.tmp);
+        acc_tmp_free(m.tmp);
         if (held != MPI_DATATYPE_NULL) PMPI_Type_free(&held);
         return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     }

@@ -83,7 +83,7 @@ __attribute__((noinline)) static int send_local(acc_comm *c, const void *buf, in
         rc = tc_isend_x(m.data, m.len, peer, tag, c->ctx, flags, &r);
         if (rc == 0) rc = acc_wait_tc(&r, NULL);
     }
-    free(m.tmp);
+    acc_tmp_free(m.tmp);
     acc.stats.tc_msgs++;
     acc.stats.tc_bytes += m.len;
     return acc_error(c->comm, tc_to_mpi(rc));
@@ -96,7 +96,7 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
     int rc = acc_pack(buf, count, type, c->comm, &r->msg);
     if (rc == MPI_SUCCESS && !r->msg.tmp) {
         /* Contiguous: copy, the application may reuse its buffer at once. */
-        r->msg.tmp = malloc(r->msg.len ? r->msg.len : 1);
+        r->msg.tmp = acc_tmp_alloc(r->msg.len);
         if (!r->msg.tmp) rc = MPI_ERR_NO_MEM;
         else {
             memcpy(r->msg.tmp, r->msg.data, r->msg.len);
@@ -531,7 +531,7 @@ __attribute__((noinline)) static int recv_local(acc_comm *c, void *buf, int coun
     acc.stats.tc_recvs++;
     int err = tc_to_mpi(rc);
     if (rc == 0) err = acc_unpack(&m, ts.count, buf, count, type, comm);
-    else free(m.tmp);
+    else acc_tmp_free(m.tmp);
     if (rc == 0 || rc == TC_ERR_TRUNCATED)
         acc_status(status, c->comm_rank[ts.source], ts.tag, rc == 0 ? ts.count : m.len, err);
     return acc_error(comm, err);

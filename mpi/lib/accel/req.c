@@ -84,7 +84,7 @@ void acc_req_release_full(acc_req *r) {
     /* No calls in the common case: a small message's whole path is about
      * a thousand instructions, and each call here cost ~20. */
     if (r->msg.tmp) {
-        free(r->msg.tmp);
+        acc_tmp_free(r->msg.tmp);
         r->msg.tmp = NULL;
     }
     if (r->nbc) {
@@ -135,7 +135,7 @@ static void complete_tc(acc_req *r, int rc, const tc_status *ts) {
         }
         drop_type(r);
     } else {
-        free(r->msg.tmp);
+        acc_tmp_free(r->msg.tmp);
         r->msg.tmp = NULL;
         drop_type(r);
     }
@@ -269,7 +269,7 @@ void acc_req_make_inactive(acc_req *r) {
     r->active = 0;
     acc_set_done(r); /* an inactive persistent request completes at once */
     r->cancelled = 0;
-    free(r->msg.tmp);
+    acc_tmp_free(r->msg.tmp);
     r->msg.tmp = NULL;
     drop_type(r);
     acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
@@ -314,7 +314,7 @@ int acc_req_start(acc_req *r) {
             r->tc = TC_REQUEST_NULL;
             acc_set_done(r);
             if (r->msg.tmp) {
-                free(r->msg.tmp);
+                acc_tmp_free(r->msg.tmp);
                 r->msg.tmp = NULL;
             }
             acc_note(r, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);

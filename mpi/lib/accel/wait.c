@@ -393,7 +393,7 @@ int MPI_Cancel(MPI_Request *req) {
         int cancelled = 0;
         tc_cancel(&r->tc, &cancelled);
         if (!cancelled) break;
-        free(r->msg.tmp);
+        acc_tmp_free(r->msg.tmp);
         r->msg.tmp = NULL;
         acc_set_done(r);
             r->cancelled = 1;

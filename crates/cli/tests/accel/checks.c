@@ -20,6 +20,79 @@ static int errors;
 
 static int rank, size;
 
+/* Strided layouts (vectors of a dense element, packed by the accelerator
+ * itself) and their neighbours (packed by the MPI), pair by pair: each
+ * sent strided and received as bytes (the packed order), sent as bytes
+ * and received strided (the scatter, the gaps untouched), strided both
+ * ways with several elements per message, and a non-blocking receive
+ * (whose request keeps a duplicate of the datatype) with the type freed
+ * before the wait. */
+static void strided(MPI_Comm comm) {
+    int peer = rank ^ 1;
+    if (peer >= size) return;
+    int lead = rank < peer;
+    enum { M = 4096 };
+    static int src[M], dst[M], flat[M];
+    MPI_Datatype contig3, t[6];
+    MPI_Type_contiguous(3, MPI_INT, &contig3);
+    MPI_Type_vector(200, 1, 2, MPI_INT, &t[0]);       /* 4-byte blocks */
+    MPI_Type_vector(100, 2, 5, MPI_INT, &t[1]);       /* 8-byte blocks */
+    MPI_Type_vector(60, 4, 9, MPI_INT, &t[2]);        /* 16-byte blocks */
+    MPI_Type_create_hvector(50, 1, 20, contig3, &t[3]); /* 12-byte blocks, byte stride */
+    MPI_Type_vector(1, 7, 7, MPI_INT, &t[4]);         /* one block: contiguous */
+    MPI_Type_vector(3, 2, 1, MPI_INT, &t[5]);         /* overlapping blocks: the MPI's */
+    for (int k = 0; k < 6; k++) MPI_Type_commit(&t[k]);
+    for (int k = 0; k < 6; k++) {
+        int tsize;
+        MPI_Aint lb, ext;
+        MPI_Type_size(t[k], &tsize);
+        MPI_Type_get_extent(t[k], &lb, &ext);
+        int ints = tsize / 4, n = 3; /* elements per message */
+        /* The packed order of n elements, from MPI_Pack itself. */
+        for (int i = 0; i < M; i++) src[i] = rank * 100000 + i;
+        int pos = 0;
+        MPI_Pack(src, n, t[k], flat, (int)sizeof flat, &pos, comm);
+        CHECK(pos == n * tsize);
+        if (lead) {
+            MPI_Send(src, n, t[k], peer, 40 + k, comm);
+            MPI_Send(flat, n * ints, MPI_INT, peer, 50 + k, comm);
+            MPI_Send(src, n, t[k], peer, 60 + k, comm);
+        } else {
+            /* The peer's packed order: its src is our src shifted. */
+            static int want[M];
+            for (int i = 0; i < M; i++) src[i] = peer * 100000 + i;
+            pos = 0;
+            MPI_Pack(src, n, t[k], want, (int)sizeof want, &pos, comm);
+            MPI_Status st;
+            int count;
+            memset(dst, 0, sizeof dst);
+            MPI_Recv(dst, M, MPI_INT, peer, 40 + k, comm, &st);
+            MPI_Get_count(&st, MPI_INT, &count);
+            CHECK(count == n * ints && memcmp(dst, want, (size_t)count * 4) == 0);
+            for (int i = 0; i < M; i++) dst[i] = -1;
+            MPI_Recv(dst, n, t[k], peer, 50 + k, comm, MPI_STATUS_IGNORE);
+            static int back[M];
+            for (int i = 0; i < M; i++) back[i] = -1;
+            pos = 0;
+            MPI_Unpack(want, (int)sizeof want, &pos, back, n, t[k], comm);
+            CHECK(memcmp(dst, back, sizeof dst) == 0);
+            for (int i = 0; i < M; i++) dst[i] = -1;
+            MPI_Request r;
+            MPI_Datatype d;
+            MPI_Type_dup(t[k], &d);
+            MPI_Irecv(dst, n, d, peer, 60 + k, comm, &r);
+            MPI_Type_free(&d);
+            MPI_Wait(&r, &st);
+            MPI_Get_count(&st, t[k], &count);
+            CHECK(count == n && memcmp(dst, back, sizeof dst) == 0);
+        }
+        (void)lb;
+        (void)ext;
+    }
+    for (int k = 0; k < 6; k++) MPI_Type_free(&t[k]);
+    MPI_Type_free(&contig3);
+}
+
 /* Every rank sends its rank to 0 with ANY_SOURCE receives, several tags,
  * interleaved with specific-source receives posted after them. */
 static void any_source(MPI_Comm comm) {
@@ -336,6 +409,7 @@ int main(int argc, char **argv) {
     } else {
         any_source(MPI_COMM_WORLD);
         pairwise(MPI_COMM_WORLD);
+        strided(MPI_COMM_WORLD);
         contexts();
         recorded_receives(MPI_COMM_WORLD);
         MPI_Comm half;
