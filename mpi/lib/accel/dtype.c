@@ -72,114 +72,177 @@ void acc_tmp_free(void *p) {
 struct acc_dtype_cache acc_dt_last;
 
 /* ---- Strided layouts packed here --------------------------------------
- * A vector (MPI_Type_vector, MPI_Type_create_hvector) of a dense element
- * (its bytes one run: a predefined type, or a contiguous one) is n blocks
- * of blk bytes, block i at i * stride, and element e of a message at e *
- * ext: a matrix column, a halo face. Open MPI's generic convertor packs
- * such a column of doubles at about 5 GB/s (PMPI_Pack, 256 KiB: 50 us); the
- * loops below move it at the speed of memory. The bytes are the ones
- * PMPI_Pack writes (the native representation: the type map's bytes in
- * order), so the other end may pack or unpack either way. One layout is
- * kept, for the last type looked at (cleared by MPI_Type_free, as the
- * handle may come back for another type). */
-struct strided {
-    MPI_Datatype type;
-    int valid, ok;   /* looked at; a strided layout */
-    int n;           /* blocks per element */
-    size_t blk;      /* bytes per block */
-    MPI_Aint stride; /* bytes from a block to the next */
-    MPI_Aint ext;    /* bytes from an element to the next */
+ * A datatype built from a dense element (a predefined type whose bytes are
+ * one run) by contiguous, vector, hvector, subarray, resized and dup
+ * constructors is a nest of regular strides: blocks of blk bytes, repeated
+ * cnt[0] times stride str[0] apart, that repeated cnt[1] times str[1]
+ * apart, and so on (a matrix column, a halo face of a 3-D array, a block
+ * of a matrix), starting off bytes from the buffer, and element e of a
+ * message ext bytes after element e-1. Its type map lists the blocks in
+ * the order of these nested loops, innermost first, so the loops below
+ * write the bytes PMPI_Pack writes (the native representation), and the
+ * other end may pack or unpack either way. Open MPI's generic convertor
+ * packs a column of doubles at about 5 GB/s (PMPI_Pack, 256 KiB: 50 us);
+ * the loops move it at the speed of memory. One layout is kept, for the
+ * last type looked at (cleared by MPI_Type_free, as the handle may come
+ * back for another type). Other types (indexed, struct, ...) and nests
+ * deeper than LVL_MAX go to PMPI_Pack. */
+enum { LVL_MAX = 4 };
+struct layout {
+    size_t blk;            /* bytes per block */
+    int nlev;              /* levels of repetition, innermost first */
+    int cnt[LVL_MAX];      /* items per level */
+    MPI_Aint str[LVL_MAX]; /* bytes between two items of the level */
+    MPI_Aint off;          /* first byte from the element's origin */
 };
-static struct strided strided_last;
+static struct {
+    MPI_Datatype type;
+    int valid, ok; /* looked at; a strided layout */
+    struct layout l;
+    MPI_Aint ext; /* bytes from an element to the next */
+} strided_last;
 
-/* Whether `t` is dense: its size bytes one run starting at its lower bound
- * 0, with no gap before the next element. */
-static int dense(MPI_Datatype t, size_t *size) {
-    int sz;
-    MPI_Aint lb, ext, tlb, text;
-    if (PMPI_Type_size(t, &sz) != MPI_SUCCESS || sz <= 0) return 0;
-    PMPI_Type_get_extent(t, &lb, &ext);
-    PMPI_Type_get_true_extent(t, &tlb, &text);
-    *size = (size_t)sz;
-    return lb == 0 && tlb == 0 && ext == sz && text == sz;
+/* Repeats the layout cnt times, stride bytes apart: merged into the block
+ * or the outermost level when the repetition continues it. */
+static int layout_repeat(struct layout *l, int cnt, MPI_Aint stride) {
+    if (cnt < 1) return 0;
+    if (cnt == 1) return 1;
+    if (l->nlev == 0 && stride == (MPI_Aint)l->blk) {
+        l->blk *= (size_t)cnt;
+        return 1;
+    }
+    if (l->nlev > 0 && stride == (MPI_Aint)l->cnt[l->nlev - 1] * l->str[l->nlev - 1]) {
+        l->cnt[l->nlev - 1] *= cnt;
+        return 1;
+    }
+    if (l->nlev == LVL_MAX) return 0;
+    l->cnt[l->nlev] = cnt;
+    l->str[l->nlev++] = stride;
+    return 1;
 }
 
-static void strided_look_at(MPI_Datatype type, struct strided *s, int depth);
+static int layout_of(MPI_Datatype type, struct layout *l, int depth);
 
-static void strided_look(MPI_Datatype type, struct strided *s) {
-    s->type = type;
-    s->valid = 1;
-    s->ok = 0;
-    strided_look_at(type, s, 0);
-}
-
-/* `type`, or what it duplicates (a request keeps a duplicate of its
- * datatype, which the application may free meanwhile), a few levels. */
-static void strided_look_at(MPI_Datatype type, struct strided *s, int depth) {
+/* The layout of a constructor's element type, and its extent. */
+static int layout_old(MPI_Datatype old, struct layout *l, MPI_Aint *ext, int depth) {
+    MPI_Aint lb;
+    int ok = layout_of(old, l, depth + 1);
+    PMPI_Type_get_extent(old, &lb, ext);
     int ni, na, nd, comb;
-    if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &comb) != MPI_SUCCESS) return;
-    if (comb == MPI_COMBINER_DUP && depth < 4) {
-        MPI_Datatype orig;
-        if (PMPI_Type_get_contents(type, 0, 0, 1, NULL, NULL, &orig) != MPI_SUCCESS) return;
-        strided_look_at(orig, s, depth + 1);
-        int oni, ona, ond, ocomb;
-        PMPI_Type_get_envelope(orig, &oni, &ona, &ond, &ocomb);
-        if (ocomb != MPI_COMBINER_NAMED) PMPI_Type_free(&orig);
-        return;
+    PMPI_Type_get_envelope(old, &ni, &na, &nd, &comb);
+    if (comb != MPI_COMBINER_NAMED) PMPI_Type_free(&old);
+    return ok && *ext > 0;
+}
+
+static int layout_of(MPI_Datatype type, struct layout *l, int depth) {
+    int ni, na, nd, comb;
+    if (depth > 8 || PMPI_Type_get_envelope(type, &ni, &na, &nd, &comb) != MPI_SUCCESS) return 0;
+    if (comb == MPI_COMBINER_NAMED) {
+        int size;
+        MPI_Aint lb, ext;
+        if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0) return 0;
+        PMPI_Type_get_extent(type, &lb, &ext);
+        /* Pair types (MPI_SHORT_INT, ...) may have a gap: not dense. */
+        if (lb != 0 || ext != size) return 0;
+        *l = (struct layout){(size_t)size, 0, {0}, {0}, 0};
+        return 1;
     }
-    if ((comb != MPI_COMBINER_VECTOR && comb != MPI_COMBINER_HVECTOR) || ni > 3 || na > 1 ||
-        nd != 1)
-        return;
-    int ints[3];
-    MPI_Aint addrs[1];
+    enum { NI = 3 * 8 + 2 }; /* a subarray of up to 8 dimensions */
+    if (ni > NI || na > 2 || nd != 1) return 0;
+    int in[NI];
+    MPI_Aint ad[2], oext;
     MPI_Datatype old;
-    if (PMPI_Type_get_contents(type, ni, na, nd, ints, addrs, &old) != MPI_SUCCESS) return;
-    size_t esz = 0;
-    int old_dense = dense(old, &esz);
-    int oni, ona, ond, ocomb;
-    PMPI_Type_get_envelope(old, &oni, &ona, &ond, &ocomb);
-    if (ocomb != MPI_COMBINER_NAMED) PMPI_Type_free(&old);
-    int count = ints[0], bl = ints[1];
-    MPI_Aint stride = comb == MPI_COMBINER_VECTOR ? (MPI_Aint)ints[2] * (MPI_Aint)esz : addrs[0];
-    if (!old_dense || count < 1 || bl < 1) return;
-    size_t blk = (size_t)bl * esz;
-    int size;
-    MPI_Aint lb, ext;
-    PMPI_Type_size(type, &size);
-    PMPI_Type_get_extent(type, &lb, &ext);
-    /* Blocks in increasing order, apart (else the general path), the
-     * element's first byte at its lower bound 0. */
-    if ((count > 1 && stride < (MPI_Aint)blk) || lb != 0 || (size_t)size != (size_t)count * blk)
-        return;
-    s->n = count;
-    s->blk = blk;
-    s->stride = stride;
-    s->ext = ext;
-    s->ok = 1;
-}
-
-static const struct strided *strided_of(MPI_Datatype type) {
-    if (!strided_last.valid || strided_last.type != type) strided_look(type, &strided_last);
-    return strided_last.ok ? &strided_last : NULL;
-}
-
-/* Moves `count` elements between the strided layout at `buf` and the
- * packed bytes at `packed` (pack: into packed; else out of it). Fixed
- * sizes of block get fixed-size moves (a column of doubles: 8 bytes). */
-#define STRIDED_LOOP(N)                                                                           \
-    for (int e = 0; e < count; e++) {                                                            \
-        char *base = buf + (MPI_Aint)e * s->ext;                                                 \
-        for (int i = 0; i < s->n; i++, packed += (N)) {                                          \
-            char *b = base + (MPI_Aint)i * s->stride;                                            \
-            if (pack) memcpy(packed, b, (N));                                                    \
-            else memcpy(b, packed, (N));                                                         \
-        }                                                                                        \
+    if (PMPI_Type_get_contents(type, ni, na, nd, in, ad, &old) != MPI_SUCCESS) return 0;
+    if (!layout_old(old, l, &oext, depth)) return 0;
+    switch (comb) {
+    case MPI_COMBINER_DUP:
+    case MPI_COMBINER_RESIZED: /* the blocks stay; the extent is read at the top */
+        return 1;
+    case MPI_COMBINER_CONTIGUOUS:
+        return layout_repeat(l, in[0], oext);
+    case MPI_COMBINER_VECTOR:
+        return layout_repeat(l, in[1], oext) && layout_repeat(l, in[0], (MPI_Aint)in[2] * oext);
+    case MPI_COMBINER_HVECTOR:
+        return layout_repeat(l, in[1], oext) && layout_repeat(l, in[0], ad[0]);
+    case MPI_COMBINER_SUBARRAY: {
+        int nd2 = in[0], order = in[1 + 3 * nd2];
+        const int *sizes = in + 1, *sub = in + 1 + nd2, *starts = in + 1 + 2 * nd2;
+        if (nd2 < 1 || nd2 > 8) return 0;
+        /* The fastest dimension first: the last in C order, the first in
+         * Fortran order. */
+        MPI_Aint stride = oext;
+        for (int k = 0; k < nd2; k++) {
+            int d = order == MPI_ORDER_C ? nd2 - 1 - k : k;
+            l->off += (MPI_Aint)starts[d] * stride;
+            if (!layout_repeat(l, sub[d], stride)) return 0;
+            stride *= sizes[d];
+        }
+        return 1;
     }
-static void strided_move(const struct strided *s, char *buf, int count, char *packed, int pack) {
-    if (s->blk == 8) STRIDED_LOOP(8)
-    else if (s->blk == 4) STRIDED_LOOP(4)
-    else if (s->blk == 16) STRIDED_LOOP(16)
-    else STRIDED_LOOP(s->blk)
+    default:
+        return 0;
+    }
+}
+
+/* The layout checked against the type: its bytes are the type's size and
+ * no level overlaps the next (every stride positive and at least the span
+ * of what it repeats). */
+static int layout_sound(const struct layout *l, MPI_Datatype type) {
+    int size;
+    if (PMPI_Type_size(type, &size) != MPI_SUCCESS) return 0;
+    size_t total = l->blk;
+    MPI_Aint span = (MPI_Aint)l->blk;
+    for (int i = 0; i < l->nlev; i++) {
+        if (l->str[i] < span) return 0;
+        total *= (size_t)l->cnt[i];
+        span = (MPI_Aint)(l->cnt[i] - 1) * l->str[i] + span;
+    }
+    return l->blk > 0 && total == (size_t)size;
+}
+
+static const struct layout *strided_of(MPI_Datatype type, MPI_Aint *ext) {
+    if (!strided_last.valid || strided_last.type != type) {
+        MPI_Aint lb;
+        strided_last.type = type;
+        strided_last.valid = 1;
+        strided_last.ok = layout_of(type, &strided_last.l, 0) && layout_sound(&strided_last.l, type);
+        PMPI_Type_get_extent(type, &lb, &strided_last.ext);
+    }
+    *ext = strided_last.ext;
+    return strided_last.ok ? &strided_last.l : NULL;
+}
+
+/* Moves the innermost level's blocks between `at` and the packed bytes:
+ * fixed-size moves for blocks of 4, 8 and 16 bytes (a column of doubles). */
+#define INNER_LOOP(N)                                                                             \
+    for (int i = 0; i < n0; i++, packed += (N)) {                                                \
+        char *b = at + (MPI_Aint)i * s0;                                                         \
+        if (pack) memcpy(packed, b, (N));                                                        \
+        else memcpy(b, packed, (N));                                                             \
+    }
+
+/* `count` elements between the layout at `buf` (element e at e * ext) and
+ * the packed bytes (pack: into them; else out of them). */
+static void strided_move(const struct layout *l, MPI_Aint ext, char *buf, int count,
+                         char *packed, int pack) {
+    int n0 = l->nlev > 0 ? l->cnt[0] : 1;
+    MPI_Aint s0 = l->nlev > 0 ? l->str[0] : 0;
+    size_t blk = l->blk;
+    for (int e = 0; e < count; e++) {
+        int idx[LVL_MAX] = {0};
+        for (;;) {
+            char *at = buf + (MPI_Aint)e * ext + l->off;
+            for (int k = 1; k < l->nlev; k++) at += (MPI_Aint)idx[k] * l->str[k];
+            if (blk == 8) INNER_LOOP(8)
+            else if (blk == 4) INNER_LOOP(4)
+            else if (blk == 16) INNER_LOOP(16)
+            else INNER_LOOP(blk)
+            /* The next item of the outer levels (an odometer). */
+            int k = 1;
+            while (k < l->nlev && ++idx[k] == l->cnt[k]) idx[k++] = 0;
+            if (k >= l->nlev) break;
+        }
+    }
 }
 
 int MPI_Type_free(MPI_Datatype *type) {
@@ -220,11 +283,12 @@ int acc_pack_full(const void *buf, int count, MPI_Datatype type, MPI_Comm comm,
         m->len = bytes;
         return MPI_SUCCESS;
     }
-    const struct strided *st = strided_of(type);
+    MPI_Aint ext;
+    const struct layout *st = strided_of(type, &ext);
     if (st) {
         m->tmp = acc_tmp_alloc(bytes);
         if (!m->tmp) return MPI_ERR_NO_MEM;
-        strided_move(st, (char *)buf, count, m->tmp, 1);
+        strided_move(st, ext, (char *)buf, count, m->tmp, 1);
         m->data = m->tmp;
         m->len = bytes;
         return MPI_SUCCESS;
@@ -272,8 +336,9 @@ int acc_unpack(struct acc_msg *m, size_t got, void *buf, int count, MPI_Datatype
     int n = size > 0 ? (int)(got / (size_t)size) : 0;
     int truncated = n > count || (n == count && got > (size_t)size * (size_t)n);
     if (n > count) n = count;
-    const struct strided *st = n > 0 ? strided_of(type) : NULL;
-    if (st) strided_move(st, buf, n, m->tmp, 0);
+    MPI_Aint ext = 0;
+    const struct layout *st = n > 0 ? strided_of(type, &ext) : NULL;
+    if (st) strided_move(st, ext, buf, n, m->tmp, 0);
     else if (n > 0) rc = PMPI_Unpack(m->tmp, (int)got, &pos, buf, n, type, comm);
     acc_tmp_free(m->tmp);
     m->tmp = NULL;

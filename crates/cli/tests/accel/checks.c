@@ -33,7 +33,8 @@ static void strided(MPI_Comm comm) {
     int lead = rank < peer;
     enum { M = 4096 };
     static int src[M], dst[M], flat[M];
-    MPI_Datatype contig3, t[6];
+    enum { NT = 13 };
+    MPI_Datatype contig3, col, t[NT];
     MPI_Type_contiguous(3, MPI_INT, &contig3);
     MPI_Type_vector(200, 1, 2, MPI_INT, &t[0]);       /* 4-byte blocks */
     MPI_Type_vector(100, 2, 5, MPI_INT, &t[1]);       /* 8-byte blocks */
@@ -41,22 +42,39 @@ static void strided(MPI_Comm comm) {
     MPI_Type_create_hvector(50, 1, 20, contig3, &t[3]); /* 12-byte blocks, byte stride */
     MPI_Type_vector(1, 7, 7, MPI_INT, &t[4]);         /* one block: contiguous */
     MPI_Type_vector(3, 2, 1, MPI_INT, &t[5]);         /* overlapping blocks: the MPI's */
-    for (int k = 0; k < 6; k++) MPI_Type_commit(&t[k]);
-    for (int k = 0; k < 6; k++) {
+    /* Nests: 3-D faces (C order, with a start), a 2-D block in Fortran
+     * order, a vector of vectors, a contiguous run of a resized column, a
+     * vector of pairs with a gap (MPI_SHORT_INT: the MPI's). */
+    int sz3[3] = {6, 7, 8}, face_x[3] = {6, 5, 1}, face_y[3] = {6, 1, 5}, at[3] = {0, 2, 3};
+    MPI_Type_create_subarray(3, sz3, face_x, at, MPI_ORDER_C, MPI_INT, &t[6]);
+    MPI_Type_create_subarray(3, sz3, face_y, at, MPI_ORDER_C, MPI_INT, &t[7]);
+    int sz2[2] = {20, 30}, blk2[2] = {5, 7}, at2[2] = {3, 4};
+    MPI_Type_create_subarray(2, sz2, blk2, at2, MPI_ORDER_FORTRAN, MPI_INT, &t[8]);
+    MPI_Type_vector(4, 3, 5, MPI_INT, &col);
+    MPI_Type_vector(5, 2, 3, col, &t[9]);
+    MPI_Datatype colr;
+    MPI_Type_create_resized(col, 0, 20 * (MPI_Aint)sizeof(int), &colr);
+    MPI_Type_contiguous(6, colr, &t[10]);
+    MPI_Type_free(&colr);
+    MPI_Type_vector(40, 1, 3, MPI_SHORT_INT, &t[11]);
+    MPI_Type_dup(t[7], &t[12]);
+    MPI_Type_free(&col);
+    for (int k = 0; k < NT; k++) MPI_Type_commit(&t[k]);
+    for (int k = 0; k < NT; k++) {
         int tsize;
         MPI_Aint lb, ext;
         MPI_Type_size(t[k], &tsize);
         MPI_Type_get_extent(t[k], &lb, &ext);
-        int ints = tsize / 4, n = 3; /* elements per message */
+        int n = 3; /* elements per message */
         /* The packed order of n elements, from MPI_Pack itself. */
         for (int i = 0; i < M; i++) src[i] = rank * 100000 + i;
         int pos = 0;
         MPI_Pack(src, n, t[k], flat, (int)sizeof flat, &pos, comm);
         CHECK(pos == n * tsize);
         if (lead) {
-            MPI_Send(src, n, t[k], peer, 40 + k, comm);
-            MPI_Send(flat, n * ints, MPI_INT, peer, 50 + k, comm);
-            MPI_Send(src, n, t[k], peer, 60 + k, comm);
+            MPI_Send(src, n, t[k], peer, 100 + k, comm);
+            MPI_Send(flat, pos, MPI_BYTE, peer, 200 + k, comm);
+            MPI_Send(src, n, t[k], peer, 300 + k, comm);
         } else {
             /* The peer's packed order: its src is our src shifted. */
             static int want[M];
@@ -66,11 +84,11 @@ static void strided(MPI_Comm comm) {
             MPI_Status st;
             int count;
             memset(dst, 0, sizeof dst);
-            MPI_Recv(dst, M, MPI_INT, peer, 40 + k, comm, &st);
-            MPI_Get_count(&st, MPI_INT, &count);
-            CHECK(count == n * ints && memcmp(dst, want, (size_t)count * 4) == 0);
+            MPI_Recv(dst, (int)sizeof dst, MPI_BYTE, peer, 100 + k, comm, &st);
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            CHECK(count == n * tsize && memcmp(dst, want, (size_t)count) == 0);
             for (int i = 0; i < M; i++) dst[i] = -1;
-            MPI_Recv(dst, n, t[k], peer, 50 + k, comm, MPI_STATUS_IGNORE);
+            MPI_Recv(dst, n, t[k], peer, 200 + k, comm, MPI_STATUS_IGNORE);
             static int back[M];
             for (int i = 0; i < M; i++) back[i] = -1;
             pos = 0;
@@ -80,7 +98,7 @@ static void strided(MPI_Comm comm) {
             MPI_Request r;
             MPI_Datatype d;
             MPI_Type_dup(t[k], &d);
-            MPI_Irecv(dst, n, d, peer, 60 + k, comm, &r);
+            MPI_Irecv(dst, n, d, peer, 300 + k, comm, &r);
             MPI_Type_free(&d);
             MPI_Wait(&r, &st);
             MPI_Get_count(&st, t[k], &count);
@@ -89,7 +107,7 @@ static void strided(MPI_Comm comm) {
         (void)lb;
         (void)ext;
     }
-    for (int k = 0; k < 6; k++) MPI_Type_free(&t[k]);
+    for (int k = 0; k < NT; k++) MPI_Type_free(&t[k]);
     MPI_Type_free(&contig3);
 }
 
