@@ -507,6 +507,10 @@ static int allreduce_two(acc_comm *c, const struct grp *g, struct red *d, const 
     return rc;
 }
 
+/* Small reduce straight to the root on crowded nodes (reduce_flat, after
+ * the request helpers below). */
+static int reduce_flat(const struct grp *g, struct red *d, int root);
+
 /* Allreduce (root < 0) and reduce by blocks from SPLIT_MIN bytes
  * (reduce_split, after the request helpers below). */
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
@@ -687,6 +691,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
 }
 
 static int leave_oversubscribed(void);
+static int crowded(void);
 
 /* Whether a large reduce stays with the MPI's own. Open MPI's pipelines
  * segments up a chain into the root, which reduces each while it is in
@@ -734,7 +739,11 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         return 1;
     }
     int err, holder; /* comm rank that ends with the result in d.acc */
-    if (!c->mixed) {
+    if (!c->mixed && c->size > 2 && crowded()) {
+        struct grp g = whole(c);
+        err = reduce_flat(&g, &d, root);
+        holder = root;
+    } else if (!c->mixed) {
         struct grp g = whole(c);
         err = reduce_to_first(&g, &d);
         holder = 0;
@@ -1024,6 +1033,50 @@ static int blocks_out(const struct grp *g, const struct blocks *b, size_t esz, c
     return tc_err(terr ? terr : werr);
 }
 
+/* A small reduce with every member's block sent straight to the root,
+ * which folds them in member order from the top, x_0 (op) (x_1 (op) (...
+ * (op) x_{n-1})), as the blocks do (deterministic, any operation): one
+ * hop, where the binomial tree makes each inner member wait for its
+ * children to be scheduled before it can send. For nodes with more ranks
+ * than CPUs. */
+static char *flat_area;
+static size_t flat_cap;
+
+static int reduce_flat(const struct grp *g, struct red *d, int root) {
+    int n = g->n, me = g->me;
+    if (me != root) return tc_err(xfer(g, d->acc, d->bytes, root, NULL, 0, -1, T_REDUCE));
+    size_t slot = round64(d->bytes), need = slot * (size_t)n;
+    if (need > flat_cap) {
+        free(flat_area);
+        flat_area = aligned_alloc(64, need);
+        flat_cap = flat_area ? need : 0;
+        if (!flat_area) return MPI_ERR_NO_MEM;
+    }
+    struct reqs q;
+    int err = reqs_init(&q, n), terr = 0;
+    if (err != MPI_SUCCESS) return err;
+    for (int j = 0; j < n && terr == 0; j++)
+        if (j != me) terr = post_recv(g, &q, flat_area + (size_t)j * slot, d->bytes, j, T_REDUCE);
+    int werr = reqs_wait(&q);
+    if (terr == 0) terr = werr;
+    if (terr != 0) return tc_err(terr);
+    /* t = x_{n-1}, then t = x_j (op) t; the root's own block is d->acc. */
+    char *t = me == n - 1 ? d->acc : flat_area + (size_t)(n - 1) * slot;
+    for (int j = n - 2; j >= 0 && err == MPI_SUCCESS; j--) {
+        const char *x = j == me ? d->acc : flat_area + (size_t)j * slot;
+        if (j == me && t != d->acc) {
+            /* acc := x_me (op) t, landing in d->acc: the result's home. */
+            err = acc_reduce_local(x - d->lb, t - d->lb, d->count, d->type, d->op);
+            if (err == MPI_SUCCESS) memcpy(d->acc, t, d->bytes);
+            t = d->acc;
+            continue;
+        }
+        err = acc_reduce_local(x - d->lb, t - d->lb, d->count, d->type, d->op);
+    }
+    if (err == MPI_SUCCESS && t != d->acc) memcpy(d->acc, t, d->bytes);
+    return err;
+}
+
 /* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes. */
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
                         int root) {
@@ -1053,6 +1106,12 @@ static size_t block_bytes(int count, MPI_Datatype type) {
  * 8); MPICH's poll without yielding and take milliseconds per call there
  * (docs/collectives.md), so under MPICH they stay with the transport. The
  * same answer on every member: one node, one machine. */
+static int crowded(void) {
+    static long cpus = -1;
+    if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && acc.node_size > cpus;
+}
+
 static int leave_oversubscribed(void) {
 #ifdef OPEN_MPI
     static long cpus = -1;
