@@ -223,8 +223,12 @@ static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
     for (mask >>= 1; mask > 0 && rc == 0; mask >>= 1)
         if (vr + mask < n) {
             static char none;
-            rc = tc_isend_x(len ? data : &none, len, g->tc[(vr + mask + root) % n], T_BCAST, g->ctx,
-                            0, &reqs[k++]);
+            int child = g->tc[(vr + mask + root) % n];
+            /* A small message goes out complete, with no request (the
+             * latency path of a send), unless the channel is full. */
+            if (len <= XFER_EAGER && tc_send_now_x(len ? data : &none, len, child, T_BCAST, g->ctx) == 1)
+                continue;
+            rc = tc_isend_x(len ? data : &none, len, child, T_BCAST, g->ctx, 0, &reqs[k++]);
         }
     for (int i = 0; i < k && rc == 0; i++) rc = acc_wait_tc(&reqs[i], NULL);
     return rc;
