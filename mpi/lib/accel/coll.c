@@ -1070,16 +1070,22 @@ static int blocks_out(const struct grp *g, const struct blocks *b, size_t esz, c
 static char *flat_area;
 static size_t flat_cap;
 
-static int reduce_flat(const struct grp *g, struct red *d, int root) {
-    int n = g->n, me = g->me;
-    if (me != root) return tc_err(xfer(g, d->acc, d->bytes, root, NULL, 0, -1, T_REDUCE));
-    size_t slot = round64(d->bytes), need = slot * (size_t)n;
+/* flat_area with room for n slots of `slot` bytes (grow-only, kept). */
+static int flat_slots(size_t slot, int n) {
+    size_t need = slot * (size_t)n;
     if (need > flat_cap) {
         free(flat_area);
         flat_area = aligned_alloc(64, need);
         flat_cap = flat_area ? need : 0;
-        if (!flat_area) return MPI_ERR_NO_MEM;
     }
+    return flat_area != NULL;
+}
+
+static int reduce_flat(const struct grp *g, struct red *d, int root) {
+    int n = g->n, me = g->me;
+    if (me != root) return tc_err(xfer(g, d->acc, d->bytes, root, NULL, 0, -1, T_REDUCE));
+    size_t slot = round64(d->bytes);
+    if (!flat_slots(slot, n)) return MPI_ERR_NO_MEM;
     struct reqs q;
     int err = reqs_init(&q, n), terr = 0;
     if (err != MPI_SUCCESS) return err;
@@ -1118,13 +1124,8 @@ static int reduce_flat(const struct grp *g, struct red *d, int root) {
  * 1.0-2.3x at 4 ranks: two hops. (FLAT_ALL_MAX: above.) */
 static int allreduce_flat(const struct grp *g, struct red *d) {
     int n = g->n, me = g->me;
-    size_t slot = round64(d->bytes), need = slot * (size_t)n;
-    if (need > flat_cap) {
-        free(flat_area);
-        flat_area = aligned_alloc(64, need);
-        flat_cap = flat_area ? need : 0;
-        if (!flat_area) return MPI_ERR_NO_MEM;
-    }
+    size_t slot = round64(d->bytes);
+    if (!flat_slots(slot, n)) return MPI_ERR_NO_MEM;
     struct reqs q;
     int err = reqs_init(&q, 2 * n), terr = 0;
     if (err != MPI_SUCCESS) return err;
