@@ -164,9 +164,17 @@ static int tc_err(int tc_rc) {
     return tc_rc == 0 ? MPI_SUCCESS : tc_rc == TC_ERR_TRUNCATED ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
 }
 
+/* Whether this node has more ranks than online CPUs: the same answer on
+ * every member (one node, one machine). There, a round of a tree waits for
+ * its partner to be scheduled, so the small collectives below take one hop. */
+static int crowded(void) {
+    static long cpus = -1;
+    if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && acc.node_size > cpus;
+}
+
 /* ---- Barrier: dissemination, ceil(log2 n) rounds of 0-byte messages ---- */
 
-static int crowded(void);
 enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier and allreduce at most */
 
 /* On a node with more ranks than CPUs, up to FLAT_ALL_MAX members: each
@@ -178,14 +186,8 @@ enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier and allreduce at mo
 static int barrier(const struct grp *g) {
     int n = g->n, r = g->me, rc = 0;
     if (n > 2 && n <= FLAT_ALL_MAX && crowded()) {
-        for (int k = 1; k < n && rc == 0; k++) {
-            static char none;
-            if (tc_send_now_x(&none, 0, g->tc[(r + k) % n], T_BARRIER, g->ctx) != 1) {
-                tc_request q;
-                rc = tc_isend_x(&none, 0, g->tc[(r + k) % n], T_BARRIER, g->ctx, 0, &q);
-                if (rc == 0) rc = acc_wait_tc(&q, NULL);
-            }
-        }
+        for (int k = 1; k < n && rc == 0; k++)
+            rc = xfer(g, NULL, 0, (r + k) % n, NULL, 0, -1, T_BARRIER);
         for (int k = 1; k < n && rc == 0; k++) rc = recv_from(g, NULL, 0, (r - k + n) % n, T_BARRIER);
         return rc;
     }
@@ -431,45 +433,46 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
  * whole vector to the root, which combines it with its own in one pass
  * (member 0's (op) member 1's, the blocks' bits). One message and one
  * pass over the vector at the root. */
+/* Where member `me` of two receives the other's whole vector: member 0
+ * not in place straight into its result (combined there), else a working
+ * area. NULL: no memory. */
+static char *pair_in(const struct red *d, int me, const char *mine, char *out) {
+    return me == 0 && mine != out ? out : work_area(round64(d->bytes));
+}
+
+/* out := member 0's (op) member 1's, from `mine` and the other's vector
+ * `in` (pair_in's), in one pass; out may be mine (in place). */
+static int pair_combine(const struct red *d, int me, const char *mine, char *out, char *in) {
+    if (me == 1) /* out = in (op) mine */
+        return acc_reduce_to(in - d->lb, mine - d->lb, out - d->lb, d->count, d->bytes, d->type,
+                             d->op);
+    if (in == out) /* out = mine (op) out */
+        return acc_reduce_local(mine - d->lb, out - d->lb, d->count, d->type, d->op);
+    /* in place: out = out (op) in */
+    return acc_reduce_into_lower(out - d->lb, in - d->lb, d->count, d->bytes, d->type, d->op);
+}
+
 static int reduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf,
                        int root) {
-    int me = g->me, other = 1 - me;
+    int me = g->me;
     const char *mine = (const char *)src + d->lb;
     if (me != root) return tc_err(xfer(g, mine, d->bytes, root, NULL, 0, -1, T_REDUCE));
-    char *out = (char *)rbuf + d->lb;
-    int in_place = mine == out;
-    /* Member 0 not in place: the other's vector lands in the result and is
-     * combined there (out = mine (op) out); else in a working area. */
-    char *in = me == 0 && !in_place ? out : work_area(round64(d->bytes));
+    char *out = (char *)rbuf + d->lb, *in = pair_in(d, me, mine, out);
     if (!in) return MPI_ERR_NO_MEM;
-    int rc = tc_err(xfer(g, NULL, 0, -1, in, d->bytes, other, T_REDUCE));
-    if (rc != MPI_SUCCESS) return rc;
-    if (me == 0 && !in_place) return acc_reduce_local(mine - d->lb, out - d->lb, d->count, d->type, d->op);
-    if (me == 0) /* in place: out = out (op) in */
-        return acc_reduce_into_lower(out - d->lb, in - d->lb, d->count, d->bytes, d->type, d->op);
-    /* member 1: out = in (op) mine, one pass (out may be mine). */
-    return acc_reduce_to(in - d->lb, mine - d->lb, out - d->lb, d->count, d->bytes, d->type,
-                         d->op);
+    int rc = tc_err(xfer(g, NULL, 0, -1, in, d->bytes, 1 - me, T_REDUCE));
+    return rc != MPI_SUCCESS ? rc : pair_combine(d, me, mine, out, in);
 }
 
 /* Allreduce of two members by one exchange of whole vectors: each
  * receives the other's and combines it with its own in one pass (member
  * 0's (op) member 1's on both: the same bits). */
 static int allreduce_whole2(const struct grp *g, struct red *d, const void *src, void *rbuf) {
-    int me = g->me, other = 1 - me;
+    int me = g->me;
     const char *mine = (const char *)src + d->lb;
-    char *out = (char *)rbuf + d->lb;
-    int in_place = mine == out;
-    char *in = me == 0 && !in_place ? out : work_area(round64(d->bytes));
+    char *out = (char *)rbuf + d->lb, *in = pair_in(d, me, mine, out);
     if (!in) return MPI_ERR_NO_MEM;
-    int rc = tc_err(xfer(g, mine, d->bytes, other, in, d->bytes, other, T_ALLREDUCE));
-    if (rc != MPI_SUCCESS) return rc;
-    if (me == 0 && in_place)
-        return acc_reduce_into_lower(out - d->lb, in - d->lb, d->count, d->bytes, d->type, d->op);
-    if (me == 0) /* out = mine (op) out */
-        return acc_reduce_local(mine - d->lb, out - d->lb, d->count, d->type, d->op);
-    return acc_reduce_to(in - d->lb, mine - d->lb, out - d->lb, d->count, d->bytes, d->type,
-                         d->op);
+    int rc = tc_err(xfer(g, mine, d->bytes, 1 - me, in, d->bytes, 1 - me, T_ALLREDUCE));
+    return rc != MPI_SUCCESS ? rc : pair_combine(d, me, mine, out, in);
 }
 
 /* Two-member allreduce above XFER_EAGER: the whole exchange (one message
@@ -1081,6 +1084,18 @@ static int flat_slots(size_t slot, int n) {
     return flat_area != NULL;
 }
 
+/* d->acc := the fold of the n slots of flat_area (slot j: member j's
+ * block; the caller's own copied into its slot), from the top. */
+static int fold_slots(struct red *d, int n, size_t slot) {
+    char *t = flat_area + (size_t)(n - 1) * slot;
+    int err = MPI_SUCCESS;
+    for (int j = n - 2; j >= 0 && err == MPI_SUCCESS; j--)
+        err = acc_reduce_local(flat_area + (size_t)j * slot - d->lb, t - d->lb, d->count, d->type,
+                               d->op);
+    if (err == MPI_SUCCESS) memcpy(d->acc, t, d->bytes);
+    return err;
+}
+
 static int reduce_flat(const struct grp *g, struct red *d, int root) {
     int n = g->n, me = g->me;
     if (me != root) return tc_err(xfer(g, d->acc, d->bytes, root, NULL, 0, -1, T_REDUCE));
@@ -1094,21 +1109,8 @@ static int reduce_flat(const struct grp *g, struct red *d, int root) {
     int werr = reqs_wait(&q);
     if (terr == 0) terr = werr;
     if (terr != 0) return tc_err(terr);
-    /* t = x_{n-1}, then t = x_j (op) t; the root's own block is d->acc. */
-    char *t = me == n - 1 ? d->acc : flat_area + (size_t)(n - 1) * slot;
-    for (int j = n - 2; j >= 0 && err == MPI_SUCCESS; j--) {
-        const char *x = j == me ? d->acc : flat_area + (size_t)j * slot;
-        if (j == me && t != d->acc) {
-            /* acc := x_me (op) t, landing in d->acc: the result's home. */
-            err = acc_reduce_local(x - d->lb, t - d->lb, d->count, d->type, d->op);
-            if (err == MPI_SUCCESS) memcpy(d->acc, t, d->bytes);
-            t = d->acc;
-            continue;
-        }
-        err = acc_reduce_local(x - d->lb, t - d->lb, d->count, d->type, d->op);
-    }
-    if (err == MPI_SUCCESS && t != d->acc) memcpy(d->acc, t, d->bytes);
-    return err;
+    memcpy(flat_area + (size_t)me * slot, d->acc, d->bytes);
+    return fold_slots(d, n, slot);
 }
 
 /* A small allreduce with every member's block sent straight to every
@@ -1139,12 +1141,7 @@ static int allreduce_flat(const struct grp *g, struct red *d) {
     if (terr == 0) terr = werr;
     if (terr != 0) return tc_err(terr);
     memcpy(flat_area + (size_t)me * slot, d->acc, d->bytes);
-    char *t = flat_area + (size_t)(n - 1) * slot;
-    for (int j = n - 2; j >= 0 && err == MPI_SUCCESS; j--)
-        err = acc_reduce_local(flat_area + (size_t)j * slot - d->lb, t - d->lb, d->count, d->type,
-                               d->op);
-    if (err == MPI_SUCCESS) memcpy(d->acc, t, d->bytes);
-    return err;
+    return fold_slots(d, n, slot);
 }
 
 /* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes. */
@@ -1176,17 +1173,9 @@ static size_t block_bytes(int count, MPI_Datatype type) {
  * 8); MPICH's poll without yielding and take milliseconds per call there
  * (docs/collectives.md), so under MPICH they stay with the transport. The
  * same answer on every member: one node, one machine. */
-static int crowded(void) {
-    static long cpus = -1;
-    if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 0 && acc.node_size > cpus;
-}
-
 static int leave_oversubscribed(void) {
 #ifdef OPEN_MPI
-    static long cpus = -1;
-    if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 0 && acc.node_size > cpus;
+    return crowded();
 #else
     return 0;
 #endif

@@ -13,8 +13,8 @@
  * went back to the kernel (glibc trims the top of the heap, and unmaps
  * what it mapped), and the next message of the same size faulted every
  * page back in: a window of 8 strided 256 KiB messages between 2 ranks
- * (Open MPI) ran at 1.5 GB/s, 2.5-3.0 with the areas kept, against 5.0-5.3
- * plain (the rest: the whole message is packed before it moves, docs/mpi.md).
+ * (Open MPI) ran at 1.5 GB/s, 2.5 with the areas kept, against 5.0-5.3
+ * plain (docs/benchmarks/accel.md, "Strided datatypes").
  * The transport keeps its unexpected-message buffers the same way
  * (crates/transport/src/spare.rs). Up to TMP_KEEP areas and TMP_BYTES in
  * all (a window of 8 strided 4 MiB messages: 3.1-3.2 GB/s with 32 MiB
@@ -83,9 +83,11 @@ struct acc_dtype_cache acc_dt_last;
  * write the bytes PMPI_Pack writes (the native representation), and the
  * other end may pack or unpack either way. Open MPI's generic convertor
  * packs a column of doubles at about 5 GB/s (PMPI_Pack, 256 KiB: 50 us);
- * the loops move it at the speed of memory. One layout is kept, for the
- * last type looked at (cleared by MPI_Type_free, as the handle may come
- * back for another type). Other types (indexed, struct, ...) and nests
+ * the loops move it at the speed of memory. The layouts of the last
+ * LAYOUTS types looked at are kept (a halo exchange alternates its send
+ * type, its receive type and the duplicates its requests hold; a look is
+ * a recursion of envelope queries), all dropped by MPI_Type_free, as a
+ * handle may come back for another type. Other types (indexed, struct, ...) and nests
  * deeper than LVL_MAX go to PMPI_Pack. */
 enum { LVL_MAX = 4 };
 struct layout {
@@ -95,12 +97,14 @@ struct layout {
     MPI_Aint str[LVL_MAX]; /* bytes between two items of the level */
     MPI_Aint off;          /* first byte from the element's origin */
 };
+enum { LAYOUTS = 4 };
 static struct {
     MPI_Datatype type;
     int valid, ok; /* looked at; a strided layout */
     struct layout l;
     MPI_Aint ext; /* bytes from an element to the next */
-} strided_last;
+} layouts[LAYOUTS];
+static int layouts_next; /* the entry replaced next (round robin) */
 
 /* Repeats the layout cnt times, stride bytes apart: merged into the block
  * or the outermost level when the repetition continues it. */
@@ -201,15 +205,19 @@ static int layout_sound(const struct layout *l, MPI_Datatype type) {
 }
 
 static const struct layout *strided_of(MPI_Datatype type, MPI_Aint *ext) {
-    if (!strided_last.valid || strided_last.type != type) {
+    int i = 0;
+    while (i < LAYOUTS && !(layouts[i].valid && layouts[i].type == type)) i++;
+    if (i == LAYOUTS) {
         MPI_Aint lb;
-        strided_last.type = type;
-        strided_last.valid = 1;
-        strided_last.ok = layout_of(type, &strided_last.l, 0) && layout_sound(&strided_last.l, type);
-        PMPI_Type_get_extent(type, &lb, &strided_last.ext);
+        i = layouts_next;
+        layouts_next = (layouts_next + 1) % LAYOUTS;
+        layouts[i].type = type;
+        layouts[i].valid = 1;
+        layouts[i].ok = layout_of(type, &layouts[i].l, 0) && layout_sound(&layouts[i].l, type);
+        PMPI_Type_get_extent(type, &lb, &layouts[i].ext);
     }
-    *ext = strided_last.ext;
-    return strided_last.ok ? &strided_last.l : NULL;
+    *ext = layouts[i].ext;
+    return layouts[i].ok ? &layouts[i].l : NULL;
 }
 
 /* Moves the innermost level's blocks between `at` and the packed bytes:
@@ -248,7 +256,7 @@ static void strided_move(const struct layout *l, MPI_Aint ext, char *buf, int co
 int MPI_Type_free(MPI_Datatype *type) {
     acc_settle();
     acc_dt_last.valid = 0;
-    strided_last.valid = 0;
+    for (int i = 0; i < LAYOUTS; i++) layouts[i].valid = 0;
     return PMPI_Type_free(type);
 }
 
