@@ -724,14 +724,19 @@ static int leave_oversubscribed(void);
 /* Whether a large reduce stays with the MPI's own. Open MPI's pipelines
  * segments up a chain into the root, which reduces each while it is in
  * the cache, and leaves the other ranks idle early: on the dev VM it took
- * 3.5 ms for 16 MiB at 2 ranks against 4.7 by blocks, and with 4 ranks on
- * 2 CPUs 30 us at 64 KiB against 61, while the blocks won up to 1 MiB at 2
- * ranks (95 us against 122). Under MPICH the blocks won at every size
- * (16 MiB: 5.8 ms against 22.9). The same answer on every member. */
-static int reduce_to_mpi(size_t bytes) {
+ * 3.5 ms for 16 MiB at 2 ranks against 4.7 by blocks (before the combine
+ * loops were vectorized), and with 4 ranks on 2 CPUs 30 us at 64 KiB
+ * against 61, while the blocks won up to 1 MiB at 2 ranks (95 us against
+ * 122). Two members send one message (reduce_pair) and, with the
+ * vectorized combine, won at every size: 4 MiB 182-189 us against Open
+ * MPI's 309-337, 16 MiB 0.95 ms against 2.5-2.8 (dev VM, 2026-11-27).
+ * Under MPICH the blocks won at every size (16 MiB: 5.8 ms against 22.9).
+ * The same answer on every member. */
+static int reduce_to_mpi(int members, size_t bytes) {
 #ifdef OPEN_MPI
-    return leave_oversubscribed() || bytes > bcast_max;
+    return leave_oversubscribed() || (members > 2 && bytes > bcast_max);
 #else
+    (void)members;
     (void)bytes;
     return 0;
 #endif
@@ -745,7 +750,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     /* Large: by blocks, gathered at the root (as the allreduce). */
     if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
-        acc_coll_split_ok(d.bytes) && !reduce_to_mpi(d.bytes)) {
+        acc_coll_split_ok(d.bytes) && !reduce_to_mpi(c->size, d.bytes)) {
         struct grp g = whole(c);
         d.count = count;
         d.type = type;

@@ -14,13 +14,38 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The loops run in blocks of VEC_BLOCK elements, each block's loop marked
+ * free of dependences between iterations (IVDEP): `out` is one of the two
+ * operands or overlaps neither, and element j reads only a[j] and b[j]
+ * before writing o[j]. A block's fixed trip count and that promise let the
+ * compiler vectorize at -O2 (GCC 12's "very cheap" model vectorizes no loop
+ * of unknown count, nor one whose pointers might overlap): the scalar loop
+ * took 38% of a 1 MiB two-member allreduce (perf, dev VM), one element per
+ * cycle. Element-wise operations give the same bits vectorized or not. */
+#define VEC_BLOCK 16
+#if defined(__clang__)
+#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define IVDEP _Pragma("GCC ivdep")
+#else
+#define IVDEP
+#endif
+
 /* Integer arithmetic through the unsigned type of the same width: the
  * two's-complement result MPIs give, without C's signed-overflow UB. */
 #define INT_LOOP(T, U, EXPR)                                                                      \
     do {                                                                                          \
         const T *a = (const T *)in, *b = (const T *)upper;                                        \
         T *o = (T *)out;                                                                          \
-        for (int i = 0; i < count; i++) {                                                         \
+        int i = 0;                                                                                \
+        for (; i + VEC_BLOCK <= count; i += VEC_BLOCK) {                                          \
+            IVDEP                                                                                 \
+            for (int j = 0; j < VEC_BLOCK; j++) {                                                 \
+                U x = (U)a[i + j], y = (U)b[i + j];                                                \
+                o[i + j] = (T)(EXPR);                                                           \
+            }                                                                                     \
+        }                                                                                         \
+        for (; i < count; i++) {                                                                  \
             U x = (U)a[i], y = (U)b[i];                                                           \
             o[i] = (T)(EXPR);                                                                     \
         }                                                                                         \
@@ -48,7 +73,15 @@
     do {                                                                                          \
         const T *a = (const T *)in, *b = (const T *)upper;                                        \
         T *o = (T *)out;                                                                          \
-        for (int i = 0; i < count; i++) {                                                         \
+        int i = 0;                                                                                \
+        for (; i + VEC_BLOCK <= count; i += VEC_BLOCK) {                                          \
+            IVDEP                                                                                 \
+            for (int j = 0; j < VEC_BLOCK; j++) {                                                 \
+                T x = a[i + j], y = b[i + j];                                                    \
+                o[i + j] = (EXPR);                                                              \
+            }                                                                                     \
+        }                                                                                         \
+        for (; i < count; i++) {                                                                  \
             T x = a[i], y = b[i];                                                                 \
             o[i] = (EXPR);                                                                        \
         }                                                                                         \

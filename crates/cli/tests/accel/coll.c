@@ -785,7 +785,8 @@ static void check_nb(MPI_Comm comm, const char *name) {
  * integers in floating point; integers wrap modulo 2^n, also in a product
  * that overflows), so any grouping of the ranks gives these bits. */
 static void check_builtin_ops(MPI_Comm comm, const char *name) {
-    enum { N = 5 };
+    /* Two of the combine loops' blocks of 16 and a tail of 5 (redop.c). */
+    enum { N = 37 };
     MPI_Datatype types[] = {MPI_DOUBLE,   MPI_FLOAT,    MPI_INT,           MPI_INT32_T,
                             MPI_LONG,     MPI_LONG_LONG, MPI_INT64_T,      MPI_UNSIGNED,
                             MPI_UINT32_T, MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG,
@@ -803,12 +804,15 @@ static void check_builtin_ops(MPI_Comm comm, const char *name) {
             if (fp && o >= 4) break; /* bitwise and logical: integers only */
             /* Element i of rank q: small values, zeros, negatives, and for
              * integers one near the top of the range (wraps in a sum or
-             * product). */
+             * product), in turn, each shifted by i / 5 so that the lanes of
+             * a vector differ. */
             unsigned char in[8 * N], want[8 * N], got[8 * N], red[8 * N];
             for (int q = n - 1; q >= 0; q--) {
                 for (int i = 0; i < N; i++) {
-                    long long v = i == 0 ? q + 1 : i == 1 ? (q % 2) * (q + 2) : i == 2 ? -(q + 3)
-                                : i == 3 ? 2 * q - 1 : (long long)1 << (tsize * 8 - 3);
+                    int k = i % 5, s = i / 5;
+                    long long v = k == 0 ? q + 1 + s : k == 1 ? (q % 2) * (q + 2 + s)
+                                : k == 2 ? -(q + 3 + s) : k == 3 ? 2 * q - 1 - s
+                                : ((long long)1 << (tsize * 8 - 3)) + s;
                     unsigned char *at = (q == r ? in : red) + i * tsize;
                     if (types[t] == MPI_DOUBLE) *(double *)at = (double)v;
                     else if (types[t] == MPI_FLOAT) *(float *)at = (float)v;
