@@ -93,14 +93,19 @@ static void check_comm(MPI_Comm comm, const char *name) {
         }
         MPI_Type_free(&every2);
     }
-    /* A large broadcast (rendezvous / single copy in the transport). */
-    {
-        size_t big = 1 << 20;
+    /* Large broadcasts (rendezvous / single copy in the transport), from
+     * the first and the last rank: two members above the accelerator's
+     * limit of 1 MiB (one message, over the transport at any size), more at
+     * the limit (above it, the MPI's own). */
+    for (int root = 0; root < n; root += n - 1) {
+        size_t big = n == 2 ? (3 << 20) + 5 : 1 << 20;
         char *b = malloc(big);
-        for (size_t i = 0; i < big; i++) b[i] = r == 0 ? (char)(i * 7) : 0;
-        MPI_Bcast(b, (int)big, MPI_CHAR, 0, comm);
-        for (size_t i = 0; i < big; i += 4093) CHECK(b[i] == (char)(i * 7), "%s big bcast", name);
+        for (size_t i = 0; i < big; i++) b[i] = r == root ? (char)(i * 7 + root) : 0;
+        MPI_Bcast(b, (int)big, MPI_CHAR, root, comm);
+        for (size_t i = 0; i < big; i++)
+            CHECK(b[i] == (char)(i * 7 + root), "%s big bcast root %d: byte %zu", name, root, i);
         free(b);
+        if (n == 1) break;
     }
 
     /* Reduce to every root: long sum, MINLOC, MPI_IN_PLACE at the root. */
