@@ -109,6 +109,9 @@ impl Comm {
                             ))
                         })?;
                     let req = self.ins[src].streams[k].req;
+                    if self.ins[src].streams[k].got == 0 {
+                        self.first_fragment(src, k);
+                    }
                     let (buf, _) = self.recv_buf(req);
                     self.before_long_copy(len);
                     // SAFETY: the sender never sends past the length the
@@ -176,6 +179,28 @@ impl Comm {
             unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
         }
         Ok(n)
+    }
+
+    /// At a stream's first fragment: if the sender finished single copies
+    /// since the CTS, it answered late because it was copying (in an
+    /// exchange, most likely this rank's message to it), and the stream is
+    /// timed from now. Without this, two members exchanging large messages
+    /// could settle on single copy for good: one reads by single copy,
+    /// which delays its answer to the other's CTS, so the other measures
+    /// two-copy as slow and moves to single copy too, and each later try
+    /// of two-copy by one of them meets the other's single copy again
+    /// (2-rank 1 MiB allgather over the transport on the dev VM: 2 runs of
+    /// 8 stuck at 83 us against 46-47 us for the others). A sender that is
+    /// late because it was not running finishes no single copy meanwhile,
+    /// so that delay still counts against two-copy, as it should: single
+    /// copy does not need the sender to run.
+    fn first_fragment(&mut self, src: usize, k: usize) {
+        let s = &self.ins[src].streams[k];
+        if s.pick.is_some()
+            && self.seg.rank_slot(src).cma_reads.load(Ordering::Relaxed) != s.sender_cma_reads
+        {
+            self.ins[src].streams[k].t0 = Instant::now();
+        }
     }
 
     /// Reports a finished two-copy stream's cost to the channel's chooser,

@@ -44,6 +44,10 @@ pub(crate) struct InStream {
     /// When the CTS went out, and the choice to report the cost to.
     pub(crate) t0: Instant,
     pub(crate) pick: Option<Pick>,
+    /// The sender's count of finished single copies when the CTS went out
+    /// (`RankSlot::cma_reads`): if it moved by the first fragment, the
+    /// stream is timed from that fragment.
+    pub(crate) sender_cma_reads: u64,
     /// Copied out of the slots with streaming stores (choose.rs).
     pub(crate) stream: bool,
 }
@@ -467,6 +471,7 @@ impl Comm {
                 got: 0,
                 len,
                 t0: Instant::now(),
+                sender_cma_reads: self.seg.rank_slot(src).cma_reads.load(Ordering::Relaxed),
                 // A failed single copy falls back to (and is timed as) two-copy.
                 pick: pick.map(|p| Pick {
                     proto: if stream { Rdv::Stream } else { Rdv::TwoCopy },
@@ -501,6 +506,9 @@ impl Comm {
                     let ns = t0.elapsed().as_nanos() as u64;
                     self.ins[src].chooser.record(len, p, ns);
                 }
+                // Only this rank writes its count (see RankSlot::cma_reads).
+                let count = &self.seg.rank_slot(self.rank).cma_reads;
+                count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 Ok(true)
             }
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {

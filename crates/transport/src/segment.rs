@@ -15,7 +15,7 @@
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3476_6f63_6f70_6f74; // "topocov4" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes)
+pub const MAGIC: u64 = 0x3576_6f63_6f70_6f74; // "topocov5" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots count single copies)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -78,6 +78,15 @@ pub struct RankSlot {
     /// itself (then spinning only takes the CPU it may need). Relaxed: a
     /// scheduling hint, never a correctness condition.
     pub beat: AtomicU64,
+    /// Single-copy reads this rank has finished: bumped after each one.
+    /// A receiver that sends a CTS and finds, when the first fragment
+    /// comes, that the sender finished single copies in between was kept
+    /// waiting by the sender's own copy, not by the protocol: it times the
+    /// stream from that fragment (choose.rs). One bump per single copy (at
+    /// least tens of KiB moved) costs peers reading `beat` one line
+    /// transfer. Relaxed: a measurement hint, never a correctness
+    /// condition.
+    pub cma_reads: AtomicU64,
 }
 
 /// Receiver-owned control line of a channel: the sender only reads it when
