@@ -197,7 +197,7 @@ impl Comm {
     fn first_fragment(&mut self, src: usize, k: usize) {
         let s = &self.ins[src].streams[k];
         if s.pick.is_some()
-            && self.seg.rank_slot(src).cma_reads.load(Ordering::Relaxed) != s.sender_cma_reads
+            && self.seg.rank_slot(src).cma_reads.0.load(Ordering::Relaxed) != s.sender_cma_reads
         {
             self.ins[src].streams[k].t0 = Instant::now();
         }

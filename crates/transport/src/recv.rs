@@ -471,7 +471,7 @@ impl Comm {
                 got: 0,
                 len,
                 t0: Instant::now(),
-                sender_cma_reads: self.seg.rank_slot(src).cma_reads.load(Ordering::Relaxed),
+                sender_cma_reads: self.seg.rank_slot(src).cma_reads.0.load(Ordering::Relaxed),
                 // A failed single copy falls back to (and is timed as) two-copy.
                 pick: pick.map(|p| Pick {
                     proto: if stream { Rdv::Stream } else { Rdv::TwoCopy },
@@ -507,7 +507,7 @@ impl Comm {
                     self.ins[src].chooser.record(len, p, ns);
                 }
                 // Only this rank writes its count (see RankSlot::cma_reads).
-                let count = &self.seg.rank_slot(self.rank).cma_reads;
+                let count = &self.seg.rank_slot(self.rank).cma_reads.0;
                 count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 Ok(true)
             }

@@ -15,7 +15,7 @@
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3576_6f63_6f70_6f74; // "topocov5" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots count single copies)
+pub const MAGIC: u64 = 0x3576_6f63_6f70_6f74; // "topocov5" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -60,7 +60,8 @@ pub struct Header {
 pub const ST_UP: u64 = 1;
 pub const ST_FINALIZED: u64 = 2;
 
-/// Per-rank identity and start-up probe words, one cache line each.
+/// Per-rank identity, start-up probe words and waiting heartbeat on one
+/// cache line, and the single-copy count on a second one.
 #[repr(C, align(64))]
 pub struct RankSlot {
     pub pid: AtomicU64,
@@ -82,12 +83,17 @@ pub struct RankSlot {
     /// A receiver that sends a CTS and finds, when the first fragment
     /// comes, that the sender finished single copies in between was kept
     /// waiting by the sender's own copy, not by the protocol: it times the
-    /// stream from that fragment (choose.rs). One bump per single copy (at
-    /// least tens of KiB moved) costs peers reading `beat` one line
-    /// transfer. Relaxed: a measurement hint, never a correctness
+    /// stream from that fragment (progress.rs, `first_fragment`). On a line
+    /// of its own: receivers read it twice per rendezvous message, and on
+    /// `beat`'s line, which a waiting rank rewrites all the time, each read
+    /// would be a miss. Relaxed: a measurement hint, never a correctness
     /// condition.
-    pub cma_reads: AtomicU64,
+    pub cma_reads: OwnLine,
 }
+
+/// An atomic word alone on its cache line.
+#[repr(C, align(64))]
+pub struct OwnLine(pub AtomicU64);
 
 /// Receiver-owned control line of a channel: the sender only reads it when
 /// its cached copy says the ring or the slots are full.
@@ -126,10 +132,11 @@ const _: () = assert!(std::mem::offset_of!(Cell, body) == CELL_HEADER);
 const _: () = assert!(std::mem::offset_of!(Cell, tag) == 12);
 // A rendezvous request carries three 64-bit words in the body.
 const _: () = assert!(INLINE_BYTES >= 3 * 8);
-// `Layout::new` steps 64 bytes per rank slot, and a channel starts with a
-// 64-byte `RecvCtrl` line before its cells (`Layout::channel_bytes`,
+// `Layout::new` steps RANK_SLOT_BYTES per rank slot, and a channel starts
+// with a 64-byte `RecvCtrl` line before its cells (`Layout::channel_bytes`,
 // `Comm::start`).
-const _: () = assert!(std::mem::size_of::<RankSlot>() == 64);
+const RANK_SLOT_BYTES: u64 = 128;
+const _: () = assert!(std::mem::size_of::<RankSlot>() as u64 == RANK_SLOT_BYTES);
 const _: () = assert!(std::mem::size_of::<RecvCtrl>() == 64);
 // The rank table follows the header's 64-byte-aligned end; the header
 // fits in one line.
@@ -237,7 +244,7 @@ pub struct Layout {
 impl Layout {
     pub fn new(n: usize) -> Layout {
         let ranks = align(std::mem::size_of::<Header>() as u64, 64);
-        let doorbells = ranks + 64 * n as u64;
+        let doorbells = ranks + RANK_SLOT_BYTES * n as u64;
         let doorbell_stride = align(8 * n.div_ceil(64) as u64, 64);
         let plans = doorbells + doorbell_stride * n as u64;
         let lanes = align(plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64, 64);
@@ -422,7 +429,10 @@ impl Segment {
     pub fn rank_slot(&self, r: usize) -> &RankSlot {
         assert!(r < self.nranks());
         // SAFETY: in bounds of the rank table; all fields are atomics.
-        unsafe { &*(self.base.add(self.layout().ranks as usize + 64 * r) as *const RankSlot) }
+        unsafe {
+            let at = self.layout().ranks + RANK_SLOT_BYTES * r as u64;
+            &*(self.base.add(at as usize) as *const RankSlot)
+        }
     }
 
     /// Doorbell word `w` of receiver `r`.
