@@ -51,8 +51,8 @@
         for (; i + VEC_BLOCK <= count; i += VEC_BLOCK) {                                          \
             IVDEP                                                                                 \
             for (int j = 0; j < VEC_BLOCK; j++) {                                                 \
-                U x = (U)a[i + j], y = (U)b[i + j];                                                \
-                o[i + j] = (T)(EXPR);                                                           \
+                U x = (U)a[i + j], y = (U)b[i + j];                                               \
+                o[i + j] = (T)(EXPR);                                                             \
             }                                                                                     \
         }                                                                                         \
         for (; i < count; i++) {                                                                  \
@@ -87,8 +87,8 @@
         for (; i + VEC_BLOCK <= count; i += VEC_BLOCK) {                                          \
             IVDEP                                                                                 \
             for (int j = 0; j < VEC_BLOCK; j++) {                                                 \
-                T x = a[i + j], y = b[i + j];                                                    \
-                o[i + j] = (EXPR);                                                              \
+                T x = a[i + j], y = b[i + j];                                                     \
+                o[i + j] = (EXPR);                                                                \
             }                                                                                     \
         }                                                                                         \
         for (; i < count; i++) {                                                                  \
@@ -107,10 +107,10 @@
         return 1;                                                                                 \
     } while (0)
 
-/* out[i] = in[i] (op) upper[i]; out is upper or does not overlap either.
- * 1 when done here, 0 when the caller must use PMPI_Reduce_local. */
-ISA_CLONES static int reduce_builtin(const void *in, const void *upper, void *out, int count,
-                          MPI_Datatype type, MPI_Op op) {
+/* out[i] = in[i] (op) upper[i]; out is one of the two operands or overlaps
+ * neither. 1 when done here, 0 when the caller must use PMPI_Reduce_local. */
+ISA_CLONES static int reduce_builtin(const void *in, const void *upper, void *out,
+                                     int count, MPI_Datatype type, MPI_Op op) {
     if (type == MPI_DOUBLE) FLOAT_OPS(double);
     if (type == MPI_FLOAT) FLOAT_OPS(float);
     if (type == MPI_INT || type == MPI_INT32_T) INT_OPS(int32_t, uint32_t, 1);
