@@ -726,20 +726,34 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
 
 static int leave_oversubscribed(void);
 
-/* Whether a large reduce stays with the MPI's own. Open MPI's pipelines
- * segments up a chain into the root, which reduces each while it is in
- * the cache, and leaves the other ranks idle early: on the dev VM it took
- * 3.5 ms for 16 MiB at 2 ranks against 4.7 by blocks (before the combine
- * loops were vectorized), and with 4 ranks on 2 CPUs 30 us at 64 KiB
- * against 61, while the blocks won up to 1 MiB at 2 ranks (95 us against
- * 122). Two members send one message (reduce_pair) and, with the
- * vectorized combine, won at every size: 4 MiB 182-189 us against Open
- * MPI's 309-337, 16 MiB 0.95 ms against 2.5-2.8 (dev VM, 2026-11-27).
+/* Whether a large reduce stays with the MPI's own (under Open MPI only):
+ * - three or more members above the broadcast limit: Open MPI's pipeline
+ *   up a chain into the root reduces each segment while it is in the
+ *   cache; on the dev VM it took 3.5 ms for 16 MiB at 2 ranks against 4.7
+ *   by blocks, with the scalar combine of then. Two members send one
+ *   message (reduce_pair) and, with the vectorized combine, won at every
+ *   size (4 MiB 182-189 us against Open MPI's 309-337, 16 MiB 0.95 ms
+ *   against 2.5-2.8);
+ * - on a node with more ranks than CPUs, three or more members whose
+ *   blocks are larger than the transport pushes at once (the eager floor:
+ *   there, a slot): each block is then a rendezvous into the root that
+ *   waits for its sender to be scheduled. With the vectorized combine,
+ *   blocks within the floor took 0.34-0.40 of Open MPI's time at 64-256
+ *   KiB with 4 ranks on the dev VM's 2 vCPUs and 0.54-0.61 with 8, while 1
+ *   MiB with 8 ranks (128 KiB blocks) took 1.20-1.39 of it in the far
+ *   host state (bench coll, 6 jobs). Every reduce had gone to Open MPI
+ *   there before.
  * Under MPICH the blocks won at every size (16 MiB: 5.8 ms against 22.9).
- * The same answer on every member. */
+ * The same answer on every member: the size, the node and the floor (read
+ * from the shared segment) are. */
 static int reduce_to_mpi(int members, size_t bytes) {
 #ifdef OPEN_MPI
-    return leave_oversubscribed() || (members > 2 && bytes > bcast_max);
+    static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
+    if (members <= 2) return 0;
+    if (bytes > bcast_max) return 1;
+    if (!leave_oversubscribed()) return 0;
+    if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
+    return (bytes + (size_t)members - 1) / (size_t)members > eager_floor;
 #else
     (void)members;
     (void)bytes;
@@ -818,29 +832,6 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     return 1;
 }
 
-/* Whether a large allreduce of 3 or more members stays with Open MPI's own
- * on a node with more ranks than CPUs because its blocks are larger than
- * the transport pushes at once (the eager floor: a slot there). Each such
- * block is a rendezvous that waits for its receiver to be scheduled: on
- * the dev VM, 1 MiB took 427 us against Open MPI's 343 with 4 ranks on 2
- * CPUs, 1.43-1.56 ms against 0.95-1.11 with 8; blocks within the floor
- * won (64 KiB: 0.32x and 0.45x). MPICH polls without yielding there and
- * takes milliseconds per call (docs/collectives.md): the blocks stay. The
- * same answer on every member: the size, the node and the floor (read
- * from the shared segment) are. */
-static int allreduce_to_mpi(int n, size_t bytes) {
-#ifdef OPEN_MPI
-    static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
-    if (n <= 2 || !leave_oversubscribed()) return 0;
-    if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
-    return (bytes + (size_t)n - 1) / (size_t)n > eager_floor;
-#else
-    (void)n;
-    (void)bytes;
-    return 0;
-#endif
-}
-
 int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
@@ -854,9 +845,14 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     d.type = type;
     d.op = op;
     /* Large: by blocks (every member sees the same size, count and limit:
-     * MPI requires equal counts and datatypes). */
+     * MPI requires equal counts and datatypes), also on a node with more
+     * ranks than CPUs. There, blocks larger than the transport pushes at
+     * once went to Open MPI's own until the combine was vectorized (1 MiB
+     * had taken 427 us against Open MPI's 343 with 4 ranks on the dev VM's
+     * 2 vCPUs); since then the blocks took 0.70-0.87 of Open MPI's time at
+     * 1 MiB and 0.73-0.91 at 16 MiB with 4 ranks, 0.78 and 0.78-0.84 with 8
+     * (bench coll, 8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
-        if (allreduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
         *rc = acc_error(comm, c->size == 2 ? allreduce_two(c, &g, &d, src, rbuf)
                                            : reduce_split(&g, &d, src, rbuf, -1));
