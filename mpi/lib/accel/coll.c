@@ -738,8 +738,8 @@ static int leave_oversubscribed(void);
  *   blocks are larger than the transport pushes at once (the eager floor:
  *   there, a slot): each block is then a rendezvous into the root that
  *   waits for its sender to be scheduled. With the vectorized combine,
- *   blocks within the floor took 0.34-0.40 of Open MPI's time at 64-256
- *   KiB with 4 ranks on the dev VM's 2 vCPUs and 0.54-0.61 with 8, while 1
+ *   blocks within the floor took 0.34-0.53 of Open MPI's time at 64-256
+ *   KiB with 4 ranks on the dev VM's 2 vCPUs and 0.54-0.74 with 8, while 1
  *   MiB with 8 ranks (128 KiB blocks) took 1.20-1.39 of it in the far
  *   host state (bench coll, 6 jobs). Every reduce had gone to Open MPI
  *   there before.
@@ -850,8 +850,8 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
      * once went to Open MPI's own until the combine was vectorized (1 MiB
      * had taken 427 us against Open MPI's 343 with 4 ranks on the dev VM's
      * 2 vCPUs); since then the blocks took 0.70-0.87 of Open MPI's time at
-     * 1 MiB and 0.73-0.91 at 16 MiB with 4 ranks, 0.78 and 0.78-0.84 with 8
-     * (bench coll, 8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
+     * 1 MiB and 0.71-0.91 at 16 MiB with 4 ranks, 0.78-0.92 and 0.78-0.84
+     * with 8 (bench coll, 4-8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
         *rc = acc_error(comm, c->size == 2 ? allreduce_two(c, &g, &d, src, rbuf)
