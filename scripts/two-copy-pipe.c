@@ -89,6 +89,17 @@ static void *q_main(void *arg) {
     return NULL;
 }
 
+/* The number in `arg`, or exit 2 naming the argument and what was expected. */
+static long arg_number(const char *arg, const char *name, long min) {
+    char *end;
+    long v = strtol(arg, &end, 0);
+    if (end == arg || *end || v < min) {
+        fprintf(stderr, "two-copy-pipe: %s '%s': expected a whole number >= %ld\n", name, arg, min);
+        exit(2);
+    }
+    return v;
+}
+
 static double median(double *v) {
     qsort(v, ROUNDS, sizeof v[0], cmp);
     return v[ROUNDS / 2];
@@ -99,14 +110,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: two-copy-pipe P Q [FRAG [DEPTH]] (two OS PU indexes)\n");
         return 2;
     }
-    int p = atoi(argv[1]);
-    pu_q = atoi(argv[2]);
-    frag = argc > 3 ? strtoul(argv[3], NULL, 0) : 65536;
-    depth = argc > 4 ? atol(argv[4]) : 4;
-    if (frag < 64 || depth < 1) {
-        fprintf(stderr, "two-copy-pipe: FRAG >= 64 bytes and DEPTH >= 1 expected\n");
-        return 2;
-    }
+    int p = (int)arg_number(argv[1], "P", 0);
+    pu_q = (int)arg_number(argv[2], "Q", 0);
+    frag = argc > 3 ? (size_t)arg_number(argv[3], "FRAG (bytes)", 64) : 65536;
+    depth = argc > 4 ? arg_number(argv[4], "DEPTH", 1) : 4;
     if (pin(p) != 0) {
         perror("two-copy-pipe: pinning to P");
         return 2;

@@ -471,7 +471,12 @@ impl Comm {
                 got: 0,
                 len,
                 t0: Instant::now(),
-                sender_cma_reads: self.seg.rank_slot(src).cma_reads.0.load(Ordering::Relaxed),
+                // Read only for a timed stream (first_fragment looks at no other).
+                sender_cma_reads: if pick.is_some() {
+                    self.seg.rank_slot(src).cma_reads.0.load(Ordering::Relaxed)
+                } else {
+                    0
+                },
                 // A failed single copy falls back to (and is timed as) two-copy.
                 pick: pick.map(|p| Pick {
                     proto: if stream { Rdv::Stream } else { Rdv::TwoCopy },
