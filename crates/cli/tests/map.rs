@@ -263,8 +263,9 @@ fn objectives_are_printed_with_every_baseline() {
 }
 
 #[test]
-fn bench_map_on_the_synthetic_cluster() {
-    // An empty topology directory: only the synthetic cluster, 5 patterns.
+fn bench_map_on_the_synthetic_clusters() {
+    // An empty topology directory: only the three synthetic clusters, 5
+    // patterns each.
     let empty = dir().join("no-topologies");
     std::fs::create_dir_all(&empty).unwrap();
     let json = dir().join("bench-map.json");
@@ -288,7 +289,7 @@ fn bench_map_on_the_synthetic_cluster() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["schema"], "topocomm.bench-map/1");
     let cases = v["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 5, "{v}");
+    assert_eq!(cases.len(), 15, "{v}");
     for c in cases {
         for s in c["scores"].as_array().unwrap() {
             let tc = s["topocomm"].as_f64().unwrap();

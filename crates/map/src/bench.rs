@@ -92,6 +92,21 @@ pub fn targets(shared: Option<&Path>, notes: &mut Vec<String>) -> Vec<(String, T
         c.network_levels = vec![3, 2];
         add("12x(2pkg 3l3 4c), 3/switch, 2/group".into(), c);
     }
+    // Larger clusters, where multilevel mappers are known to pull away
+    // from Scotch (the literature reports its gains there): 960
+    // ranks on nodes with NUMA levels, 2048 on three switch levels.
+    let spec = "synthetic:pack:2 numa:2 l3:2 core:6 pu:1";
+    if let Ok(m) = topocomm_topo::load(&spec.parse().expect("spec")) {
+        let mut c = Cluster::uniform(m, 20);
+        c.network_levels = vec![5, 2];
+        add("20x(2pkg 2numa 2l3 6c), 5/switch, 2/group".into(), c);
+    }
+    if let Ok(m) = topocomm_topo::load(&"synthetic:pack:2 l3:4 core:8 pu:1".parse().expect("spec"))
+    {
+        let mut c = Cluster::uniform(m, 32);
+        c.network_levels = vec![4, 2, 2];
+        add("32x(2pkg 4l3 8c), 4/switch, 2/group, 2/pod".into(), c);
+    }
     out
 }
 

@@ -6,8 +6,15 @@ use crate::graph::Graph;
 use crate::matrix::CommMatrix;
 use crate::target::Target;
 use std::fmt::Write as _;
-use std::process::Command;
-use std::time::Instant;
+use std::io::Read as _;
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one `scotch_gmap` run may take before it is killed: the
+/// benchmark's largest case takes well under a second, and a hung run
+/// (a deadlock seen once with Scotch's threads) must not hang the bench.
+const SCOTCH_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Whether `scotch_gmap` can be run.
 pub fn available() -> bool {
@@ -59,20 +66,11 @@ pub fn map(
     write(&gp, &grf)?;
     write(&tp, &format!("{tleaf}\n"))?;
     let t0 = Instant::now();
-    let out = Command::new("scotch_gmap")
-        .args([&gp, &tp, &op])
-        .args(["-Cd", "-cb", "-b0"])
-        .output()
-        .map_err(|e| format!("scotch_gmap: {e}"))?;
+    let run = run_gmap(&gp, &tp, &op);
     let secs = t0.elapsed().as_secs_f64();
     let text = std::fs::read_to_string(&op).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
-    if !out.status.success() {
-        return Err(format!(
-            "scotch_gmap failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    run?;
     let mut part = vec![u32::MAX; g.n];
     for l in text.lines().skip(1) {
         let f: Vec<usize> = l
@@ -102,4 +100,58 @@ pub fn map(
         leaf[v] = free.next().ok_or("more ranks than terminals")? as u32;
     }
     Ok((leaf, secs, repaired))
+}
+
+/// Runs `scotch_gmap` on one thread, killed past [`SCOTCH_DEADLINE`].
+///
+/// One thread: Debian's Scotch 7.0.3 with its default threads (one per
+/// CPU) dies of SIGSEGV on some graphs of 960-2048 ranks here (the same
+/// files map fine with `SCOTCH_PTHREAD_NUMBER=1`), and one thread gives
+/// the same mapping on any machine; on the 128-288-rank cases the two
+/// mappings score the same.
+fn run_gmap(
+    gp: &std::path::Path,
+    tp: &std::path::Path,
+    op: &std::path::Path,
+) -> Result<(), String> {
+    let mut child = Command::new("scotch_gmap")
+        .args([gp, tp, op])
+        .args(["-Cd", "-cb", "-b0"])
+        .env("SCOTCH_PTHREAD_NUMBER", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("scotch_gmap: {e}"))?;
+    let deadline = Instant::now() + SCOTCH_DEADLINE;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "scotch_gmap did not finish within {} s: killed",
+                    SCOTCH_DEADLINE.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("scotch_gmap: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    // Its messages are a few lines: read once it has exited.
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let how = match status.signal() {
+        Some(sig) => format!("killed by signal {sig}"),
+        None => format!("exit status {}", status.code().unwrap_or(-1)),
+    };
+    Err(format!("scotch_gmap failed ({how}): {}", err.trim())
+        .trim_end_matches(": ")
+        .to_string())
 }

@@ -354,9 +354,13 @@ fn multilevel_tries(n: usize, adj: usize) -> u64 {
 
 /// Annealing steps after the multilevel starts (a function of the
 /// graph's size, like the number of starts): 50 per edge entry on graphs
-/// of up to 10 000 entries (at most half a million steps, 0.15-0.25 s on
-/// the 2-vCPU dev VM at 1000 ranks); none above, where a bounded number of
-/// steps barely moves a large mapping and the starts already take the time.
+/// of up to 25 000 entries (at most 1.25 M steps: 0.15-0.25 s on the
+/// 2-vCPU dev VM at 1000 ranks, 0.2-0.35 s at 2048 ranks and 10-15 000
+/// entries, where it took Scotch's lead on strided all-to-all blocks from
+/// 0.8 % to 0.1 %); none above, where a step costs more (cache misses), a
+/// bounded number of them barely moves the mapping (4900 ranks, 47 000
+/// entries: 0.2 % better for 1.2 s more) and the starts already take the
+/// time.
 fn anneal_steps(adj: usize) -> usize {
     if adj <= ANNEAL_MAX_ENTRIES {
         50 * adj
@@ -365,4 +369,4 @@ fn anneal_steps(adj: usize) -> usize {
     }
 }
 
-const ANNEAL_MAX_ENTRIES: usize = 10_000;
+const ANNEAL_MAX_ENTRIES: usize = 25_000;
