@@ -84,6 +84,11 @@ pub struct Comm {
     /// policy is not `Dedicated`); when none does, a heartbeat nobody
     /// reads need not be written by [`Comm::note_blocked`].
     pub(crate) beats_watched: bool,
+    /// Whether the segment holds more ranks than the machine has online
+    /// CPUs: then every wait of a busy rank lends its CPU to another rank's
+    /// work, and the chooser weighs a two-copy stream by the copying it
+    /// costs instead of its elapsed time (progress.rs, `stream_done`).
+    pub(crate) crowded: bool,
     /// This thread's involuntary context switches at the last look, and
     /// whether they had moved (waiting.rs, `note_preemption`).
     pub(crate) preemptions: u64,
@@ -205,6 +210,7 @@ impl Comm {
             lane_resume: None,
             watch_peers: false,
             beats_watched: false,
+            crowded: false,
             _probe: probe,
             seg,
         };
@@ -236,6 +242,7 @@ impl Comm {
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
         comm.watch_peers = policy != crate::wait::Policy::Dedicated;
+        comm.crowded = size > cpus;
         // Every rank of the node chooses from the same bindings, so each
         // knows whether any of them reads heartbeats at all.
         comm.beats_watched = (0..size).any(|r| {

@@ -114,6 +114,10 @@ impl Comm {
                     }
                     let (buf, _) = self.recv_buf(req);
                     self.before_long_copy(len);
+                    // Two clock reads per fragment, only where the cost of
+                    // the copy itself is what the chooser weighs.
+                    let timed = (self.crowded && self.ins[src].streams[k].pick.is_some())
+                        .then(Instant::now);
                     // SAFETY: the sender never sends past the length the
                     // receiver accepted (off + len <= cap); slot holds len bytes.
                     if self.ins[src].streams[k].stream {
@@ -125,6 +129,9 @@ impl Comm {
                     }
                     self.release_slot(src);
                     let s = &mut self.ins[src].streams[k];
+                    if let Some(t) = timed {
+                        s.copy_ns += t.elapsed().as_nanos() as u64;
+                    }
                     s.got += len;
                     if s.got == s.len {
                         let s = self.ins[src].streams.swap_remove(k);
@@ -207,13 +214,27 @@ impl Comm {
     /// counted from its CTS or from the end of the stream ahead of it on
     /// the channel, whichever is later (streams of one channel run one
     /// after the other: a window of them must not look slower each).
+    ///
+    /// On a crowded node (more ranks than CPUs) the cost is the copying
+    /// instead: twice this rank's copy-out time, the sender's copy into the
+    /// slots being the same bytes. There the elapsed time is mostly the
+    /// sender waiting for a CPU, which other ranks' work fills, so it
+    /// weighed two-copy against a single copy that only needs the receiver
+    /// and picked the single copy for up to two thirds of the messages,
+    /// although it costs more CPU (4 ranks on the dev VM's 2 vCPUs,
+    /// `MPI_Allreduce` by blocks: 1 MiB 241-344 us adaptive, 432-454 us
+    /// single copy only, 207-254 us two-copy only).
     fn stream_done(&mut self, src: usize, s: &InStream) {
         let now = Instant::now();
+        let crowded = self.crowded;
         let i = &mut self.ins[src];
         if let Some(p) = s.pick {
-            let start = s.t0.max(i.busy_until);
-            i.chooser
-                .record(s.len, p, now.duration_since(start).as_nanos() as u64);
+            let ns = if crowded {
+                2 * s.copy_ns
+            } else {
+                now.duration_since(s.t0.max(i.busy_until)).as_nanos() as u64
+            };
+            i.chooser.record(s.len, p, ns);
         }
         i.busy_until = now;
     }

@@ -50,6 +50,9 @@ pub(crate) struct InStream {
     pub(crate) sender_cma_reads: u64,
     /// Copied out of the slots with streaming stores (choose.rs).
     pub(crate) stream: bool,
+    /// Nanoseconds this rank spent copying the stream out of the slots,
+    /// counted only for a timed stream on a crowded node (`Comm::crowded`).
+    pub(crate) copy_ns: u64,
 }
 
 /// Receiver side of the channel peer -> me.
@@ -483,6 +486,7 @@ impl Comm {
                     ..p
                 }),
                 stream,
+                copy_ns: 0,
             });
             self.queue_ctrl(src, K_CTS, msg_id);
         }
