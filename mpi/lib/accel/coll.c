@@ -724,8 +724,6 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     return 1;
 }
 
-static int leave_oversubscribed(void);
-
 /* Whether a large reduce stays with the MPI's own (under Open MPI only):
  * - three or more members above the broadcast limit: Open MPI's pipeline
  *   up a chain into the root reduces each segment while it is in the
@@ -743,7 +741,11 @@ static int leave_oversubscribed(void);
  *   MiB with 8 ranks (128 KiB blocks) took 1.20-1.39 of it in the far
  *   host state (bench coll, 6 jobs). Every reduce had gone to Open MPI
  *   there before.
- * Under MPICH the blocks won at every size (16 MiB: 5.8 ms against 22.9).
+ * Under MPICH the blocks won at every size (16 MiB: 5.8 ms against 22.9):
+ * its collectives poll without yielding on a crowded node and take
+ * milliseconds per call there (docs/collectives.md), where Open MPI's
+ * yield (it turns mpi_yield_when_idle on when it sees more ranks than
+ * CPUs).
  * The same answer on every member: the size, the node and the floor (read
  * from the shared segment) are. */
 static int reduce_to_mpi(int members, size_t bytes) {
@@ -751,7 +753,7 @@ static int reduce_to_mpi(int members, size_t bytes) {
     static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
     if (members <= 2) return 0;
     if (bytes > bcast_max) return 1;
-    if (!leave_oversubscribed()) return 0;
+    if (!crowded()) return 0;
     if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
     return (bytes + (size_t)members - 1) / (size_t)members > eager_floor;
 #else
@@ -1172,30 +1174,24 @@ static size_t block_bytes(int count, MPI_Datatype type) {
     return bytes;
 }
 
-/* Whether these collectives leave oversubscribed nodes to the MPI. Open
- * MPI's own yield there (it turns mpi_yield_when_idle on when it sees more
- * ranks than CPUs) and stayed well ahead of the exchanges below with 4
- * ranks on 2 CPUs (8-byte alltoall 5.5 us against 46, gather 2.7 against
- * 8); MPICH's poll without yielding and take milliseconds per call there
- * (docs/collectives.md), so under MPICH they stay with the transport. The
- * same answer on every member: one node, one machine. */
-static int leave_oversubscribed(void) {
-#ifdef OPEN_MPI
-    return crowded();
-#else
-    return 0;
-#endif
-}
-
 /* An all-local communicator whose n blocks of `blk` bytes fit the limit. */
 static acc_comm *block_comm(MPI_Comm comm, size_t blk) {
     acc_comm *c = coll_comm(comm);
-    if (!c || c->mixed || blk == (size_t)-1 || leave_oversubscribed()) return NULL;
+    if (!c || c->mixed || blk == (size_t)-1) return NULL;
     /* Two members: one block each way at most, at any size, as the
      * two-member broadcast (dev VM, near, 12 alternating rounds: allgather
      * 1 MiB 49 us against Open MPI's 85, 4 MiB 307 against 381; alltoall 4
-     * MiB 382 against 514). */
-    return c->size == 2 || blk <= bcast_max / (size_t)c->size ? c : NULL;
+     * MiB 382 against 514).
+     * A node with more ranks than CPUs: at any size too. These calls went
+     * to Open MPI's own there (8-byte alltoall 5.5 us against 46 with 4
+     * ranks on 2 CPUs, 2026-11-23); since the waits yield early and the
+     * transport weighs two-copy by its copying on such nodes, the blocks
+     * take 0.34-0.69 of Open MPI's time for the allgather and 0.48-0.77
+     * for the alltoall from 8 B to 16 MiB with 4 ranks on the dev VM's 2
+     * vCPUs, and with 8 ranks gather 0.09-0.29, scatter 0.22-0.51,
+     * allgather 0.50-0.86 (8 B: 1.06), alltoall 0.60-0.93 (bench coll, 4
+     * jobs). */
+    return c->size == 2 || crowded() || blk <= bcast_max / (size_t)c->size ? c : NULL;
 }
 
 /* The address of block i (of `count` elements of `type`) in an MPI buffer. */
@@ -1478,7 +1474,15 @@ int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
 
 acc_comm *acc_coll_local(MPI_Comm comm) {
     acc_comm *c = coll_comm(comm);
-    return c && !c->mixed && bcast_max > 0 && !leave_oversubscribed() ? c : NULL;
+#ifdef OPEN_MPI
+    /* Not on a node with more ranks than CPUs, for the non-blocking
+     * collectives (MPICH's coll/nonblocking3 with 4 ranks, which mixes them
+     * with Open MPI's own, took 30 s to over 120 s against 20 s plain) and
+     * the v variants with them (not measured there since the equal blocks
+     * moved to the transport, block_comm). */
+    if (crowded()) return NULL;
+#endif
+    return c && !c->mixed && bcast_max > 0 ? c : NULL;
 }
 
 acc_comm *acc_coll_local_red(MPI_Comm comm) {
