@@ -684,10 +684,13 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
     /* Two members: one message, which the transport moves faster than the
      * MPIs' pipelines at every size (dev VM, near: 4 MiB 81 us against
-     * Open MPI's 272-326, 16 MiB 0.43-1.06 ms against 1.9-2.1). More: the
-     * limit, above which the MPIs' pipelines beat whole messages down a
-     * tree. */
-    if (m.len > bcast_max && (c->size > 2 || c->mixed)) {
+     * Open MPI's 272-326, 16 MiB 0.43-1.06 ms against 1.9-2.1). A node
+     * with more ranks than CPUs: any size as well, since the transport
+     * weighs two-copy by its copying there (4 ranks on the dev VM's 2
+     * vCPUs: 1-16 MiB 0.39-0.40 of Open MPI's time, 8 ranks 0.53-0.77;
+     * bench coll, 4 jobs). More: the limit, above which the MPIs'
+     * pipelines beat whole messages down a tree. */
+    if (m.len > bcast_max && (c->size > 2 || c->mixed) && (c->mixed || !crowded())) {
         acc_tmp_free(m.tmp);
         return 0;
     }
