@@ -59,6 +59,9 @@ static size_t red_max = RED_MAX_DEFAULT, bcast_max = BCAST_MAX_DEFAULT;
 /* Reductions by blocks (reduce_split, acc_coll_reduce_blocks): no limit
  * of their own. */
 size_t acc_coll_split_max = SIZE_MAX;
+/* Whether TOPOCOMM_ACCEL_COLL_MAX set the limits: then they hold with two
+ * members and on crowded nodes too (any_size). */
+static int coll_max_set;
 
 int acc_coll_hier, acc_coll_lanes;
 /* TOPOCOMM_ACCEL_ALLREDUCE2: whole (1) or halves (2) for every two-member
@@ -98,6 +101,7 @@ void acc_coll_init(void) {
         return;
     }
     red_max = bcast_max = acc_coll_split_max = (size_t)x;
+    coll_max_set = 1;
 }
 
 /* struct grp (the members a phase runs over): coll.h. */
@@ -171,6 +175,14 @@ static int crowded(void) {
     static long cpus = -1;
     if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return cpus > 0 && acc.node_size > cpus;
+}
+
+/* Whether broadcasts and equal-block collectives over c run over the
+ * transport at any size: with two members or on a crowded node, unless
+ * TOPOCOMM_ACCEL_COLL_MAX set a limit (acc_coll_bcast and block_comm say
+ * why). The same answer on every member. */
+static int any_size(const acc_comm *c) {
+    return !coll_max_set && !c->mixed && (c->size == 2 || crowded());
 }
 
 /* ---- Barrier: dissemination, ceil(log2 n) rounds of 0-byte messages ---- */
@@ -690,7 +702,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
      * vCPUs: 1-16 MiB 0.39-0.40 of Open MPI's time, 8 ranks 0.53-0.77;
      * bench coll, 4 jobs). More: the limit, above which the MPIs'
      * pipelines beat whole messages down a tree. */
-    if (m.len > bcast_max && (c->size > 2 || c->mixed) && (c->mixed || !crowded())) {
+    if (m.len > bcast_max && !any_size(c)) {
         acc_tmp_free(m.tmp);
         return 0;
     }
@@ -1194,7 +1206,7 @@ static acc_comm *block_comm(MPI_Comm comm, size_t blk) {
      * vCPUs, and with 8 ranks gather 0.09-0.29, scatter 0.22-0.51,
      * allgather 0.50-0.86 (8 B: 1.06), alltoall 0.60-0.93 (bench coll, 4
      * jobs). */
-    return c->size == 2 || crowded() || blk <= bcast_max / (size_t)c->size ? c : NULL;
+    return any_size(c) || blk <= bcast_max / (size_t)c->size ? c : NULL;
 }
 
 /* The address of block i (of `count` elements of `type`) in an MPI buffer. */
