@@ -6,7 +6,6 @@ use crate::graph::Graph;
 use crate::matrix::CommMatrix;
 use crate::target::Target;
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,7 +65,7 @@ pub fn map(
     write(&gp, &grf)?;
     write(&tp, &format!("{tleaf}\n"))?;
     let t0 = Instant::now();
-    let run = run_gmap(&gp, &tp, &op);
+    let run = run_gmap(&gp, &tp, &op, &dir.join("err.txt"));
     let secs = t0.elapsed().as_secs_f64();
     let text = std::fs::read_to_string(&op).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
@@ -113,14 +112,18 @@ fn run_gmap(
     gp: &std::path::Path,
     tp: &std::path::Path,
     op: &std::path::Path,
+    ep: &std::path::Path,
 ) -> Result<(), String> {
+    // Its messages go to a file, not a pipe: a pipe nobody reads while
+    // waiting could fill and stall it until the deadline.
+    let err_file = std::fs::File::create(ep).map_err(|e| format!("{}: {e}", ep.display()))?;
     let mut child = Command::new("scotch_gmap")
         .args([gp, tp, op])
         .args(["-Cd", "-cb", "-b0"])
         .env("SCOTCH_PTHREAD_NUMBER", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(err_file)
         .spawn()
         .map_err(|e| format!("scotch_gmap: {e}"))?;
     let deadline = Instant::now() + SCOTCH_DEADLINE;
@@ -142,16 +145,13 @@ fn run_gmap(
     if status.success() {
         return Ok(());
     }
-    // Its messages are a few lines: read once it has exited.
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
+    let err = std::fs::read_to_string(ep).unwrap_or_default();
     let how = match status.signal() {
         Some(sig) => format!("killed by signal {sig}"),
         None => format!("exit status {}", status.code().unwrap_or(-1)),
     };
-    Err(format!("scotch_gmap failed ({how}): {}", err.trim())
-        .trim_end_matches(": ")
-        .to_string())
+    Err(match err.trim() {
+        "" => format!("scotch_gmap failed ({how})"),
+        msg => format!("scotch_gmap failed ({how}): {msg}"),
+    })
 }
