@@ -314,6 +314,7 @@ fn check_mpi_libraries(prefix: &Path, work: &Path) {
     for p in [
         "tc_mpibench",
         "tc_mpit_cvars",
+        "std_coll",
         "libtopocomm-trace.so",
         "libtopocomm-fortran.so",
     ] {
