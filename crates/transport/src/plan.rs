@@ -2,6 +2,7 @@
 //! start-up from the rules and the locality class of the two ranks' PUs.
 
 use crate::rules::{Params, Rules};
+use crate::segment::PREFAULT_MAX;
 use serde::Serialize;
 use topocomm_topo::{ClassIndex, Machine, ObjectKind};
 
@@ -48,7 +49,68 @@ pub fn resolve(m: &Machine, rules: &Rules, pus: &[Option<u32>]) -> Result<Vec<Pl
             plans.push(Plan { class, params });
         }
     }
+    fit_rings(&mut plans, pus.len(), PREFAULT_MAX);
     Ok(plans)
+}
+
+/// Fewest slots per channel the budget leaves before fragments shrink: the
+/// two-copy pipeline needs a few in flight to overlap the two copies.
+const MIN_DEPTH: u64 = 4;
+/// Smallest fragment the budget leaves (the smallest the model picks).
+const MIN_FRAGMENT: u64 = 16 << 10;
+
+/// Bytes of a rank's slot rings, its outgoing and incoming channels
+/// together, at its largest over the job.
+fn largest_rank_rings(plans: &[Plan], n: usize) -> u64 {
+    let ring = |i: usize| plans[i].params.depth * plans[i].params.fragment;
+    (0..n)
+        .map(|r| {
+            (0..n)
+                .filter(|&q| q != r)
+                .map(|q| ring(r * n + q) + ring(q * n + r))
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Shrinks every channel's slot ring, depth first down to [`MIN_DEPTH`],
+/// then the fragment down to [`MIN_FRAGMENT`], until each rank's rings
+/// together fit `budget` (or nothing can shrink further).
+///
+/// Why: the rules size one channel's ring for one stream (larger than the
+/// receiver's private cache, rules.rs), which a rank has n - 1 times in
+/// each direction. At 16 ranks on a 16-core Intel Xeon VM the 4 MiB rings
+/// made 120 MiB per rank, above what a rank maps in at start-up
+/// ([`PREFAULT_MAX`]), so slot pages were faulted in during the first
+/// collectives: with 10 ms benchmark batches the transport took 1.3-1.9x
+/// Open MPI's time at 1 MiB (bcast, reduce, allreduce) and 1.24x for a
+/// 64 KiB allgather; with 8 slots per channel (30 MiB per rank, mapped in
+/// at start-up) 0.89-1.05x and 0.90x, the same as fifty-millisecond
+/// batches with the large rings once warm (docs/transport.md, "Slot rings
+/// and the number of ranks"). Up to 8 ranks of that machine, and every job
+/// of the 2-vCPU dev VM, keep the rules' rings. Every rank resolves the
+/// same plans, so the channels agree.
+fn fit_rings(plans: &mut [Plan], n: usize, budget: u64) {
+    while largest_rank_rings(plans, n) > budget {
+        let mut shrunk = false;
+        for plan in plans.iter_mut() {
+            let p = &mut plan.params;
+            if p.depth > MIN_DEPTH {
+                p.depth = (p.depth / 2).max(MIN_DEPTH);
+            } else if p.fragment > MIN_FRAGMENT {
+                p.fragment = (p.fragment / 2).max(MIN_FRAGMENT);
+                p.eager_max = p.eager_max.min(p.fragment);
+                p.inline_max = p.inline_max.min(p.eager_max);
+            } else {
+                continue;
+            }
+            shrunk = true;
+        }
+        if !shrunk {
+            return;
+        }
+    }
 }
 
 /// Whether the job's ranks outnumber the machine's PUs, or two of them are
@@ -96,5 +158,78 @@ mod tests {
         let mut q = crowded[1].params.clone();
         q.eager_max = p.eager_max;
         assert_eq!(&q, p);
+    }
+
+    fn rings_of(plans: &[Plan]) -> Vec<(u64, u64)> {
+        plans
+            .iter()
+            .map(|p| (p.params.depth, p.params.fragment))
+            .collect()
+    }
+
+    #[test]
+    fn few_ranks_keep_the_rules_rings() {
+        let m = topocomm_topo::load(&"synthetic:pack:1 l3:1 core:8 pu:1".parse().unwrap()).unwrap();
+        let rules = Rules::builtin(&m);
+        let pus: Vec<_> = (0..8).map(Some).collect();
+        let plans = resolve(&m, &rules, &pus).unwrap();
+        let want = rules.params_for(Some("l3"));
+        assert!(largest_rank_rings(&plans, 8) <= PREFAULT_MAX);
+        assert_eq!(plans[1].params.depth, want.depth);
+        assert_eq!(plans[1].params.fragment, want.fragment);
+    }
+
+    #[test]
+    fn many_ranks_shrink_the_rings_to_the_budget_depth_first() {
+        let m =
+            topocomm_topo::load(&"synthetic:pack:1 l3:1 core:256 pu:1".parse().unwrap()).unwrap();
+        let rules = Rules::builtin(&m);
+        let want = rules.params_for(Some("l3")).clone();
+        let ring = want.depth * want.fragment;
+        for n in [16usize, 64, 256] {
+            let pus: Vec<_> = (0..n as u32).map(Some).collect();
+            let plans = resolve(&m, &rules, &pus).unwrap();
+            let total = largest_rank_rings(&plans, n);
+            let p = &plans[1].params;
+            if 2 * (n as u64 - 1) * ring <= PREFAULT_MAX {
+                assert_eq!((p.depth, p.fragment), (want.depth, want.fragment), "{n}");
+                continue;
+            }
+            assert!(
+                total <= PREFAULT_MAX,
+                "{n} ranks: {total} B of rings per rank"
+            );
+            // Not shrunk further than needed: twice the rings would not fit.
+            assert!(
+                2 * total > PREFAULT_MAX,
+                "{n} ranks: {total} B, shrunk too far"
+            );
+            assert!(p.depth >= MIN_DEPTH && p.depth < want.depth, "{n}: {p:?}");
+            assert!(
+                p.fragment == want.fragment || p.depth == MIN_DEPTH,
+                "{n}: {p:?}"
+            );
+            assert!(p.eager_max <= p.fragment && p.inline_max <= p.eager_max);
+            // The same ring on every channel between two ranks.
+            assert!(rings_of(&plans)
+                .iter()
+                .enumerate()
+                .all(|(i, r)| i % (n + 1) == 0 || *r == (p.depth, p.fragment)));
+        }
+    }
+
+    #[test]
+    fn rings_stop_at_the_smallest_depth_and_fragment() {
+        let m = machine();
+        let rules = Rules::builtin(&m);
+        let mut plans = resolve(&m, &rules, &[Some(0), Some(1)]).unwrap();
+        fit_rings(&mut plans, 2, 1);
+        for p in &plans {
+            assert_eq!(
+                (p.params.depth, p.params.fragment),
+                (MIN_DEPTH, MIN_FRAGMENT)
+            );
+            assert!(p.params.eager_max <= MIN_FRAGMENT);
+        }
     }
 }
