@@ -185,6 +185,41 @@ static int any_size(const acc_comm *c) {
     return !coll_max_set && !c->mixed && (c->size == 2 || crowded());
 }
 
+/* Members beyond which a binomial tree takes more than three rounds. */
+enum { DEEP_TREE = 8 };
+
+/* Rounds of a binomial tree over n members: ceil(log2 n). */
+static int tree_rounds(int n) {
+    int d = 0;
+    while ((1 << d) < n) d++;
+    return d;
+}
+
+/* The largest broadcast over the transport on c (any_size aside). A whole
+ * message down a binomial tree costs a transfer per round, the MPIs'
+ * segmented pipelines about one transfer plus a segment per round: with a
+ * CPU per rank and more than DEEP_TREE members the limit shrinks with the
+ * rounds (16-core Intel Xeon VM, bench coll against Open MPI 4.1.6 and
+ * MPICH 4.0.2, 5 jobs: 1 MiB took 0.78 of the better MPI's time with 8
+ * ranks but 1.16 [1.07, 1.47] with 16; 64 KiB 0.75 with 16;
+ * docs/collectives.md, "Uncrowded 8 and 16 ranks"). */
+static size_t bcast_limit(const acc_comm *c) {
+    int rounds = tree_rounds(c->mixed ? c->nlocal : c->size);
+    if (coll_max_set || crowded() || rounds <= 3) return bcast_max;
+    return bcast_max / (size_t)rounds * 3;
+}
+
+/* Largest exchange (members x block bytes) that an allgather, alltoall,
+ * gather or scatter moves over the transport with three or more members
+ * and a CPU per rank. Every member posts a send and a receive per peer at
+ * once; above this the MPIs' own (MPICH's especially) were faster on the
+ * 16-core Intel Xeon VM (bench coll, 4-5 jobs, ratio to the better MPI):
+ * alltoall 64 KiB blocks 1.41 with 4 ranks, 1.28 with 8, 16 KiB 1.08-1.23
+ * with 16, allgather 16 KiB 1.20-1.33 with 16; within it 0.51-0.79
+ * (alltoall 16 KiB with 4 and 8 ranks, 1 KiB with 16) and 0.54-0.84 for
+ * the allgather (docs/collectives.md, "Uncrowded 8 and 16 ranks"). */
+#define EXCHANGE_MAX (128u << 10)
+
 /* ---- Barrier: dissemination, ceil(log2 n) rounds of 0-byte messages ---- */
 
 enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier and allreduce at most */
@@ -702,7 +737,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
      * vCPUs: 1-16 MiB 0.39-0.40 of Open MPI's time, 8 ranks 0.53-0.77;
      * bench coll, 4 jobs). More: the limit, above which the MPIs'
      * pipelines beat whole messages down a tree. */
-    if (m.len > bcast_max && !any_size(c)) {
+    if (m.len > bcast_limit(c) && !any_size(c)) {
         acc_tmp_free(m.tmp);
         return 0;
     }
@@ -747,6 +782,11 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
  *   message (reduce_pair) and, with the vectorized combine, won at every
  *   size (4 MiB 182-189 us against Open MPI's 309-337, 16 MiB 0.95 ms
  *   against 2.5-2.8);
+ * - with a CPU per rank, more than DEEP_TREE members below the broadcast
+ *   limit: the blocks' gather into the root funnels n - 1 messages into
+ *   one rank, which Open MPI's chain beats there (16 ranks on the 16-core
+ *   Intel Xeon VM, 5 jobs: 16 KiB 1.07, 64 KiB 1.13 of its time; 1 MiB
+ *   0.82, kept; docs/collectives.md, "Uncrowded 8 and 16 ranks");
  * - on a node with more ranks than CPUs, three or more members whose
  *   blocks are larger than the transport pushes at once (the eager floor:
  *   there, a slot): each block is then a rendezvous into the root that
@@ -768,7 +808,7 @@ static int reduce_to_mpi(int members, size_t bytes) {
     static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
     if (members <= 2) return 0;
     if (bytes > bcast_max) return 1;
-    if (!crowded()) return 0;
+    if (!crowded()) return members > DEEP_TREE && bytes < bcast_max;
     if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
     return (bytes + (size_t)members - 1) / (size_t)members > eager_floor;
 #else
@@ -786,7 +826,8 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     /* Large: by blocks, gathered at the root (as the allreduce). */
     if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
-        acc_coll_split_ok(d.bytes) && !reduce_to_mpi(c->size, d.bytes)) {
+        acc_coll_split_ok(d.bytes)) {
+        if (reduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
         d.count = count;
         d.type = type;
@@ -1206,7 +1247,10 @@ static acc_comm *block_comm(MPI_Comm comm, size_t blk) {
      * vCPUs, and with 8 ranks gather 0.09-0.29, scatter 0.22-0.51,
      * allgather 0.50-0.86 (8 B: 1.06), alltoall 0.60-0.93 (bench coll, 4
      * jobs). */
-    return any_size(c) || blk <= bcast_max / (size_t)c->size ? c : NULL;
+    if (any_size(c)) return c;
+    if (!coll_max_set && c->size > 2 && !crowded())
+        return blk <= EXCHANGE_MAX / (size_t)c->size ? c : NULL;
+    return blk <= bcast_max / (size_t)c->size ? c : NULL;
 }
 
 /* The address of block i (of `count` elements of `type`) in an MPI buffer. */
