@@ -603,6 +603,47 @@ fn plan_json_lists_classes_and_mechanism() {
     run_ok(&["plan", "--rules", f.to_str().unwrap()]);
 }
 
+/// `plan --ranks N` shows the job's plans: a 16-core L3 keeps the rules'
+/// 4 MiB rings for 8 ranks and halves them for 16 (120 MiB of rings per
+/// rank would exceed the 64 MiB a rank maps in at start-up).
+#[test]
+fn plan_ranks_shows_the_rings_a_job_gets() {
+    let topo = "synthetic:pack:1 l3:1(size=300MB) l2:16(size=2MB) core:1 pu:1";
+    let l3 = |n: &str| {
+        let out = run_ok(&["plan", "--json", "--topology", topo, "--ranks", n]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["ranks"].as_u64().unwrap().to_string(), n);
+        assert!(
+            v["job"].as_str().unwrap().contains("bound one per core"),
+            "{v}"
+        );
+        let c = v["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["class"] == "l3")
+            .cloned()
+            .unwrap();
+        let p = &c["params"];
+        (
+            p["depth"].as_u64().unwrap(),
+            p["fragment"].as_u64().unwrap(),
+        )
+    };
+    let (d8, f8) = l3("8");
+    let (d16, f16) = l3("16");
+    assert_eq!(d8 * f8, 4 << 20, "8 ranks: the rules' ring");
+    assert!(15 * 2 * d16 * f16 <= 64 << 20, "16 ranks: {d16} x {f16}");
+    assert!(d16 < d8);
+    let text = run_ok(&["plan", "--topology", topo, "--ranks", "16"]);
+    assert!(
+        text.contains("job of 16 ranks, bound one per core: slot rings made smaller"),
+        "{text}"
+    );
+    let o = topocomm(&["plan", "--ranks", "0"]);
+    assert!(!o.status.success());
+}
+
 /// `topocomm bench-worker p2p ARGS` as two ranks under `topocomm run`.
 fn bench_worker(args: &[&str]) -> Output {
     let mut all = vec!["run", "-n", "2", "--", bin(), "bench-worker", "p2p"];

@@ -23,6 +23,12 @@ pub struct Args {
     /// Print the resolved rules as a TOML rules file (a starting point for --rules)
     #[arg(long, conflicts_with = "json")]
     pub toml: bool,
+    /// Show what a job of N ranks gets, bound as `topocomm run -n N` binds them
+    /// (one per core, or unbound beyond the cores): its slot rings are fitted
+    /// to what a rank maps in at start-up
+    #[arg(long, value_name = "N", conflicts_with = "toml",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub ranks: Option<u32>,
 }
 
 fn mechanism(p: &Params, cma: bool) -> String {
@@ -65,11 +71,15 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         .iter()
         .map(|c| (c.class.to_string(), c.pairs))
         .collect();
-    let mut entries: Vec<(String, Option<u64>, &Params)> = present
+    let mut entries: Vec<(String, Option<u64>, Params)> = present
         .iter()
-        .map(|(c, n)| (c.clone(), Some(*n), rules.params_for(Some(c))))
+        .map(|(c, n)| (c.clone(), Some(*n), rules.params_for(Some(c)).clone()))
         .collect();
-    entries.push(("default".into(), None, &rules.default));
+    entries.push(("default".into(), None, rules.default.clone()));
+    let job = match a.ranks {
+        Some(n) => Some(job_plans(&m, &rules, n as usize, &mut entries)?),
+        None => None,
+    };
     if a.json {
         let classes: Vec<_> = entries
             .iter()
@@ -77,11 +87,15 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 serde_json::json!({"class": c, "pairs": pairs, "params": p, "mechanism": mechanism(p, cma), "origin": origin(c)})
             })
             .collect();
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "source": rules.source,
             "cma": {"available": cma, "note": note},
             "classes": classes,
         });
+        if let Some(j) = &job {
+            v["ranks"] = serde_json::json!(a.ranks);
+            v["job"] = serde_json::json!(j);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -111,6 +125,9 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     }
     println!("rules: {}", rules.source);
     println!("{note}");
+    if let Some(j) = &job {
+        println!("{j}");
+    }
     print!(
         "{}",
         text_table(
@@ -130,4 +147,55 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Replaces each class's parameters in `entries` by those a job of `n`
+/// ranks resolves (plan::resolve: the rings fitted to the job), and says
+/// in one line what the job is.
+fn job_plans(
+    m: &topocomm_topo::Machine,
+    rules: &Rules,
+    n: usize,
+    entries: &mut [(String, Option<u64>, Params)],
+) -> Result<String> {
+    // As `topocomm run -n N` binds (run::default_pus), over every core of
+    // the topology shown, which need not be this machine's.
+    let firsts: Vec<u32> = m
+        .objects
+        .iter()
+        .filter(|o| o.kind == topocomm_topo::ObjectKind::Core)
+        .filter_map(|o| o.cpuset.indexes().first().copied())
+        .collect();
+    let pus: Vec<Option<u32>> = if n <= firsts.len() {
+        firsts[..n].iter().map(|&p| Some(p)).collect()
+    } else {
+        vec![None; n]
+    };
+    let plans = topocomm_transport::plan::resolve(m, rules, &pus).map_err(|e| anyhow!(e))?;
+    let mut changed = false;
+    for (class, _, params) in entries.iter_mut() {
+        // The first channel between two ranks of this class (a resolved
+        // class not in the rules reads "<class> (default)").
+        let found = plans
+            .iter()
+            .enumerate()
+            .find(|(i, p)| i / n != i % n && p.class.split(' ').next() == Some(class.as_str()));
+        if let Some((_, p)) = found {
+            changed |= (p.params.depth, p.params.fragment) != (params.depth, params.fragment);
+            *params = p.params.clone();
+        }
+    }
+    let bound = if pus.iter().all(Option::is_some) {
+        "bound one per core"
+    } else {
+        "unbound (more ranks than cores)"
+    };
+    Ok(format!(
+        "job of {n} ranks, {bound}: {}",
+        if changed {
+            "slot rings made smaller to fit what a rank maps in at start-up (64 MiB in and out)"
+        } else {
+            "the rules' slot rings fit what a rank maps in at start-up"
+        }
+    ))
 }
