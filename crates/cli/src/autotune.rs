@@ -21,6 +21,13 @@ pub const BUDGET: Duration = Duration::from_secs(4);
 /// measurement); a class left unchecked keeps the built-in parameters. With
 /// one check (about 2 s on 2 cores) the whole stays near 10 s.
 pub const CHECKS_UNTIL: Duration = Duration::from_secs(8);
+/// No measurement of an acceptance check starts after this (from the start
+/// of the measurement): a check still running then is abandoned and its
+/// class keeps the built-in parameters. One measurement of a check (7 sizes
+/// of one test) took 0.1-0.3 s, so the whole stays within 10 s: without it,
+/// a check started just before [`CHECKS_UNTIL`] on a 16-core Intel Xeon VM
+/// ended the measurement at 10.0-10.1 s.
+pub const CHECK_DEADLINE: Duration = Duration::from_millis(9_500);
 /// How long a job waits for another job that is measuring the same machine.
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Sizes of the acceptance check of a measured class, both tests: wider
@@ -236,7 +243,7 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
             if cand == base || (i > 0 && start.elapsed() > CHECKS_UNTIL) {
                 continue;
             }
-            let v = check(m, &c.class, pair, &base, &cand)?;
+            let v = check(m, &c.class, pair, &base, &cand, start + CHECK_DEADLINE)?;
             let what = if i == 0 {
                 ""
             } else {
@@ -295,6 +302,8 @@ fn as_run(base: &Params, tuned: &Params) -> Params {
 /// The outcome of the acceptance check of one class.
 struct Verdict {
     keep: bool,
+    /// The deadline came before the check ended (then `keep` is false).
+    unfinished: bool,
     /// Largest and smallest measured/built-in time ratio, and where.
     worst: (f64, String),
     best: (f64, String),
@@ -302,7 +311,9 @@ struct Verdict {
 
 impl Verdict {
     fn describe(&self) -> String {
-        if self.keep {
+        if self.unfinished {
+            "built-in parameters kept (no time left to finish checking the measured ones)".into()
+        } else if self.keep {
             format!(
                 "measured parameters kept (up to {:.2}x the built-in time, at {}; {:.2}x at {})",
                 self.best.0, self.best.1, self.worst.0, self.worst.1
@@ -317,14 +328,25 @@ impl Verdict {
 }
 
 /// Measures the built-in and the measured parameters of `class` against each
-/// other, interleaved, at [`CHECK_SIZES`] in both tests.
+/// other, interleaved, at [`CHECK_SIZES`] in both tests; starts no
+/// measurement after `deadline` (the verdict is then `unfinished`).
 fn check(
     m: &Machine,
     class: &str,
     pair: (u32, u32),
     base: &Params,
     cand: &Params,
+    deadline: Instant,
 ) -> Result<Verdict> {
+    let unfinished = || Verdict {
+        keep: false,
+        unfinished: true,
+        worst: (f64::NAN, String::new()),
+        best: (f64::NAN, String::new()),
+    };
+    if Instant::now() >= deadline {
+        return Ok(unfinished());
+    }
     let mut runner = runner(m, Test::Latency, &CHECK_SIZES, 3, 1.0)?;
     // times[test][set][size]: the job medians, seconds per message.
     let mut times = vec![vec![vec![Vec::new(); CHECK_SIZES.len()]; 2]; 2];
@@ -333,6 +355,9 @@ fn check(
             let set = (k + round) % 2;
             let params = if set == 0 { base } else { cand };
             for (ti, test) in [Test::Latency, Test::Bw].into_iter().enumerate() {
+                if Instant::now() >= deadline {
+                    return Ok(unfinished());
+                }
                 runner.test = test;
                 let pts = runner
                     .measure_sizes(pair, class, params, &CHECK_SIZES)
@@ -366,6 +391,7 @@ fn check(
     }
     Ok(Verdict {
         keep: worst.0 <= KEEP_IF_NOT_SLOWER && best.0 < KEEP_IF_FASTER,
+        unfinished: false,
         worst,
         best,
     })
@@ -391,6 +417,17 @@ mod tests {
             stream_out_min: 8 << 20,
             buffer_owner: Owner::Sender,
         }
+    }
+
+    #[test]
+    fn a_check_past_its_deadline_measures_nothing_and_keeps_the_built_in_parameters() {
+        let m = topocomm_topo::load(&"synthetic:pack:1 l3:1 core:2 pu:1".parse().unwrap()).unwrap();
+        let t = Instant::now();
+        let v = check(&m, "l3", (0, 1), &base(), &base(), t).unwrap();
+        assert!(v.unfinished && !v.keep);
+        assert!(v.describe().contains("no time left"), "{}", v.describe());
+        assert!(t.elapsed() < Duration::from_millis(100));
+        assert!(CHECKS_UNTIL < CHECK_DEADLINE && CHECK_DEADLINE < Duration::from_secs(10));
     }
 
     #[test]
