@@ -102,6 +102,11 @@ pub struct Comm {
     pub(crate) rdv_counts: [u64; 3],
     /// Of the two-copy ones, those copied out with streaming stores.
     pub(crate) rdv_streamed: u64,
+    /// Set while a receive is being posted: single copy reads it matches
+    /// wait in `deferred` for the next progress (recv.rs, `start_rdv`).
+    pub(crate) defer_reads: bool,
+    /// Single copy reads matched while posting receives, in order.
+    pub(crate) deferred: std::collections::VecDeque<crate::recv::DeferredRead>,
     _probe: Box<AtomicU64>,
 }
 
@@ -197,6 +202,8 @@ impl Comm {
             cma_note: String::new(),
             rdv_counts: [0; 3],
             rdv_streamed: 0,
+            defer_reads: false,
+            deferred: Default::default(),
             preemptions: 0,
             preempted: false,
             timeout,

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
 use crate::segment::{K_CTS, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP};
-use crate::send::Stream;
+use crate::send::{Stream, TIMED_FRAGMENT};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -21,6 +21,9 @@ impl Comm {
     /// Processes every published cell of the channel src -> me. Returns the
     /// number of cells consumed.
     pub(crate) fn drain(&mut self, src: usize) -> Result<usize> {
+        if !self.deferred.is_empty() {
+            self.run_deferred_reads()?;
+        }
         self.drain_cells(src, false)
     }
 
@@ -97,7 +100,7 @@ impl Comm {
                     }
                 }
                 K_FRAG => {
-                    let (msg_id, off) = (word(0), word(1) as usize);
+                    let (msg_id, off, sender_ns) = (word(0), word(1) as usize, word(2));
                     let data = self.cur_slot(src);
                     let k = self.ins[src]
                         .streams
@@ -116,8 +119,12 @@ impl Comm {
                     self.before_long_copy(len);
                     // Two clock reads per fragment, only where the cost of
                     // the copy itself is what the chooser weighs.
-                    let timed = (self.crowded && self.ins[src].streams[k].pick.is_some())
-                        .then(Instant::now);
+                    let timed = {
+                        let st = &self.ins[src].streams[k];
+                        ((self.crowded || st.exchange || len >= TIMED_FRAGMENT)
+                            && st.pick.is_some())
+                        .then(Instant::now)
+                    };
                     // SAFETY: the sender never sends past the length the
                     // receiver accepted (off + len <= cap); slot holds len bytes.
                     if self.ins[src].streams[k].stream {
@@ -132,6 +139,7 @@ impl Comm {
                     if let Some(t) = timed {
                         s.copy_ns += t.elapsed().as_nanos() as u64;
                     }
+                    s.copy_in_ns += sender_ns;
                     s.got += len;
                     if s.got == s.len {
                         let s = self.ins[src].streams.swap_remove(k);
@@ -175,8 +183,24 @@ impl Comm {
             }
             self.ins[src].tail = pos + 1;
             n += 1;
+            if kind == K_RTS || kind == K_FRAG {
+                // A rendezvous cell may have cost a long copy (a single copy
+                // read, a fragment): hand the cells back now rather than at
+                // the end of the drain, which a window of such cells makes
+                // long, so the sender can go on pushing (its answers to this
+                // rank's own messages among them).
+                self.publish_tail(src);
+            }
         }
         self.activity += n as u64;
+        self.publish_tail(src);
+        Ok(n)
+    }
+
+    /// Hands the cells drained so far on channel src -> me back to the
+    /// sender (ordering 2).
+    #[inline(always)]
+    fn publish_tail(&mut self, src: usize) {
         let i = &mut self.ins[src];
         if i.tail != i.published {
             i.published = i.tail;
@@ -185,7 +209,6 @@ impl Comm {
             // reuse of them (ordering 2).
             unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
         }
-        Ok(n)
     }
 
     /// At a stream's first fragment: if the sender finished single copies
@@ -201,12 +224,20 @@ impl Comm {
     /// late because it was not running finishes no single copy meanwhile,
     /// so that delay still counts against two-copy, as it should: single
     /// copy does not need the sender to run.
+    ///
+    /// It also notes whether this rank is sending large messages of its own
+    /// to the stream's sender (rendezvous sends waiting for their CTS or
+    /// FIN, or two-copy streams it is filling): then the two ranks exchange
+    /// data, and the stream is weighed by its copying ([`Self::stream_done`]).
     fn first_fragment(&mut self, src: usize, k: usize) {
-        let s = &self.ins[src].streams[k];
+        let o = &self.outs[src];
+        let exchange = !o.rdv.is_empty() || !o.streams.is_empty();
+        let s = &mut self.ins[src].streams[k];
+        s.exchange = exchange;
         if s.pick.is_some()
             && self.seg.rank_slot(src).cma_reads.0.load(Ordering::Relaxed) != s.sender_cma_reads
         {
-            self.ins[src].streams[k].t0 = Instant::now();
+            s.t0 = Instant::now();
         }
     }
 
@@ -224,13 +255,44 @@ impl Comm {
     /// although it costs more CPU (4 ranks on the dev VM's 2 vCPUs,
     /// `MPI_Allreduce` by blocks: 1 MiB 241-344 us adaptive, 432-454 us
     /// single copy only, 207-254 us two-copy only).
+    ///
+    /// In an exchange (this rank sending to the stream's sender too) the
+    /// cost is the copying as well, both sides' (the sender reports its
+    /// copy of each fragment in the fragment's cell): the sender's copy
+    /// into the slots takes the CPU that also reads or copies out this
+    /// rank's messages, which the elapsed time of one direction does not
+    /// show. Twice the copy-out, as on a crowded node, undercounted it from
+    /// 4 MiB on a 2-vCPU Intel Xeon VM (the copy-out reads slots in the
+    /// cache, the copy-in a user buffer beyond L2): the receivers kept half
+    /// their messages on two-copy and 4 MiB bibw ran at 8.8 GB/s against
+    /// 14-15 by single copy only. Timed by elapsed
+    /// time, each receiver of a bidirectional stream picked the protocol
+    /// cheapest for itself: one rank then read by single copy and fed the
+    /// other's two-copy stream, doing two copies per pair of messages
+    /// while the other did one, and 64 KiB-16 MiB bibw stayed at the
+    /// one-way rate (0.52-0.66 of the MPIs' on a 2-vCPU Intel Xeon VM).
     fn stream_done(&mut self, src: usize, s: &InStream) {
         let now = Instant::now();
         let crowded = self.crowded;
+        let o = &self.outs[src];
+        // An exchange if this rank had sends to the sender in flight at the
+        // first fragment, or started one during the stream (a window of
+        // receives posted before its sends: at the first fragment of a
+        // late stream of the window, all its sends may be done).
+        let exchange = (s.exchange || o.next_msg != s.sends_at_start) && s.copy_ns > 0;
         let i = &mut self.ins[src];
         if let Some(p) = s.pick {
             let ns = if crowded {
                 2 * s.copy_ns
+            } else if exchange {
+                // The sender times fragments of 32 KiB or more; for smaller
+                // ones its copy is taken as long as this rank's.
+                s.copy_ns
+                    + if s.copy_in_ns > 0 {
+                        s.copy_in_ns
+                    } else {
+                        s.copy_ns
+                    }
             } else {
                 now.duration_since(s.t0.max(i.busy_until)).as_nanos() as u64
             };
@@ -244,6 +306,9 @@ impl Comm {
     pub fn progress(&mut self) -> Result<()> {
         if let Some(e) = &self.broken {
             return Err(e.clone());
+        }
+        if !self.deferred.is_empty() {
+            self.run_deferred_reads()?;
         }
         let mut k = 0;
         while k < self.pending_outs.len() {

@@ -17,6 +17,9 @@ use crate::segment::{
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Smallest fragment whose copy into the slots the sender times.
+pub(crate) const TIMED_FRAGMENT: usize = 32 << 10;
+
 /// How a message travels (chosen from the channel's plan by its length).
 #[derive(Clone, Copy, PartialEq)]
 enum Proto {
@@ -406,10 +409,18 @@ impl Comm {
                 let n = (st.len - st.off).min(self.outs[dst].plan.fragment as usize);
                 // SAFETY: off + n <= len, inside the send buffer.
                 let src = unsafe { st.ptr.add(st.off) };
+                // The copy's time goes with the fragment: a receiver that
+                // weighs two-copy by its copying counts this side's too
+                // (progress.rs, `stream_done`). Two clock reads per
+                // fragment of at least 32 KiB (a few percent of a smaller
+                // copy in a VM); 0 for smaller ones: not measured.
+                let t = (n >= TIMED_FRAGMENT).then(std::time::Instant::now);
                 self.fill_slot(dst, src, n, st.len);
-                let mut body = [0u8; 16];
+                let copy_ns = t.map_or(0, |t| t.elapsed().as_nanos() as u64);
+                let mut body = [0u8; 24];
                 body[..8].copy_from_slice(&st.msg_id.to_ne_bytes());
-                body[8..].copy_from_slice(&(st.off as u64).to_ne_bytes());
+                body[8..16].copy_from_slice(&(st.off as u64).to_ne_bytes());
+                body[16..].copy_from_slice(&copy_ns.to_ne_bytes());
                 self.push_cell(dst, K_FRAG, Key::CONTROL, n as u64, &body);
                 st.off += n;
             }
