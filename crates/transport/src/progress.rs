@@ -187,8 +187,9 @@ impl Comm {
                 // A rendezvous cell may have cost a long copy (a single copy
                 // read, a fragment): hand the cells back now rather than at
                 // the end of the drain, which a window of such cells makes
-                // long, so the sender can go on pushing (its answers to this
-                // rank's own messages among them).
+                // long (64 single copy reads in bibw), so the sender can go
+                // on pushing meanwhile. Added with the bidirectional fix
+                // (run_deferred_reads), not measured on its own.
                 self.publish_tail(src);
             }
         }
@@ -257,20 +258,18 @@ impl Comm {
     /// single copy only, 207-254 us two-copy only).
     ///
     /// In an exchange (this rank sending to the stream's sender too) the
-    /// cost is the copying as well, both sides' (the sender reports its
-    /// copy of each fragment in the fragment's cell): the sender's copy
-    /// into the slots takes the CPU that also reads or copies out this
-    /// rank's messages, which the elapsed time of one direction does not
-    /// show. Twice the copy-out, as on a crowded node, undercounted it from
-    /// 4 MiB on a 2-vCPU Intel Xeon VM (the copy-out reads slots in the
-    /// cache, the copy-in a user buffer beyond L2): the receivers kept half
-    /// their messages on two-copy and 4 MiB bibw ran at 8.8 GB/s against
-    /// 14-15 by single copy only. Timed by elapsed
-    /// time, each receiver of a bidirectional stream picked the protocol
-    /// cheapest for itself: one rank then read by single copy and fed the
-    /// other's two-copy stream, doing two copies per pair of messages
-    /// while the other did one, and 64 KiB-16 MiB bibw stayed at the
-    /// one-way rate (0.52-0.66 of the MPIs' on a 2-vCPU Intel Xeon VM).
+    /// cost is the copying as well, both sides': the sender's copy into the
+    /// slots takes the CPU that also reads or copies out this rank's
+    /// messages, which the elapsed time of one direction does not show.
+    /// Timed by elapsed time, each receiver of a bidirectional stream
+    /// picked the protocol cheapest for itself: one rank read by single
+    /// copy and fed the other's two-copy stream, doing two copies per pair
+    /// of messages while the other did one, and 64 KiB-16 MiB bibw stayed
+    /// at the one-way rate (0.52-0.66 of the MPIs' on a 2-vCPU Intel Xeon
+    /// VM). The sender reports its copy of each fragment in the fragment's
+    /// cell: twice the copy-out, as on a crowded node, undercounts it
+    /// there from 4 MiB (the copy-out reads slots in the cache, the copy-in
+    /// a user buffer beyond L2).
     fn stream_done(&mut self, src: usize, s: &InStream) {
         let now = Instant::now();
         let crowded = self.crowded;

@@ -51,8 +51,9 @@ pub(crate) struct InStream {
     /// Copied out of the slots with streaming stores (choose.rs).
     pub(crate) stream: bool,
     /// Nanoseconds this rank spent copying the stream out of the slots,
-    /// counted only for a timed stream on a crowded node (`Comm::crowded`)
-    /// or in an exchange (`exchange`).
+    /// counted for a stream the chooser times on a crowded node
+    /// (`Comm::crowded`), in an exchange (`exchange`), or in fragments of
+    /// 32 KiB or more (an exchange may show only at the stream's end).
     pub(crate) copy_ns: u64,
     /// Nanoseconds the sender spent copying the stream into the slots, as
     /// its fragments report them.
