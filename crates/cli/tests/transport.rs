@@ -644,6 +644,83 @@ fn plan_ranks_shows_the_rings_a_job_gets() {
     assert!(!o.status.success());
 }
 
+/// Two ranks exchanging windows of 1 MiB messages (bibw) receive them the
+/// same way: the lower rank chooses for the pair and the higher one does
+/// what each request asks (`Comm::pair_choice`). Chosen apart, the two
+/// settled on opposite protocols, slower than either on both sides.
+#[test]
+fn both_ranks_of_an_exchange_receive_the_same_way() {
+    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+        eprintln!(
+            "notice: single copy unavailable here: one protocol, nothing to agree on; skipped"
+        );
+        return;
+    }
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--",
+            bin(),
+            "bench-worker",
+            "p2p",
+            "--tests",
+            "bibw",
+            "--sizes",
+            "1048576",
+            "--samples",
+            "3",
+            "--min-time-ms",
+            "20",
+        ])
+        .env("TOPOCOMM_VERBOSE", "1")
+        .output()
+        .expect("topocomm runs");
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    // rank -> (two-copy, single copy, received as asked)
+    let mut got = std::collections::BTreeMap::new();
+    for l in err.lines() {
+        let Some((head, rest)) = l.split_once(" rendezvous messages: ") else {
+            continue;
+        };
+        let rank: u32 = head
+            .split("rank ")
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no rank in {l}"));
+        let nums: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let asked = rest
+            .split("; ")
+            .find(|p| p.contains("the way the sender asked"))
+            .and_then(|p| p.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0u64);
+        got.insert(rank, (nums[0], nums[1], asked));
+    }
+    let (Some(&(two0, one0, asked0)), Some(&(two1, one1, asked1))) = (got.get(&0), got.get(&1))
+    else {
+        panic!("a rendezvous line per rank expected:\n{err}");
+    };
+    assert_eq!(asked0, 0, "the lower rank chooses for itself:\n{err}");
+    let n1 = two1 + one1;
+    assert!(
+        asked1 * 2 >= n1,
+        "rank 1 received {asked1} of {n1} messages as asked:\n{err}"
+    );
+    let single = |two: u64, one: u64| one as f64 / (two + one).max(1) as f64;
+    let (s0, s1) = (single(two0, one0), single(two1, one1));
+    assert!(
+        (s0 - s1).abs() <= 0.25,
+        "the two ranks received differently: single copy {s0:.2} against {s1:.2}:\n{err}"
+    );
+}
+
 /// `topocomm bench-worker p2p ARGS` as two ranks under `topocomm run`.
 fn bench_worker(args: &[&str]) -> Output {
     let mut all = vec!["run", "-n", "2", "--", bin(), "bench-worker", "p2p"];

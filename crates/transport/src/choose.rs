@@ -42,6 +42,11 @@ const MIN_INTERVAL: u32 = 4;
 /// Longest interval between two explorations of a size class.
 pub(crate) const MAX_INTERVAL: u32 = 64;
 
+/// Posted receives [`crate::comm::Comm::pair_choice`] looks through for
+/// one from the peer: a hint needs no more, and a send must not pay for an
+/// application's long list of posted receives.
+const POSTED_SCAN: usize = 64;
+
 /// The rendezvous protocols the receiver chooses between.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rdv {
@@ -63,7 +68,7 @@ pub(crate) struct Allowed {
 }
 
 impl Allowed {
-    fn has(self, p: Rdv) -> bool {
+    pub(crate) fn has(self, p: Rdv) -> bool {
         match p {
             Rdv::TwoCopy => true,
             Rdv::Cma => self.cma,
@@ -186,13 +191,71 @@ impl Chooser {
 
     /// The protocol the size class of `len` would use now among `allowed`,
     /// or `None` before its first measurement.
-    #[cfg(test)]
-    fn preferred(&self, len: usize, allowed: Allowed) -> Option<Rdv> {
+    pub(crate) fn preferred(&self, len: usize, allowed: Allowed) -> Option<Rdv> {
         self.classes.as_ref()?[class_of(len)].cheapest(allowed)
     }
 }
 
+/// The protocol a rendezvous request asks its receiver to use, in bits 8-9
+/// of the request's third word (bit 0: single copy allowed); 0 asks for
+/// nothing. See [`crate::comm::Comm::pair_choice`].
+pub(crate) fn encode_request(cma: bool, ask: Option<Rdv>) -> u64 {
+    u64::from(cma) | ask.map_or(0, |p| (p as u64 + 1) << 8)
+}
+
+/// The inverse of [`encode_request`]: (single copy allowed, protocol asked).
+pub(crate) fn decode_request(word: u64) -> (bool, Option<Rdv>) {
+    let ask = match (word >> 8) & 3 {
+        1 => Some(Rdv::TwoCopy),
+        2 => Some(Rdv::Cma),
+        3 => Some(Rdv::Stream),
+        _ => None,
+    };
+    (word & 1 != 0, ask)
+}
+
 impl crate::comm::Comm {
+    /// The protocol this rank asks `dst` to read a rendezvous message of
+    /// `len` bytes with (`cma`: the message allows single copy), or `None`
+    /// to leave the choice to `dst`.
+    ///
+    /// Two ranks exchanging large messages each choose how to receive, and
+    /// each choice changes the other's costs: the sender of a two-copy
+    /// stream copies into the slots with the CPU that also receives. Chosen
+    /// apart, the two settled on opposite protocols (one reading by single
+    /// copy and feeding the other's two-copy stream), each the cheaper for
+    /// its side in that state, together slower than either protocol on both
+    /// sides: 4 MiB bibw 8.1 GB/s against 14.3 single copy both ways and 9.7
+    /// two-copy both ways on a 2-vCPU Intel Xeon VM. So the pair decides as
+    /// one: the lower rank of an exchange asks the higher one to receive the
+    /// way its own measurements (of the pair's copying, progress.rs,
+    /// `stream_done`) found cheapest for the size class, and the higher rank
+    /// follows; each side then measures the state its choice brings about.
+    /// Asked only while this rank receives from `dst` (a receive posted for
+    /// it, or its message being read): a one-way stream keeps the
+    /// receiver's own choice.
+    pub(crate) fn pair_choice(&self, dst: usize, len: usize, cma: bool) -> Option<Rdv> {
+        let i = &self.ins[dst];
+        if dst <= self.rank || i.plan.adaptive == 0 {
+            return None;
+        }
+        let receiving = !i.streams.is_empty()
+            || self.deferred.iter().any(|d| d.src == dst)
+            || self.posted.iter().take(POSTED_SCAN).any(|&idx| {
+                matches!(self.reqs[idx as usize].kind,
+                    crate::request::ReqKind::Recv { src, .. }
+                        if src == dst as i32 || src == crate::comm::ANY_SOURCE)
+            });
+        if !receiving {
+            return None;
+        }
+        let allowed = Allowed {
+            cma: cma && !i.cma_failed,
+            stream: len as u64 >= i.plan.stream_out_min,
+        };
+        i.chooser.preferred(len, allowed)
+    }
+
     /// Rendezvous messages this rank received so far: (two-copy, single
     /// copy, tries of the protocol then estimated slower).
     pub fn rendezvous_counts(&self) -> (u64, u64, u64) {
@@ -205,11 +268,16 @@ impl crate::comm::Comm {
         let [two, one, tries] = self.rdv_counts;
         if two + one > 0 {
             crate::say!(
-                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}",
+                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}{}",
                 self.rank,
                 two + one,
                 if self.rdv_streamed > 0 {
                     format!("; {} two-copy ones copied out with streaming stores", self.rdv_streamed)
+                } else {
+                    String::new()
+                },
+                if self.rdv_followed > 0 {
+                    format!("; {} the way the sender asked (an exchange)", self.rdv_followed)
                 } else {
                     String::new()
                 }
@@ -253,6 +321,18 @@ mod tests {
 
     fn two_or_cma(cma: f32, two: f32) -> impl Fn(Rdv) -> f32 {
         move |p| if p == Rdv::Cma { cma } else { two }
+    }
+
+    #[test]
+    fn a_request_word_carries_the_single_copy_flag_and_the_protocol_asked() {
+        for cma in [false, true] {
+            for ask in [None, Some(Rdv::TwoCopy), Some(Rdv::Cma), Some(Rdv::Stream)] {
+                assert_eq!(decode_request(encode_request(cma, ask)), (cma, ask));
+            }
+        }
+        // The word of a request that asks nothing is the old flag itself.
+        assert_eq!(encode_request(true, None), 1);
+        assert_eq!(encode_request(false, None), 0);
     }
 
     #[test]

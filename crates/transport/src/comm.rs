@@ -102,6 +102,8 @@ pub struct Comm {
     pub(crate) rdv_counts: [u64; 3],
     /// Of the two-copy ones, those copied out with streaming stores.
     pub(crate) rdv_streamed: u64,
+    /// Of all, those received the way the sender asked (`pair_choice`).
+    pub(crate) rdv_followed: u64,
     /// Set while a receive is being posted: single copy reads it matches
     /// wait in `deferred` for the next progress (recv.rs, `start_rdv`).
     pub(crate) defer_reads: bool,
@@ -202,6 +204,7 @@ impl Comm {
             cma_note: String::new(),
             rdv_counts: [0; 3],
             rdv_streamed: 0,
+            rdv_followed: 0,
             defer_reads: false,
             deferred: Default::default(),
             preemptions: 0,

@@ -4,6 +4,7 @@
 //! or finalized peers). Orderings referred to by number are listed in the
 //! module documentation of `comm.rs`.
 
+use crate::choose::decode_request;
 use crate::comm::Comm;
 use crate::copy::{copy_nontemporal, copy_plain};
 use crate::error::{Error, Result};
@@ -87,15 +88,21 @@ impl Comm {
                     self.release_slot(src);
                 }
                 K_RTS => {
-                    let (msg_id, addr, cma) = (word(0), word(1), word(2) != 0);
+                    let (msg_id, addr) = (word(0), word(1));
+                    let (cma, ask) = decode_request(word(2));
                     match self.match_posted(src, key) {
-                        Some(idx) => self.start_rdv(idx, src, tag, len, msg_id, cma, addr)?,
+                        Some(idx) => self.start_rdv(idx, src, tag, len, msg_id, cma, addr, ask)?,
                         None => self.unexp.push_back(Unexp {
                             src,
                             tag,
                             ctx: key.ctx,
                             len,
-                            payload: Payload::Rts { msg_id, cma, addr },
+                            payload: Payload::Rts {
+                                msg_id,
+                                cma,
+                                addr,
+                                ask,
+                            },
                         }),
                     }
                 }
@@ -228,11 +235,14 @@ impl Comm {
     ///
     /// It also notes whether this rank is sending large messages of its own
     /// to the stream's sender (rendezvous sends waiting for their CTS or
-    /// FIN, or two-copy streams it is filling): then the two ranks exchange
-    /// data, and the stream is weighed by its copying ([`Self::stream_done`]).
+    /// FIN, or two-copy streams it is filling), or sent some within the
+    /// last one or two blocks of messages it received from it
+    /// (`In::sends_mark`): then the two ranks exchange data, and the stream
+    /// is weighed by its copying ([`Self::stream_done`]).
     fn first_fragment(&mut self, src: usize, k: usize) {
         let o = &self.outs[src];
-        let exchange = !o.rdv.is_empty() || !o.streams.is_empty();
+        let i = &self.ins[src];
+        let exchange = !o.rdv.is_empty() || !o.streams.is_empty() || o.next_msg != i.sends_mark;
         let s = &mut self.ins[src].streams[k];
         s.exchange = exchange;
         if s.pick.is_some()
@@ -269,7 +279,9 @@ impl Comm {
     /// VM). The sender reports its copy of each fragment in the fragment's
     /// cell: twice the copy-out, as on a crowded node, undercounts it
     /// there from 4 MiB (the copy-out reads slots in the cache, the copy-in
-    /// a user buffer beyond L2).
+    /// a user buffer beyond L2). Weighing alone did not make the two agree
+    /// (each measured the other protocol in the state its own choice made):
+    /// the lower rank now chooses for both (`Comm::pair_choice`).
     fn stream_done(&mut self, src: usize, s: &InStream) {
         let now = Instant::now();
         let crowded = self.crowded;

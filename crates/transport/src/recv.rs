@@ -72,7 +72,7 @@ pub(crate) struct InStream {
 /// done at the next progress instead ([`Comm::run_deferred_reads`]).
 pub(crate) struct DeferredRead {
     idx: u32,
-    src: usize,
+    pub(crate) src: usize,
     len: usize,
     msg_id: u64,
     addr: u64,
@@ -98,7 +98,26 @@ pub(crate) struct In {
     pub(crate) busy_until: Instant,
     /// Set after a single copy from this peer failed: two-copy from then on.
     pub(crate) cma_failed: bool,
+    /// Rendezvous messages matched on this channel so far.
+    pub(crate) rdv_in: u64,
+    /// This rank's rendezvous sends to the peer (`Out::next_msg`) when the
+    /// previous block of [`EXCHANGE_BLOCK`] rendezvous messages from the
+    /// peer began, and when the current one did: sends since the first
+    /// mark make the two an exchange (progress.rs, `first_fragment`).
+    pub(crate) sends_mark: u64,
+    pub(crate) sends_mark_next: u64,
 }
+
+/// Rendezvous messages per block of [`In::sends_mark`]: a rank that sent to
+/// the peer within the last one to two blocks of messages it received from
+/// it is exchanging with it. Whether it has sends in flight at a given
+/// moment says less: two ranks exchanging windows of messages finish their
+/// sends at different times, and a rank whose sends are done still receives
+/// the end of the peer's window in an exchange whose copying it shared
+/// (4 MiB bibw on a 2-vCPU Intel Xeon VM: most streams of a window of 64
+/// began after the receiver's own sends were all done, and were weighed as
+/// one-way streams, by this side's copy alone).
+pub(crate) const EXCHANGE_BLOCK: u64 = 64;
 
 /// What an unexpected message holds until a receive matches it.
 pub(crate) enum Payload {
@@ -110,6 +129,8 @@ pub(crate) enum Payload {
         /// The sender allows single copy from `addr`.
         cma: bool,
         addr: u64,
+        /// The protocol the sender asks for (`Comm::pair_choice`).
+        ask: Option<Rdv>,
     },
 }
 
@@ -410,9 +431,12 @@ impl Comm {
                         self.deliver(idx, u.src, u.tag, v.as_ptr(), v.len());
                         self.spare.give_back(v);
                     }
-                    Payload::Rts { msg_id, cma, addr } => {
-                        self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr)?
-                    }
+                    Payload::Rts {
+                        msg_id,
+                        cma,
+                        addr,
+                        ask,
+                    } => self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr, ask)?,
                 }
             }
         }
@@ -470,6 +494,7 @@ impl Comm {
         msg_id: u64,
         cma: bool,
         addr: u64,
+        ask: Option<Rdv>,
     ) -> Result<()> {
         let Some((buf, st)) = self.fit(idx, src, tag, len) else {
             // FIN releases the sender without data.
@@ -482,7 +507,13 @@ impl Comm {
             self.complete(idx, st, None);
             self.queue_ctrl(src, K_FIN, msg_id);
         } else {
+            let sent = self.outs[src].next_msg;
             let ch = &mut self.ins[src];
+            ch.rdv_in += 1;
+            if ch.rdv_in % EXCHANGE_BLOCK == 0 {
+                ch.sends_mark = ch.sends_mark_next;
+                ch.sends_mark_next = sent;
+            }
             let allowed = Allowed {
                 cma: cma && !ch.cma_failed,
                 stream: len as u64 >= ch.plan.stream_out_min,
@@ -495,10 +526,15 @@ impl Comm {
                 Rdv::TwoCopy
             };
             let choice = allowed.cma || allowed.stream;
-            let pick = (choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.eager_max)
-                .then(|| ch.chooser.pick(len, planned, allowed));
+            let adaptive = choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.eager_max;
+            // The lower rank of an exchange chooses for the pair
+            // (`Comm::pair_choice`): this rank follows, without timing.
+            let asked = ask.filter(|&p| adaptive && allowed.has(p));
+            let pick =
+                (adaptive && asked.is_none()).then(|| ch.chooser.pick(len, planned, allowed));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
-            let proto = pick.map_or(planned, |p| p.proto);
+            self.rdv_followed += u64::from(asked.is_some());
+            let proto = asked.or(pick.map(|p| p.proto)).unwrap_or(planned);
             if proto == Rdv::Cma && self.defer_reads {
                 self.deferred.push_back(DeferredRead {
                     idx,

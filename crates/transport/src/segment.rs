@@ -15,7 +15,7 @@
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3576_6f63_6f70_6f74; // "topocov5" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies)
+pub const MAGIC: u64 = 0x3676_6f63_6f70_6f74; // "topocov6" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;

@@ -6,6 +6,7 @@
 //! Orderings referred to by number are listed in the module documentation
 //! of `comm.rs`.
 
+use crate::choose::encode_request;
 use crate::comm::Comm;
 use crate::copy::{copy_nontemporal, copy_plain, copy_small};
 use crate::error::{Error, Result};
@@ -352,13 +353,14 @@ impl Comm {
                 if !self.ring_space(dst) {
                     return false;
                 }
+                let ask = self.pair_choice(dst, job.len, cma);
                 let o = &mut self.outs[dst];
                 let msg_id = o.next_msg;
                 o.next_msg += 1;
                 let mut body = [0u8; 24];
                 body[..8].copy_from_slice(&msg_id.to_ne_bytes());
                 body[8..16].copy_from_slice(&(job.ptr as u64).to_ne_bytes());
-                body[16..24].copy_from_slice(&u64::from(cma).to_ne_bytes());
+                body[16..24].copy_from_slice(&encode_request(cma, ask).to_ne_bytes());
                 let req = job.req.expect("rendezvous sends have a request");
                 o.rdv.push(RdvSend {
                     msg_id,
