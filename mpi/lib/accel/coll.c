@@ -1551,7 +1551,7 @@ acc_comm *acc_coll_local_red(MPI_Comm comm) {
 
 struct grp acc_coll_whole(const acc_comm *c) { return whole(c); }
 
-size_t acc_coll_bcast_max(void) { return bcast_max; }
+size_t acc_coll_bcast_limit(const acc_comm *c) { return bcast_limit(c); }
 
 int acc_coll_xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
                   size_t rlen, int src, int tag) {

@@ -73,8 +73,9 @@ struct grp acc_coll_whole(const acc_comm *c);
  * src (either -1: none); a transport code. */
 int acc_coll_xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,
                   size_t rlen, int src, int tag);
-/* The largest broadcast run over the transport (TOPOCOMM_ACCEL_COLL_MAX). */
-size_t acc_coll_bcast_max(void);
+/* The largest broadcast run over the transport on c: the same limit for
+ * MPI_Bcast and MPI_Ibcast (TOPOCOMM_ACCEL_COLL_MAX, smaller on deep trees). */
+size_t acc_coll_bcast_limit(const acc_comm *c);
 /* An MPI error class from a transport code. */
 int acc_coll_tc_err(int tc_rc);
 /* Whether a reduction of count x type can run here (contiguous, within the

@@ -340,7 +340,7 @@ int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
     size_t bytes;
     if (acc_contiguous(count, type, &lb, &bytes) < 0)
         return refuse(comm, MPI_ERR_TYPE, req, rc);
-    if (bytes > acc_coll_bcast_max()) return 0;
+    if (bytes > acc_coll_bcast_limit(c)) return 0;
     int me = c->comm_rank[acc.node_rank];
     struct acc_msg m;
     MPI_Datatype held = MPI_DATATYPE_NULL;
