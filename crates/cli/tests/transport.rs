@@ -640,6 +640,15 @@ fn plan_ranks_shows_the_rings_a_job_gets() {
         text.contains("job of 16 ranks, bound one per core: slot rings made smaller"),
         "{text}"
     );
+    assert!(!text.contains("more ranks than CPUs"), "{text}");
+    // More ranks than cores: eager up to a slot, less in an exchange (the
+    // built-in rules of this topology allow single copy from 32 KiB).
+    let text = run_ok(&["plan", "--topology", topo, "--ranks", "20"]);
+    assert!(
+        text.contains("unbound (more ranks than cores)")
+            && text.contains("more ranks than CPUs: eager up to a slot, up to 32KB to a peer the rank receives from"),
+        "{text}"
+    );
     let o = topocomm(&["plan", "--ranks", "0"]);
     assert!(!o.status.success());
 }

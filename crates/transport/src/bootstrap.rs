@@ -26,10 +26,7 @@ pub fn create_segment(
         Some(p) => Rules::load(p, m)?,
         None => crate::autotune::cached_or_builtin(m),
     };
-    let plans: Vec<(String, crate::Params)> = resolve(m, &rules, pus)?
-        .into_iter()
-        .map(|p| (p.class, p.params))
-        .collect();
+    let plans = resolve(m, &rules, pus)?;
     let mut seg = Segment::create(pus.len(), &plans)?;
     let fd = seg.fd;
     // The descriptor now belongs to the caller; dropping `seg` only unmaps.

@@ -234,19 +234,25 @@ impl crate::comm::Comm {
     /// Asked only while this rank receives from `dst` (a receive posted for
     /// it, or its message being read): a one-way stream keeps the
     /// receiver's own choice.
+    /// Whether this rank is receiving from `src` now: a receive posted for
+    /// it (among the first [`POSTED_SCAN`]), or a stream or a single copy
+    /// read from it under way.
+    pub(crate) fn receiving_from(&self, src: usize) -> bool {
+        !self.ins[src].streams.is_empty()
+            || self.deferred.iter().any(|d| d.src == src)
+            || self.posted.iter().take(POSTED_SCAN).any(|&idx| {
+                matches!(self.reqs[idx as usize].kind,
+                    crate::request::ReqKind::Recv { src: s, .. }
+                        if s == src as i32 || s == crate::comm::ANY_SOURCE)
+            })
+    }
+
     pub(crate) fn pair_choice(&self, dst: usize, len: usize, cma: bool) -> Option<Rdv> {
         let i = &self.ins[dst];
         if dst <= self.rank || i.plan.adaptive == 0 {
             return None;
         }
-        let receiving = !i.streams.is_empty()
-            || self.deferred.iter().any(|d| d.src == dst)
-            || self.posted.iter().take(POSTED_SCAN).any(|&idx| {
-                matches!(self.reqs[idx as usize].kind,
-                    crate::request::ReqKind::Recv { src, .. }
-                        if src == dst as i32 || src == crate::comm::ANY_SOURCE)
-            });
-        if !receiving {
+        if !self.receiving_from(dst) {
             return None;
         }
         let allowed = Allowed {

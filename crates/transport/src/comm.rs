@@ -120,8 +120,9 @@ impl Comm {
         let fd = env_usize("TOPOCOMM_SHM_FD")?;
         let (seg, rank) = match fd {
             None => {
-                let seg = Segment::create(1, &[("self".into(), singleton_params())])
-                    .map_err(Error::Setup)?;
+                let seg =
+                    Segment::create(1, &[crate::plan::Plan::alone("self", singleton_params())])
+                        .map_err(Error::Setup)?;
                 (seg, 0)
             }
             Some(fd) => {

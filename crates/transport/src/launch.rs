@@ -269,12 +269,7 @@ fn describe(status: i32) -> (i32, String) {
 /// the launcher itself was interrupted, else 0.
 pub fn run(l: &Launch) -> Result<i32, String> {
     let n = l.pus.len();
-    let specs: Vec<(String, crate::rules::Params)> = l
-        .plans
-        .iter()
-        .map(|p| (p.class.clone(), p.params.clone()))
-        .collect();
-    let seg = Segment::create(n, &specs)?;
+    let seg = Segment::create(n, &l.plans)?;
     install_handlers();
     let me = std::process::id() as i32;
     let mut pids = Vec::with_capacity(n);

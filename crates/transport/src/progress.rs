@@ -10,7 +10,9 @@ use crate::copy::{copy_nontemporal, copy_plain};
 use crate::error::{Error, Result};
 use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
-use crate::segment::{K_CTS, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP};
+use crate::segment::{
+    K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP,
+};
 use crate::send::{Stream, TIMED_FRAGMENT};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -155,7 +157,7 @@ impl Comm {
                         self.complete(req, st, None);
                     }
                 }
-                K_CTS | K_FIN => {
+                K_CTS | K_CTS_TIMED | K_FIN => {
                     let msg_id = word(0);
                     let o = &mut self.outs[src];
                     let k = o
@@ -177,6 +179,7 @@ impl Comm {
                             len: r.len,
                             off: 0,
                             msg_id,
+                            timed: kind == K_CTS_TIMED,
                         });
                         self.mark_pending(src);
                         self.advance_out(src);

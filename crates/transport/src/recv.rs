@@ -10,7 +10,7 @@ use crate::copy::{copy_plain, copy_small, prefetch_read};
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
-    Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_EAGER, K_FIN, K_INLINE, RING,
+    Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_INLINE, RING,
 };
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -526,7 +526,8 @@ impl Comm {
                 Rdv::TwoCopy
             };
             let choice = allowed.cma || allowed.stream;
-            let adaptive = choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.eager_max;
+            let adaptive =
+                choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.exchange_eager_max;
             // The lower rank of an exchange chooses for the pair
             // (`Comm::pair_choice`): this rank follows, without timing.
             let asked = ask.filter(|&p| adaptive && allowed.has(p));
@@ -621,7 +622,13 @@ impl Comm {
             exchange: false,
             sends_at_start: self.outs[src].next_msg,
         });
-        self.queue_ctrl(src, K_CTS, msg_id);
+        // Only a stream whose cost goes to the chooser needs the sender's
+        // copy times (two clock reads per fragment on its side).
+        self.queue_ctrl(
+            src,
+            if pick.is_some() { K_CTS_TIMED } else { K_CTS },
+            msg_id,
+        );
     }
 
     /// Reads `len` bytes of `src`'s buffer at `addr` into `buf` with single

@@ -12,10 +12,11 @@
 //! lane    = arrival word + inline slot[2] (64 B) | done word (64 B) | data block[2]
 //! ```
 
+use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3676_6f63_6f70_6f74; // "topocov6" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol)
+pub const MAGIC: u64 = 0x3676_6f63_6f70_6f74; // "topocov6" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -141,8 +142,8 @@ const _: () = assert!(std::mem::size_of::<RecvCtrl>() == 64);
 // The rank table follows the header's 64-byte-aligned end; the header
 // fits in one line.
 const _: () = assert!(std::mem::size_of::<Header>() <= 64);
-// The plan table: `n * n` plain records of 128 bytes.
-const _: () = assert!(std::mem::size_of::<PlanRaw>() == 128);
+// The plan table: `n * n` plain records of 136 bytes.
+const _: () = assert!(std::mem::size_of::<PlanRaw>() == 136);
 
 pub const K_INLINE: u16 = 1;
 pub const K_EAGER: u16 = 2;
@@ -150,6 +151,9 @@ pub const K_RTS: u16 = 3;
 pub const K_FRAG: u16 = 4;
 pub const K_CTS: u16 = 5;
 pub const K_FIN: u16 = 6;
+/// A CTS whose receiver weighs the stream by its copying: the sender times
+/// its copy of each fragment into the slots and reports it in the cell.
+pub const K_CTS_TIMED: u16 = 7;
 
 /// A directed pair's plan as stored in the segment (plain old data).
 #[repr(C)]
@@ -168,16 +172,20 @@ pub struct PlanRaw {
     pub stream_out_min: u64,
     pub receiver_owned: u64,
     pub adaptive: u64,
+    /// `Plan::exchange_eager_max`.
+    pub exchange_eager_max: u64,
     /// The class's name, NUL-terminated (names are at most a few bytes).
     pub class: [u8; 24],
 }
 
 impl PlanRaw {
-    pub fn from_params(class: &str, p: &Params, offset: u64) -> PlanRaw {
+    pub fn from_plan(plan: &Plan, offset: u64) -> PlanRaw {
+        let p = &plan.params;
         let mut name = [0u8; 24];
-        let b = class.as_bytes();
+        let b = plan.class.as_bytes();
         name[..b.len().min(23)].copy_from_slice(&b[..b.len().min(23)]);
         PlanRaw {
+            exchange_eager_max: plan.exchange_eager_max,
             offset,
             inline_max: p.inline_max,
             eager_max: p.eager_max,
@@ -324,7 +332,7 @@ fn os_err(what: &str) -> String {
 impl Segment {
     /// Creates an anonymous segment for `n` ranks with the given per-pair
     /// params (`plans[s * n + r]` for the channel s -> r, with its class).
-    pub fn create(n: usize, plans: &[(String, Params)]) -> Result<Segment, String> {
+    pub fn create(n: usize, plans: &[Plan]) -> Result<Segment, String> {
         if n == 0 || n > MAX_RANKS {
             return Err(format!("number of ranks must be 1..={MAX_RANKS}, got {n}"));
         }
@@ -332,9 +340,9 @@ impl Segment {
         let lay = Layout::new(n);
         let mut off = lay.channels;
         let mut raws = Vec::with_capacity(n * n);
-        for (class, p) in plans {
-            raws.push(PlanRaw::from_params(class, p, off));
-            off += Layout::channel_bytes(p);
+        for plan in plans {
+            raws.push(PlanRaw::from_plan(plan, off));
+            off += Layout::channel_bytes(&plan.params);
         }
         let size = off as usize;
         // SAFETY: memfd_create with a static NUL-terminated name; result checked.

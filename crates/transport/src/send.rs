@@ -49,6 +49,8 @@ pub(crate) struct Stream {
     pub(crate) len: usize,
     pub(crate) off: usize,
     pub(crate) msg_id: u64,
+    /// The receiver asked for the copy times (`K_CTS_TIMED`).
+    pub(crate) timed: bool,
 }
 
 /// A rendezvous send waiting for the receiver's CTS or FIN.
@@ -160,6 +162,9 @@ impl Comm {
         if (len as u64) > o.plan.eager_max || !o.queue.is_empty() {
             return false;
         }
+        if len as u64 > o.plan.exchange_eager_max && self.cma_ok && self.receiving_from(dst) {
+            return false;
+        }
         let job = Job {
             req: None,
             ptr,
@@ -220,7 +225,14 @@ impl Comm {
             Proto::Rts { cma: readable }
         } else if (len as u64) <= plan.inline_max {
             Proto::Inline
-        } else if (len as u64) <= plan.eager_max {
+        } else if (len as u64) <= plan.eager_max
+            && ((len as u64) <= plan.exchange_eager_max
+                || !self.cma_ok
+                || !self.receiving_from(dst))
+        {
+            // Above the exchange limit (a crowded node's raised eager
+            // limit, plan.rs) a message to a peer this rank receives from
+            // goes by rendezvous: see `Plan::exchange_eager_max`.
             Proto::Eager
         } else {
             Proto::Rts { cma: readable }
@@ -415,8 +427,9 @@ impl Comm {
                 // weighs two-copy by its copying counts this side's too
                 // (progress.rs, `stream_done`). Two clock reads per
                 // fragment of at least 32 KiB (a few percent of a smaller
-                // copy in a VM); 0 for smaller ones: not measured.
-                let t = (n >= TIMED_FRAGMENT).then(std::time::Instant::now);
+                // copy in a VM), and only for a stream the receiver times;
+                // 0 otherwise: not measured.
+                let t = (st.timed && n >= TIMED_FRAGMENT).then(std::time::Instant::now);
                 self.fill_slot(dst, src, n, st.len);
                 let copy_ns = t.map_or(0, |t| t.elapsed().as_nanos() as u64);
                 let mut body = [0u8; 24];

@@ -550,7 +550,7 @@ mod tests {
 
     #[test]
     fn a_peer_descheduled_in_its_wait_is_seen_at_the_next_look() {
-        let plan = ("self".to_string(), crate::startup::singleton_params());
+        let plan = crate::plan::Plan::alone("self", crate::startup::singleton_params());
         let seg = Segment::create(2, &vec![plan; 4]).expect("segment");
         let word = &seg.rank_slot(1).beat;
         // Rank 1 spins in a wait for rank 0, then stops moving (descheduled).
@@ -608,7 +608,7 @@ mod tests {
             );
         }
         let here = current_cpu().expect("sched_getcpu");
-        let plan = ("self".to_string(), crate::startup::singleton_params());
+        let plan = crate::plan::Plan::alone("self", crate::startup::singleton_params());
         let seg = Segment::create(2, &vec![plan; 4]).expect("segment");
         let word = &seg.rank_slot(1).beat;
         // In a wait for rank 0 on this very CPU: it cannot be running now.

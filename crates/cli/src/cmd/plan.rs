@@ -190,12 +190,26 @@ fn job_plans(
     } else {
         "unbound (more ranks than cores)"
     };
+    // A crowded job sends up to a slot eagerly, but less to a peer it is
+    // receiving from (plan::Plan::exchange_eager_max).
+    let exchange = plans
+        .iter()
+        .filter(|p| p.exchange_eager_max < p.params.eager_max)
+        .map(|p| p.exchange_eager_max)
+        .min();
     Ok(format!(
-        "job of {n} ranks, {bound}: {}",
+        "job of {n} ranks, {bound}: {}{}",
         if changed {
             "slot rings made smaller to fit what a rank maps in at start-up (64 MiB in and out)"
         } else {
             "the rules' slot rings fit what a rank maps in at start-up"
+        },
+        match exchange {
+            Some(x) => format!(
+                "; more ranks than CPUs: eager up to a slot, up to {} to a peer the rank receives from (an exchange)",
+                topocomm_topo::human_bytes(x)
+            ),
+            None => String::new(),
         }
     ))
 }
