@@ -59,7 +59,7 @@ impl FromStr for Bind {
 }
 
 /// PUs this process may run on.
-pub(crate) fn allowed_cpus() -> Vec<u32> {
+pub fn allowed_cpus() -> Vec<u32> {
     // SAFETY: sched_getaffinity into a zeroed cpu_set_t of the right size.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -72,9 +72,33 @@ pub(crate) fn allowed_cpus() -> Vec<u32> {
     }
 }
 
-/// The PU of each of `n` ranks under `policy`.
+/// The PU of each of `n` ranks under `policy`, among the PUs this process
+/// may run on.
 pub fn bind_pus(m: &Machine, policy: &Bind, n: usize) -> Result<Vec<Option<u32>>, String> {
-    let allowed = allowed_cpus();
+    bind_pus_within(m, policy, n, &allowed_cpus())
+}
+
+/// What `topocomm run -n N` binds without `--bind` or `--map`: one rank
+/// per core while there are enough cores, else none bound. `allowed`: the
+/// PUs ranks may use (empty: all of `m`'s, for a topology that is not this
+/// machine's, as `topocomm plan --ranks` shows).
+pub fn default_pus(m: &Machine, n: usize, allowed: &[u32]) -> Result<Vec<Option<u32>>, String> {
+    let cores = m
+        .objects
+        .iter()
+        .filter(|o| o.kind == ObjectKind::Core)
+        .count();
+    let policy = if n <= cores { Bind::Core } else { Bind::None };
+    bind_pus_within(m, &policy, n, allowed)
+}
+
+/// [`bind_pus`] among `allowed` (empty: every PU of `m`).
+pub fn bind_pus_within(
+    m: &Machine,
+    policy: &Bind,
+    n: usize,
+    allowed: &[u32],
+) -> Result<Vec<Option<u32>>, String> {
     let order: Vec<u32> = match policy {
         Bind::None => return Ok(vec![None; n]),
         Bind::Core => {

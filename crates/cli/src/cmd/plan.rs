@@ -158,19 +158,9 @@ fn job_plans(
     n: usize,
     entries: &mut [(String, Option<u64>, Params)],
 ) -> Result<String> {
-    // As `topocomm run -n N` binds (run::default_pus), over every core of
-    // the topology shown, which need not be this machine's.
-    let firsts: Vec<u32> = m
-        .objects
-        .iter()
-        .filter(|o| o.kind == topocomm_topo::ObjectKind::Core)
-        .filter_map(|o| o.cpuset.indexes().first().copied())
-        .collect();
-    let pus: Vec<Option<u32>> = if n <= firsts.len() {
-        firsts[..n].iter().map(|&p| Some(p)).collect()
-    } else {
-        vec![None; n]
-    };
+    // As `topocomm run -n N` binds, over every core of the topology shown,
+    // which need not be this machine's.
+    let pus = topocomm_transport::launch::default_pus(m, n, &[]).map_err(|e| anyhow!(e))?;
     let plans = topocomm_transport::plan::resolve(m, rules, &pus).map_err(|e| anyhow!(e))?;
     let mut changed = false;
     for (class, _, params) in entries.iter_mut() {

@@ -68,13 +68,7 @@ fn launch_of(g: &GlobalOpts, a: &Args) -> Result<Launch> {
             launch::bind_pus(&m, &b, a.n).map_err(|e| anyhow!(e))?
         }
         (None, None) => {
-            let cores = m
-                .objects
-                .iter()
-                .filter(|o| o.kind == topocomm_topo::ObjectKind::Core)
-                .count();
-            let b = if a.n <= cores { Bind::Core } else { Bind::None };
-            launch::bind_pus(&m, &b, a.n).map_err(|e| anyhow!(e))?
+            launch::default_pus(&m, a.n, &launch::allowed_cpus()).map_err(|e| anyhow!(e))?
         }
     };
     let file = a.rules.clone().or_else(rules_from_env);
