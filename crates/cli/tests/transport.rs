@@ -665,15 +665,8 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
         );
         return;
     }
-    let o = Command::new(bin())
-        .args([
-            "run",
-            "-n",
-            "2",
-            "--",
-            bin(),
-            "bench-worker",
-            "p2p",
+    let o = bench_worker_with(
+        &[
             "--tests",
             "bibw",
             "--sizes",
@@ -682,10 +675,9 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
             "3",
             "--min-time-ms",
             "20",
-        ])
-        .env("TOPOCOMM_VERBOSE", "1")
-        .output()
-        .expect("topocomm runs");
+        ],
+        &[("TOPOCOMM_VERBOSE", "1")],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     // rank -> (two-copy, single copy, received as asked)
@@ -732,9 +724,19 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
 
 /// `topocomm bench-worker p2p ARGS` as two ranks under `topocomm run`.
 fn bench_worker(args: &[&str]) -> Output {
+    bench_worker_with(args, &[])
+}
+
+/// [`bench_worker`] with environment variables set.
+fn bench_worker_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut all = vec!["run", "-n", "2", "--", bin(), "bench-worker", "p2p"];
     all.extend_from_slice(args);
-    topocomm(&all)
+    let mut c = Command::new(bin());
+    c.args(&all).env_remove("TOPOCOMM_TOPOLOGY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("topocomm runs")
 }
 
 #[test]
