@@ -722,6 +722,65 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
     );
 }
 
+/// On a crowded node (here two ranks bound to one PU) a message up to a
+/// slot goes eagerly, except to a peer the sender is receiving from (an
+/// exchange), which gets the rendezvous protocols above the exchange limit
+/// (`Plan::exchange_eager_max`, 32 KiB with these rules): 64 KiB
+/// one-way bw sends no rendezvous message, 64 KiB bibw does.
+#[test]
+fn a_crowded_exchange_leaves_eager_above_its_limit_and_one_way_stays_eager() {
+    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+        eprintln!("notice: single copy unavailable here: no exchange limit; skipped");
+        return;
+    }
+    let rules = tmp(
+        "crowded.toml",
+        "[default]\neager_max = 8192\nfragment = 131072\ncma = true\ncma_threshold = 32768\n",
+    );
+    let rendezvous = |test: &str| -> u64 {
+        let o = Command::new(bin())
+            .args([
+                "run",
+                "-n",
+                "2",
+                "--bind",
+                "0,0",
+                "--rules",
+                rules.to_str().unwrap(),
+                "--",
+                bin(),
+                "bench-worker",
+                "p2p",
+                "--tests",
+                test,
+                "--sizes",
+                "65536",
+                "--samples",
+                "2",
+                "--min-time-ms",
+                "5",
+            ])
+            .env("TOPOCOMM_VERBOSE", "1")
+            .output()
+            .expect("topocomm runs");
+        assert!(o.status.success(), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(err.contains("eager up to 131072 B"), "not raised:\n{err}");
+        err.lines()
+            .filter_map(|l| {
+                l.split_once(" received ")?
+                    .1
+                    .split(' ')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    assert_eq!(rendezvous("bw"), 0, "one-way 64 KiB went by rendezvous");
+    assert!(rendezvous("bibw") > 0, "the exchange stayed eager");
+}
+
 /// `topocomm bench-worker p2p ARGS` as two ranks under `topocomm run`.
 fn bench_worker(args: &[&str]) -> Output {
     bench_worker_with(args, &[])
