@@ -215,6 +215,19 @@ pub(crate) fn decode_request(word: u64) -> (bool, Option<Rdv>) {
 }
 
 impl crate::comm::Comm {
+    /// Whether this rank is receiving from `src` now: a receive posted for
+    /// it (among the first [`POSTED_SCAN`]), or a stream or a single copy
+    /// read from it under way.
+    pub(crate) fn receiving_from(&self, src: usize) -> bool {
+        !self.ins[src].streams.is_empty()
+            || self.deferred.iter().any(|d| d.src == src)
+            || self.posted.iter().take(POSTED_SCAN).any(|&idx| {
+                matches!(self.reqs[idx as usize].kind,
+                    crate::request::ReqKind::Recv { src: s, .. }
+                        if s == src as i32 || s == crate::comm::ANY_SOURCE)
+            })
+    }
+
     /// The protocol this rank asks `dst` to read a rendezvous message of
     /// `len` bytes with (`cma`: the message allows single copy), or `None`
     /// to leave the choice to `dst`.
@@ -230,23 +243,11 @@ impl crate::comm::Comm {
     /// one: the lower rank of an exchange asks the higher one to receive the
     /// way its own measurements (of the pair's copying, progress.rs,
     /// `stream_done`) found cheapest for the size class, and the higher rank
-    /// follows; each side then measures the state its choice brings about.
+    /// follows without measuring, so the lower rank measures the state both
+    /// are in (its tries of the other protocol are not followed).
     /// Asked only while this rank receives from `dst` (a receive posted for
     /// it, or its message being read): a one-way stream keeps the
     /// receiver's own choice.
-    /// Whether this rank is receiving from `src` now: a receive posted for
-    /// it (among the first [`POSTED_SCAN`]), or a stream or a single copy
-    /// read from it under way.
-    pub(crate) fn receiving_from(&self, src: usize) -> bool {
-        !self.ins[src].streams.is_empty()
-            || self.deferred.iter().any(|d| d.src == src)
-            || self.posted.iter().take(POSTED_SCAN).any(|&idx| {
-                matches!(self.reqs[idx as usize].kind,
-                    crate::request::ReqKind::Recv { src: s, .. }
-                        if s == src as i32 || s == crate::comm::ANY_SOURCE)
-            })
-    }
-
     pub(crate) fn pair_choice(&self, dst: usize, len: usize, cma: bool) -> Option<Rdv> {
         let i = &self.ins[dst];
         if dst <= self.rank || i.plan.adaptive == 0 {
