@@ -216,7 +216,7 @@ impl Comm {
                 gen: 0,
             });
         }
-        // Field reads, not a copy of the whole 128-byte plan.
+        // Field reads, not a copy of the whole 136-byte plan.
         let plan = &self.outs[dst].plan;
         // A rendezvous only says whether the receiver may read this buffer
         // with single copy; the receiver chooses the protocol (choose.rs).
