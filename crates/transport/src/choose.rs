@@ -253,14 +253,15 @@ impl crate::comm::Comm {
         if dst <= self.rank || i.plan.adaptive == 0 {
             return None;
         }
-        if !self.receiving_from(dst) {
-            return None;
-        }
         let allowed = Allowed {
             cma: cma && !i.cma_failed,
             stream: len as u64 >= i.plan.stream_out_min,
         };
-        i.chooser.preferred(len, allowed)
+        // The estimate first: without one there is nothing to ask, and the
+        // scan of the posted receives is skipped.
+        i.chooser
+            .preferred(len, allowed)
+            .filter(|_| self.receiving_from(dst))
     }
 
     /// Rendezvous messages this rank received so far: (two-copy, single

@@ -158,11 +158,7 @@ impl Comm {
         if unsafe { self.push_inline_now(ptr, len, dst, key) } {
             return true;
         }
-        let o = &self.outs[dst];
-        if (len as u64) > o.plan.eager_max || !o.queue.is_empty() {
-            return false;
-        }
-        if len as u64 > o.plan.exchange_eager_max && self.cma_ok && self.receiving_from(dst) {
+        if !self.outs[dst].queue.is_empty() || !self.goes_eager(dst, len) {
             return false;
         }
         let job = Job {
@@ -177,6 +173,20 @@ impl Comm {
         }
         self.ring(dst);
         true
+    }
+
+    /// Whether a message of `len` bytes (above the inline limit) to `dst`
+    /// goes eagerly: up to the plan's eager limit, but above the exchange
+    /// limit (a crowded node's raised eager limit, plan.rs) not to a peer
+    /// this rank is receiving from, which gets a rendezvous whose receiver
+    /// may read it by single copy (`Plan::exchange_eager_max`). The scan of
+    /// the posted receives runs only in that band.
+    #[inline(always)]
+    fn goes_eager(&self, dst: usize, len: usize) -> bool {
+        let plan = &self.outs[dst].plan;
+        let len = len as u64;
+        len <= plan.eager_max
+            && (len <= plan.exchange_eager_max || !self.cma_ok || !self.receiving_from(dst))
     }
 
     /// The inline fast path after the argument checks: pushes the message
@@ -225,14 +235,7 @@ impl Comm {
             Proto::Rts { cma: readable }
         } else if (len as u64) <= plan.inline_max {
             Proto::Inline
-        } else if (len as u64) <= plan.eager_max
-            && ((len as u64) <= plan.exchange_eager_max
-                || !self.cma_ok
-                || !self.receiving_from(dst))
-        {
-            // Above the exchange limit (a crowded node's raised eager
-            // limit, plan.rs) a message to a peer this rank receives from
-            // goes by rendezvous: see `Plan::exchange_eager_max`.
+        } else if self.goes_eager(dst, len) {
             Proto::Eager
         } else {
             Proto::Rts { cma: readable }
