@@ -680,7 +680,30 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
     );
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    // rank -> (two-copy, single copy, received as asked)
+    let got = rendezvous_lines(&err);
+    let (Some(&(two0, one0, asked0, _)), Some(&(two1, one1, asked1, _))) =
+        (got.get(&0), got.get(&1))
+    else {
+        panic!("a rendezvous line per rank expected:\n{err}");
+    };
+    assert_eq!(asked0, 0, "the lower rank chooses for itself:\n{err}");
+    let n1 = two1 + one1;
+    assert!(
+        asked1 * 2 >= n1,
+        "rank 1 received {asked1} of {n1} messages as asked:\n{err}"
+    );
+    let single = |two: u64, one: u64| one as f64 / (two + one).max(1) as f64;
+    let (s0, s1) = (single(two0, one0), single(two1, one1));
+    assert!(
+        (s0 - s1).abs() <= 0.25,
+        "the two ranks received differently: single copy {s0:.2} against {s1:.2}:\n{err}"
+    );
+}
+
+/// Per rank of a `TOPOCOMM_VERBOSE` run's rendezvous line: (two-copy,
+/// single copy, received the way the sender asked, timed two-copy streams
+/// weighed by both sides' copying).
+fn rendezvous_lines(err: &str) -> std::collections::BTreeMap<u32, (u64, u64, u64, u64)> {
     let mut got = std::collections::BTreeMap::new();
     for l in err.lines() {
         let Some((head, rest)) = l.split_once(" rendezvous messages: ") else {
@@ -696,29 +719,75 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|w| w.parse().ok())
             .collect();
-        let asked = rest
-            .split("; ")
-            .find(|p| p.contains("the way the sender asked"))
-            .and_then(|p| p.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0u64);
-        got.insert(rank, (nums[0], nums[1], asked));
+        let part = |what: &str| {
+            rest.split("; ")
+                .find(|p| p.contains(what))
+                .and_then(|p| p.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0u64)
+        };
+        got.insert(
+            rank,
+            (
+                nums[0],
+                nums[1],
+                part("the way the sender asked"),
+                part("weighed by both sides' copying"),
+            ),
+        );
     }
-    let (Some(&(two0, one0, asked0)), Some(&(two1, one1, asked1))) = (got.get(&0), got.get(&1))
-    else {
-        panic!("a rendezvous line per rank expected:\n{err}");
+    got
+}
+
+/// A ping-pong sends to the peer between every two messages it receives
+/// from it, but its two directions never overlap: its two-copy streams are
+/// timed by their elapsed time, not weighed by both sides' copying as an
+/// exchange's are (which made the pipelined two-copy look twice as dear
+/// and sent 16 MiB latency by the slower single copy). A bidirectional
+/// window is an exchange: the lower rank, which chooses for the pair,
+/// weighs its timed streams by the copying.
+#[test]
+fn a_ping_pong_is_timed_one_way_and_an_exchange_by_its_copying() {
+    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+        eprintln!("notice: single copy unavailable here: no protocol choice to time; skipped");
+        return;
+    }
+    let run = |test: &str| {
+        let o = bench_worker_with(
+            &[
+                "--tests",
+                test,
+                "--sizes",
+                "1048576",
+                "--samples",
+                "3",
+                "--min-time-ms",
+                "20",
+            ],
+            &[("TOPOCOMM_VERBOSE", "1")],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let got = rendezvous_lines(&err);
+        assert_eq!(got.len(), 2, "a rendezvous line per rank expected:\n{err}");
+        (got, err)
     };
-    assert_eq!(asked0, 0, "the lower rank chooses for itself:\n{err}");
-    let n1 = two1 + one1;
+    let (pp, err) = run("latency");
+    // Each rank tries both protocols: some of its messages came by two-copy.
     assert!(
-        asked1 * 2 >= n1,
-        "rank 1 received {asked1} of {n1} messages as asked:\n{err}"
+        pp.values().any(|&(two, ..)| two > 0),
+        "no two-copy stream in the ping-pong:\n{err}"
     );
-    let single = |two: u64, one: u64| one as f64 / (two + one).max(1) as f64;
-    let (s0, s1) = (single(two0, one0), single(two1, one1));
+    for (rank, &(.., weighed)) in &pp {
+        assert_eq!(
+            weighed, 0,
+            "rank {rank} weighed ping-pong streams as an exchange:\n{err}"
+        );
+    }
+    let (ex, err) = run("bibw");
     assert!(
-        (s0 - s1).abs() <= 0.25,
-        "the two ranks received differently: single copy {s0:.2} against {s1:.2}:\n{err}"
+        ex[&0].3 > 0,
+        "the lower rank of a bidirectional window weighed no stream by its copying:\n{err}"
     );
 }
 

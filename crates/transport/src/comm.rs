@@ -104,6 +104,10 @@ pub struct Comm {
     pub(crate) rdv_streamed: u64,
     /// Of all, those received the way the sender asked (`pair_choice`).
     pub(crate) rdv_followed: u64,
+    /// Timed two-copy streams weighed by both sides' copying, as part of an
+    /// exchange (progress.rs, `stream_done`): `TOPOCOMM_VERBOSE` says how
+    /// many, so a test can tell a ping-pong from an exchange.
+    pub(crate) rdv_weighed_pair: u64,
     /// Set while a receive is being posted: single copy reads it matches
     /// wait in `deferred` for the next progress (recv.rs, `start_rdv`).
     pub(crate) defer_reads: bool,
@@ -206,6 +210,7 @@ impl Comm {
             rdv_counts: [0; 3],
             rdv_streamed: 0,
             rdv_followed: 0,
+            rdv_weighed_pair: 0,
             defer_reads: false,
             deferred: Default::default(),
             preemptions: 0,

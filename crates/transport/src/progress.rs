@@ -238,14 +238,14 @@ impl Comm {
     ///
     /// It also notes whether this rank is sending large messages of its own
     /// to the stream's sender (rendezvous sends waiting for their CTS or
-    /// FIN, or two-copy streams it is filling), or sent some within the
-    /// last one or two blocks of messages it received from it
-    /// (`In::sends_mark`): then the two ranks exchange data, and the stream
-    /// is weighed by its copying ([`Self::stream_done`]).
+    /// FIN, or two-copy streams it is filling), or the two directions
+    /// overlapped within the last one or two blocks of messages it received
+    /// from it (`In::overlaps_mark`): then the two ranks exchange data, and
+    /// the stream is weighed by its copying ([`Self::stream_done`]).
     fn first_fragment(&mut self, src: usize, k: usize) {
         let o = &self.outs[src];
         let i = &self.ins[src];
-        let exchange = !o.rdv.is_empty() || !o.streams.is_empty() || o.next_msg != i.sends_mark;
+        let exchange = !o.rdv.is_empty() || !o.streams.is_empty() || i.overlaps != i.overlaps_mark;
         let s = &mut self.ins[src].streams[k];
         s.exchange = exchange;
         if s.pick.is_some()
@@ -294,6 +294,7 @@ impl Comm {
         // receives posted before its sends: at the first fragment of a
         // late stream of the window, all its sends may be done).
         let exchange = (s.exchange || o.next_msg != s.sends_at_start) && s.copy_ns > 0;
+        self.rdv_weighed_pair += u64::from(s.pick.is_some() && exchange && !crowded);
         let i = &mut self.ins[src];
         if let Some(p) = s.pick {
             let ns = if crowded {

@@ -369,6 +369,11 @@ impl Comm {
                     return false;
                 }
                 let ask = self.pair_choice(dst, job.len, cma);
+                // A send while receiving from `dst`: the two directions
+                // overlap (`In::overlaps`).
+                if self.receiving_from(dst) {
+                    self.ins[dst].overlaps += 1;
+                }
                 let o = &mut self.outs[dst];
                 let msg_id = o.next_msg;
                 o.next_msg += 1;

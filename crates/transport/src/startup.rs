@@ -307,8 +307,9 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             chooser: Default::default(),
             busy_until: started,
             rdv_in: 0,
-            sends_mark: 0,
-            sends_mark_next: 0,
+            overlaps: 0,
+            overlaps_mark: 0,
+            overlaps_mark_next: 0,
             cma_failed: false,
         });
     }
