@@ -76,6 +76,58 @@ fn stress_2_ranks_up_to_64_mib() {
     assert_eq!(shm_entries(), before, "nothing left in /dev/shm");
 }
 
+/// Eager messages sent in pieces (each rank on a CPU of its own: not
+/// crowded), the receiver copying each piece as it comes: with every size
+/// up to a slot eager, most messages go in 2-32 pieces, received by matched
+/// receives, as unexpected messages, after a probe and with ANY_SOURCE
+/// (stress), and by a receiver waiting while the sender writes (pingpong);
+/// every byte and the order are checked.
+#[test]
+fn stress_2_ranks_eager_in_pieces() {
+    let rules = tmp(
+        "eager-pieces.toml",
+        "[default]\neager_max = 131072\nfragment = 131072\n",
+    );
+    for seed in ["5", "6"] {
+        let out = run_ok(&[
+            "run",
+            "-n",
+            "2",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--",
+            bin(),
+            "selftest",
+            "stress",
+            "--messages",
+            "300",
+            "--max-size",
+            "131072",
+            "--seed",
+            seed,
+        ]);
+        assert!(out.contains("stress ok: 2 ranks"), "{out}");
+    }
+    // A ping-pong: the receiver waits while the sender writes, and copies
+    // the pieces as they come.
+    let out = run_ok(&[
+        "run",
+        "-n",
+        "2",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--",
+        bin(),
+        "selftest",
+        "pingpong",
+        "--messages",
+        "3000",
+        "--max-size",
+        "131072",
+    ]);
+    assert!(out.contains("pingpong ok: 3000 messages"), "{out}");
+}
+
 #[test]
 fn stress_16_ranks_oversubscribed_any_source() {
     let out = run_ok(&[

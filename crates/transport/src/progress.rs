@@ -71,10 +71,14 @@ impl Comm {
                 },
                 K_EAGER => {
                     let data = self.cur_slot(src);
+                    let ready = c.eager_ready();
                     match self.match_posted(src, key) {
-                        Some(idx) => self.deliver(idx, src, tag, data, len),
+                        Some(idx) => self.deliver_eager(idx, src, tag, data, len, ready)?,
                         None => {
-                            // SAFETY: the slot holds len <= fragment bytes.
+                            // SAFETY: buf None: waits only.
+                            unsafe { self.copy_eager(std::ptr::null_mut(), data, len, ready)? };
+                            // SAFETY: the slot holds len <= fragment bytes,
+                            // all written (copy_eager returned).
                             let v = self
                                 .spare
                                 .copy_of(unsafe { std::slice::from_raw_parts(data, len) });

@@ -11,15 +11,15 @@ use topocomm_transport::{Comm, Error};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// stress | truncate | die | hang | plan
+    /// stress | pingpong | truncate | die | hang | plan
     pub scenario: String,
     /// Seed of the random message plan
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Messages sent by each rank (stress)
+    /// Messages sent by each rank (stress), or in all between ranks 0 and 1 (pingpong)
     #[arg(long, default_value_t = 40, value_parser = crate::common::count(0, 10_000_000))]
     pub messages: usize,
-    /// Largest message in bytes (stress; sizes are log-uniform from 0)
+    /// Largest message in bytes (stress, pingpong; sizes are log-uniform from 0)
     #[arg(long, default_value_t = 1 << 20, value_parser = crate::common::count(0, 1 << 30))]
     pub max_size: usize,
 }
@@ -79,6 +79,20 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 );
             }
         }
+        "pingpong" => {
+            let spec = StressSpec {
+                seed: a.seed,
+                messages: a.messages,
+                max_size: a.max_size,
+            };
+            let s = selftest::pingpong(&mut c, &spec)?;
+            if c.rank() == 0 {
+                println!(
+                    "pingpong ok: {} messages between ranks 0 and 1 ({} bytes), max {} bytes",
+                    s.messages, s.bytes, a.max_size
+                );
+            }
+        }
         "truncate" => truncate(&mut c)?,
         "die" => {
             // Rank 0 dies hard; the others wait for it and must fail in bounded time.
@@ -107,7 +121,9 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 }
             }
         }
-        o => bail!("unknown scenario '{o}' (expected stress, truncate, die, hang or plan)"),
+        o => {
+            bail!("unknown scenario '{o}' (expected stress, pingpong, truncate, die, hang or plan)")
+        }
     }
     c.finalize()?;
     Ok(ExitCode::SUCCESS)
