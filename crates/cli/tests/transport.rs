@@ -76,16 +76,15 @@ fn stress_2_ranks_up_to_64_mib() {
     assert_eq!(shm_entries(), before, "nothing left in /dev/shm");
 }
 
-/// Eager messages sent in pieces (each rank on a CPU of its own: not
-/// crowded), the receiver copying each piece as it comes: with every size
-/// up to a slot eager, most messages go in 2-32 pieces, received by matched
-/// receives, as unexpected messages, after a probe and with ANY_SOURCE
-/// (stress), and by a receiver waiting while the sender writes (pingpong);
+/// Every size up to a slot eager (each rank on a CPU of its own): received
+/// by matched receives, as unexpected messages, after a probe and with
+/// ANY_SOURCE (stress), and by a receiver waiting while the sender writes
+/// (pingpong, each message filled anew so stale slot bytes cannot pass);
 /// every byte and the order are checked.
 #[test]
-fn stress_2_ranks_eager_in_pieces() {
+fn stress_and_pingpong_2_ranks_eager_up_to_a_slot() {
     let rules = tmp(
-        "eager-pieces.toml",
+        "eager-to-a-slot.toml",
         "[default]\neager_max = 131072\nfragment = 131072\n",
     );
     for seed in ["5", "6"] {
@@ -108,8 +107,7 @@ fn stress_2_ranks_eager_in_pieces() {
         ]);
         assert!(out.contains("stress ok: 2 ranks"), "{out}");
     }
-    // A ping-pong: the receiver waits while the sender writes, and copies
-    // the pieces as they come.
+    // A ping-pong: the receiver waits while the sender writes.
     let out = run_ok(&[
         "run",
         "-n",

@@ -16,11 +16,6 @@
 //!    the full sweep of the slow wait path, so correctness never depends on it.
 //! 5. Rank states and the start-up barrier use Release/Acquire so that a
 //!    peer seen as up has published its pid and probe word.
-//! 6. Eager pieces: a sender may publish an eager cell (ordering 1) when
-//!    only the first piece of its slot is written, then copies each
-//!    further piece and stores the bytes written so far in the cell's
-//!    `eager_ready` word with `Release`; the receiver copies out only what
-//!    its `Acquire` load of that word covers.
 //!
 //! The communicator's parts: `send.rs` (protocols, sender queues, cell and
 //! fragment pushing), `recv.rs` (posted and unexpected queues, matching,

@@ -71,14 +71,10 @@ impl Comm {
                 },
                 K_EAGER => {
                     let data = self.cur_slot(src);
-                    let ready = c.eager_ready();
                     match self.match_posted(src, key) {
-                        Some(idx) => self.deliver_eager(idx, src, tag, data, len, ready)?,
+                        Some(idx) => self.deliver(idx, src, tag, data, len),
                         None => {
-                            // SAFETY: buf None: waits only.
-                            unsafe { self.copy_eager(std::ptr::null_mut(), data, len, ready)? };
-                            // SAFETY: the slot holds len <= fragment bytes,
-                            // all written (copy_eager returned).
+                            // SAFETY: the slot holds len <= fragment bytes.
                             let v = self
                                 .spare
                                 .copy_of(unsafe { std::slice::from_raw_parts(data, len) });

@@ -12,7 +12,7 @@ use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
     Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_INLINE, RING,
 };
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Cells fetched ahead when a receive takes one at posting (`take_next`).
@@ -474,77 +474,6 @@ impl Comm {
         self.complete(idx, st, None);
     }
 
-    /// Delivers an eager message into receive `idx`, copying each piece
-    /// out of the slot as the sender publishes it (`ready`, ordering 6).
-    pub(crate) fn deliver_eager(
-        &mut self,
-        idx: u32,
-        src: usize,
-        tag: i32,
-        data: *const u8,
-        len: usize,
-        ready: &AtomicU64,
-    ) -> Result<()> {
-        let Some((buf, st)) = self.fit(idx, src, tag, len) else {
-            // Truncated: nothing to copy. The slot may be released before
-            // the sender has written all of it: the sender writes nothing
-            // else before it finishes this message.
-            return Ok(());
-        };
-        self.before_long_copy(len);
-        // SAFETY: buf holds cap >= len bytes (irecv contract, checked by
-        // fit); the slot holds len.
-        unsafe { self.copy_eager(buf, data, len, ready)? };
-        self.complete(idx, st, None);
-        Ok(())
-    }
-
-    /// Copies the `len` bytes of an eager message from its slot `data` to
-    /// `buf` as the sender writes them (`ready`, ordering 6); with a null
-    /// `buf`, only waits until all are written. The sender copies one
-    /// piece after the other without waiting for anything, so this spins;
-    /// bounded all the same: a sender that dies mid-message is found by
-    /// the health check, and the wait ends with the rank's timeout.
-    ///
-    /// # Safety
-    /// `buf` is null or valid for `len` writable bytes; `data` is the slot
-    /// of the eager cell whose `eager_ready` is `ready`.
-    pub(crate) unsafe fn copy_eager(
-        &mut self,
-        buf: *mut u8,
-        data: *const u8,
-        len: usize,
-        ready: &AtomicU64,
-    ) -> Result<()> {
-        let mut done = 0usize;
-        let mut spins = 0u32;
-        let mut since: Option<Instant> = None;
-        loop {
-            // Acquire pairs with the sender's Release (ordering 6).
-            let r = (ready.load(Ordering::Acquire) as usize).min(len);
-            if r > done {
-                if !buf.is_null() {
-                    // SAFETY: done < r <= len: inside both buffers, and
-                    // written by the sender (the Acquire above).
-                    unsafe { copy_plain(buf.add(done), data.add(done), r - done) };
-                }
-                done = r;
-                spins = 0;
-            }
-            if done == len {
-                return Ok(());
-            }
-            spins += 1;
-            std::hint::spin_loop();
-            if spins % (1 << 14) == 0 {
-                self.health(None)?;
-                if since.get_or_insert_with(Instant::now).elapsed() > self.timeout {
-                    return Err(Error::Timeout(self.timeout));
-                }
-            }
-        }
-    }
-
     /// The buffer of receive request `idx` and the status of a `len`-byte
     /// message from `src` with `tag`. A message longer than the buffer
     /// completes the request with a truncation error (the message counts as
@@ -979,15 +908,10 @@ impl Comm {
             // SAFETY: len <= cap (checked) and <= INLINE_BYTES.
             unsafe { copy_small(ptr, c.body.as_ptr(), len) };
         } else {
-            // A message still being written (sent in pieces) takes the
-            // general path, which copies each piece as it comes.
-            if c.eager_ready().load(Ordering::Acquire) < len as u64 {
-                return None;
-            }
             self.before_long_copy(len);
             let data = self.cur_slot(s);
-            // SAFETY: the slot holds len <= fragment published bytes (the
-            // Acquire above, ordering 6); ptr holds cap >= len.
+            // SAFETY: the slot holds len <= fragment published bytes; ptr
+            // holds cap >= len.
             unsafe { copy_plain(ptr, data, len) };
             self.release_slot(s);
         }

@@ -133,22 +133,6 @@ const _: () = assert!(std::mem::offset_of!(Cell, body) == CELL_HEADER);
 const _: () = assert!(std::mem::offset_of!(Cell, tag) == 12);
 // A rendezvous request carries three 64-bit words in the body.
 const _: () = assert!(INLINE_BYTES >= 3 * 8);
-// An eager cell's first body word is an `AtomicU64` (`Cell::eager_ready`).
-const _: () = assert!(CELL_HEADER % 8 == 0);
-
-impl Cell {
-    /// An eager cell's count of the message bytes the sender has written
-    /// into its slot so far: the sender publishes the cell after the first
-    /// piece and stores each further piece's end with `Release`; the
-    /// receiver copies out up to what it loads with `Acquire` (ordering 6
-    /// in comm.rs).
-    pub fn eager_ready(&self) -> &AtomicU64 {
-        // SAFETY: the body starts 8-byte aligned (CELL_HEADER % 8 == 0 in a
-        // 64-byte-aligned cell, checked above) and holds at least 8 bytes;
-        // both sides access this word atomically once the cell is published.
-        unsafe { &*self.body.as_ptr().cast::<AtomicU64>() }
-    }
-}
 // `Layout::new` steps RANK_SLOT_BYTES per rank slot, and a channel starts
 // with a 64-byte `RecvCtrl` line before its cells (`Layout::channel_bytes`,
 // `Comm::start`).

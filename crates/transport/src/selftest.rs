@@ -11,9 +11,8 @@
 //! [`pingpong`]: ranks 0 and 1 bounce messages of the same random sizes,
 //! each filled anew, and check every byte as it arrives: the receiver is
 //! waiting while the sender writes, which the stress plan (sends first,
-//! receives after) seldom makes happen, so protocols that let the receiver
-//! copy while the sender is still writing (eager messages in pieces) are
-//! checked in the state they are built for.
+//! receives after) seldom makes happen, so a protocol that let the receiver
+//! read what the sender has not finished writing would be caught here.
 
 use crate::{Comm, Error, Request, ANY_SOURCE, ANY_TAG};
 use std::collections::{HashMap, VecDeque};

@@ -20,10 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Smallest fragment whose copy into the slots the sender times.
 pub(crate) const TIMED_FRAGMENT: usize = 32 << 10;
-/// Bytes per piece of an eager message sent in pieces
-/// (`Comm::push_eager_in_pieces`): small enough that the receiver starts
-/// early, large enough that the sender's stores of the count stay few.
-pub(crate) const EAGER_PIECE: usize = 4096;
 
 /// How a message travels (chosen from the channel's plan by its length).
 #[derive(Clone, Copy, PartialEq)]
@@ -332,54 +328,6 @@ impl Comm {
         self.push_cell(dst, K_INLINE, key, len as u64, body);
     }
 
-    /// Sends an eager message whose copy the receiver overlaps with this
-    /// rank's: the first [`EAGER_PIECE`] bytes into the slot, the cell
-    /// published, then each further piece followed by a `Release` store of
-    /// the bytes written (ordering 6), so the receiver copies piece k out
-    /// of the slot while this rank copies piece k + 1 in. One copy after
-    /// the other, a 16 KiB message took 3.3 us one way on 16-vCPU and
-    /// 2-vCPU Intel Xeon VMs, against 2.8-3.0 us for MPICH and Open MPI
-    /// there; each copy alone is about 1 us. Not on a crowded node, where
-    /// the receiver may be waiting for a sender that has no CPU.
-    ///
-    /// # Safety
-    /// `ptr` must be valid for `len` bytes; the ring has a cell and the
-    /// slot is free (`ring_space`, `slot_free`); `len <= fragment`.
-    unsafe fn push_eager_in_pieces(&mut self, dst: usize, key: Key, ptr: *const u8, len: usize) {
-        self.before_long_copy(len);
-        let o = &self.outs[dst];
-        let (pos, slot_at) = (o.head, (o.frags % o.plan.depth) * o.plan.fragment);
-        // SAFETY: the slot is free (slot_free) and holds fragment >= len
-        // bytes; the cell at pos is ours (ring_space).
-        let (slot, cell) = unsafe {
-            (
-                o.slots.add(slot_at as usize),
-                o.cells.add((pos % RING) as usize),
-            )
-        };
-        // SAFETY: ptr holds len > EAGER_PIECE bytes; the slot holds len.
-        unsafe { copy_plain(slot, ptr, EAGER_PIECE) };
-        self.outs[dst].frags += 1;
-        self.push_cell(
-            dst,
-            K_EAGER,
-            key,
-            len as u64,
-            &(EAGER_PIECE as u64).to_ne_bytes(),
-        );
-        let mut off = EAGER_PIECE;
-        while off < len {
-            let n = (len - off).min(EAGER_PIECE);
-            // SAFETY: off + n <= len, inside both buffers; the receiver
-            // reads these bytes only after the store below (ordering 6).
-            unsafe { copy_plain(slot.add(off), ptr.add(off), n) };
-            off += n;
-            // SAFETY: the receiver releases the cell only once it has seen
-            // off == len, so the cell is still this message's.
-            unsafe { (*cell).eager_ready().store(off as u64, Ordering::Release) };
-        }
-    }
-
     /// Copies `len` bytes into the next fragment slot of `dst`.
     fn fill_slot(&mut self, dst: usize, src: *const u8, len: usize, total: usize) {
         self.before_long_copy(len);
@@ -413,14 +361,8 @@ impl Comm {
                 if !self.ring_space(dst) || !self.slot_free(dst) {
                     return false;
                 }
-                if job.len > EAGER_PIECE && !self.crowded {
-                    // SAFETY: ptr is valid for len bytes per isend's contract.
-                    unsafe { self.push_eager_in_pieces(dst, job.key, job.ptr, job.len) };
-                } else {
-                    self.fill_slot(dst, job.ptr, job.len, job.len);
-                    let ready = (job.len as u64).to_ne_bytes();
-                    self.push_cell(dst, K_EAGER, job.key, job.len as u64, &ready);
-                }
+                self.fill_slot(dst, job.ptr, job.len, job.len);
+                self.push_cell(dst, K_EAGER, job.key, job.len as u64, &[]);
             }
             Proto::Rts { cma } => {
                 if !self.ring_space(dst) {
