@@ -501,6 +501,29 @@ pub fn pool(pooled: &mut Vec<SampleLine>, lines: Vec<SampleLine>) {
     }
 }
 
+/// [`Outcome::slowest`] of `rows`.
+pub fn slowest(rows: &[ResultRow]) -> Vec<(String, f64, String, u64)> {
+    let mut out = Vec::new();
+    for i in impl_order(rows) {
+        let worst = rows
+            .iter()
+            .filter(|r| r.implementation == i && r.samples.len() >= 10 && r.median > 0.0)
+            .filter_map(|r| {
+                let ratio = if r.test == "latency" {
+                    r.median / r.samples.iter().copied().fold(f64::MIN, f64::max)
+                } else {
+                    r.samples.iter().copied().fold(f64::MAX, f64::min) / r.median
+                };
+                ratio.is_finite().then(|| (ratio, r.test.clone(), r.size))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((ratio, test, size)) = worst {
+            out.push((i, ratio, test, size));
+        }
+    }
+    out
+}
+
 /// A result table: title, header, one line per size.
 pub type ResultTable = (String, Vec<String>, Vec<Vec<String>>);
 
@@ -564,6 +587,17 @@ impl Outcome {
             }
         }
         out
+    }
+
+    /// Per implementation (in [`impl_order`]), its slowest sample against
+    /// the median of its point, as a speed ratio (1: no slower sample; a
+    /// latency's median / its largest sample, a rate's smallest sample /
+    /// its median), at the point where that ratio is lowest: (name, ratio,
+    /// test, size). A job-level slow mode shows here even where the medians
+    /// look fine; a point of fewer than 10 samples is left out (one slow
+    /// sample of a handful says little).
+    pub fn slowest(&self) -> Vec<(String, f64, String, u64)> {
+        slowest(&self.rows)
     }
 
     /// The hot-cache bw medians of pair `P,Q` per implementation (size,
@@ -633,6 +667,50 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(implementation: &str, test: &str, size: u64, samples: Vec<f64>) -> ResultRow {
+        let l = SampleLine {
+            implementation: implementation.into(),
+            test: test.into(),
+            size,
+            cache: "hot".into(),
+            unit: if test == "latency" { "us" } else { "GB/s" }.into(),
+            samples,
+            ..serde_json::from_str(
+                r#"{"impl":"x","test":"bw","size":0,"cache":"hot","unit":"us","samples":[]}"#,
+            )
+            .unwrap()
+        };
+        ResultRow::from_line(&l, (0, 1), "l3").unwrap()
+    }
+
+    #[test]
+    fn slowest_sample_per_implementation() {
+        let steady: Vec<f64> = (0..30).map(|i| 10.0 + (i % 3) as f64 * 0.1).collect();
+        let mut bimodal = steady.clone();
+        bimodal[7] = 0.03; // one sample of a slow mode: a rate 300x below
+        let mut slow_latency = steady.clone();
+        slow_latency[3] = 40.0; // one ping-pong 4x the median
+        let rows = vec![
+            row("topocomm", "msgrate", 8, steady.clone()),
+            row("topocomm", "latency", 8, slow_latency),
+            row("openmpi", "msgrate", 8, bimodal),
+            row("openmpi", "bw", 65536, steady.clone()),
+            // Fewer than 10 samples: left out however slow.
+            row("mpich", "bw", 8, vec![10.0, 10.0, 0.1]),
+        ];
+        let s = slowest(&rows);
+        assert_eq!(s.len(), 2, "{s:?}");
+        let (name, ratio, test, size) = &s[0];
+        assert_eq!(
+            (name.as_str(), test.as_str(), *size),
+            ("topocomm", "latency", 8)
+        );
+        assert!((ratio - 10.1 / 40.0).abs() < 0.01, "{ratio}");
+        let (name, ratio, test, _) = &s[1];
+        assert_eq!((name.as_str(), test.as_str()), ("openmpi", "msgrate"));
+        assert!(*ratio < 0.01, "{ratio}");
+    }
 
     fn machine() -> Machine {
         topocomm_topo::load(&"synthetic:pack:2 l3:2 core:2 pu:1".parse().unwrap()).unwrap()

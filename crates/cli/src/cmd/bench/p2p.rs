@@ -162,6 +162,19 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "noise (median half-width of the 95% CI relative to the median): {}",
         noise.join(", ")
     );
+    let slowest: Vec<String> = o
+        .slowest()
+        .iter()
+        .map(|(i, x, test, size)| {
+            format!("{i} {x:.2} ({test} {})", topocomm_topo::human_bytes(*size))
+        })
+        .collect();
+    if !slowest.is_empty() {
+        println!(
+            "slowest sample against its point's median, as speed (points of 10 samples or more, the lowest): {}",
+            slowest.join(", ")
+        );
+    }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&to_json(&o, &m))?;
         topocomm_report::write_atomic(path, text.as_bytes())
