@@ -715,22 +715,7 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
         );
         return;
     }
-    let o = bench_worker_with(
-        &[
-            "--tests",
-            "bibw",
-            "--sizes",
-            "1048576",
-            "--samples",
-            "3",
-            "--min-time-ms",
-            "20",
-        ],
-        &[("TOPOCOMM_VERBOSE", "1")],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let got = rendezvous_lines(&err);
+    let (got, err) = verbose_rendezvous_1mib("bibw");
     let (Some(&(two0, one0, asked0, _)), Some(&(two1, one1, asked1, _))) =
         (got.get(&0), got.get(&1))
     else {
@@ -753,7 +738,10 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
 /// Per rank of a `TOPOCOMM_VERBOSE` run's rendezvous line: (two-copy,
 /// single copy, received the way the sender asked, timed two-copy streams
 /// weighed by both sides' copying).
-fn rendezvous_lines(err: &str) -> std::collections::BTreeMap<u32, (u64, u64, u64, u64)> {
+type RendezvousLines = std::collections::BTreeMap<u32, (u64, u64, u64, u64)>;
+
+/// The [`RendezvousLines`] of a `TOPOCOMM_VERBOSE` run's stderr.
+fn rendezvous_lines(err: &str) -> RendezvousLines {
     let mut got = std::collections::BTreeMap::new();
     for l in err.lines() {
         let Some((head, rest)) = l.split_once(" rendezvous messages: ") else {
@@ -789,6 +777,27 @@ fn rendezvous_lines(err: &str) -> std::collections::BTreeMap<u32, (u64, u64, u64
     got
 }
 
+/// Runs the 2-rank p2p `test` at 1 MiB under `TOPOCOMM_VERBOSE=1`: each
+/// rank's rendezvous line ([`rendezvous_lines`]) and the whole stderr.
+fn verbose_rendezvous_1mib(test: &str) -> (RendezvousLines, String) {
+    let o = bench_worker_with(
+        &[
+            "--tests",
+            test,
+            "--sizes",
+            "1048576",
+            "--samples",
+            "3",
+            "--min-time-ms",
+            "20",
+        ],
+        &[("TOPOCOMM_VERBOSE", "1")],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    (rendezvous_lines(&err), err)
+}
+
 /// A ping-pong sends to the peer between every two messages it receives
 /// from it, but its two directions never overlap: its two-copy streams are
 /// timed by their elapsed time, not weighed by both sides' copying as an
@@ -803,22 +812,7 @@ fn a_ping_pong_is_timed_one_way_and_an_exchange_by_its_copying() {
         return;
     }
     let run = |test: &str| {
-        let o = bench_worker_with(
-            &[
-                "--tests",
-                test,
-                "--sizes",
-                "1048576",
-                "--samples",
-                "3",
-                "--min-time-ms",
-                "20",
-            ],
-            &[("TOPOCOMM_VERBOSE", "1")],
-        );
-        assert!(o.status.success(), "{}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        let got = rendezvous_lines(&err);
+        let (got, err) = verbose_rendezvous_1mib(test);
         assert_eq!(got.len(), 2, "a rendezvous line per rank expected:\n{err}");
         (got, err)
     };

@@ -64,13 +64,13 @@ fn truncate(c: &mut Comm) -> Result<()> {
 
 pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let mut c = Comm::init()?;
+    let spec = StressSpec {
+        seed: a.seed,
+        messages: a.messages,
+        max_size: a.max_size,
+    };
     match a.scenario.as_str() {
         "stress" => {
-            let spec = StressSpec {
-                seed: a.seed,
-                messages: a.messages,
-                max_size: a.max_size,
-            };
             let s = selftest::stress(&mut c, &spec)?;
             if c.rank() == 0 {
                 println!(
@@ -80,11 +80,6 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             }
         }
         "pingpong" => {
-            let spec = StressSpec {
-                seed: a.seed,
-                messages: a.messages,
-                max_size: a.max_size,
-            };
             let s = selftest::pingpong(&mut c, &spec)?;
             if c.rank() == 0 {
                 println!(
