@@ -126,6 +126,46 @@ fn stress_and_pingpong_2_ranks_eager_up_to_a_slot() {
     assert!(out.contains("pingpong ok: 3000 messages"), "{out}");
 }
 
+/// Messages of at most 8 bytes go through the pair's duplex line when the
+/// peer has taken the last one sent there, the others (and those) through
+/// the ring: a ping-pong of 0-16 bytes (mostly duplex) and a stress plan of
+/// 0-16 bytes with windows of sends (duplex and ring mixed within a
+/// channel) check every byte and the order, with the duplex lines and
+/// without (`TOPOCOMM_DUPLEX=0`).
+#[test]
+fn small_messages_keep_their_order_through_the_duplex_line_and_the_ring() {
+    for duplex in ["1", "0"] {
+        for (scenario, messages, ok) in [
+            ("pingpong", "20000", "pingpong ok: 20000 messages"),
+            ("stress", "3000", "stress ok: 2 ranks"),
+        ] {
+            let o = Command::new(bin())
+                .args([
+                    "run",
+                    "-n",
+                    "2",
+                    "--",
+                    bin(),
+                    "selftest",
+                    scenario,
+                    "--messages",
+                    messages,
+                    "--max-size",
+                    "16",
+                ])
+                .env_remove("TOPOCOMM_TOPOLOGY")
+                .env("TOPOCOMM_DUPLEX", duplex)
+                .output()
+                .expect("topocomm runs");
+            let out = text(&o);
+            assert!(
+                o.status.success() && out.contains(ok),
+                "{scenario}, TOPOCOMM_DUPLEX={duplex}:\n{out}"
+            );
+        }
+    }
+}
+
 #[test]
 fn stress_16_ranks_oversubscribed_any_source() {
     let out = run_ok(&[

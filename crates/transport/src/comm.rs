@@ -16,6 +16,11 @@
 //!    the full sweep of the slow wait path, so correctness never depends on it.
 //! 5. Rank states and the start-up barrier use Release/Acquire so that a
 //!    peer seen as up has published its pid and probe word.
+//! 6. Duplex halves (segment.rs, `Duplex`): the sender writes its half's
+//!    fields, its ack of the peer's duplex messages (`Release`), then `seq`
+//!    (`Release`); the receiver's `seq.load(Acquire)` makes them visible;
+//!    the sender rewrites its half only after an `Acquire` load of the
+//!    peer's ack covering its last message there.
 //!
 //! The communicator's parts: `send.rs` (protocols, sender queues, cell and
 //! fragment pushing), `recv.rs` (posted and unexpected queues, matching,

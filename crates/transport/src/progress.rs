@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
 use crate::segment::{
-    K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, RING, ST_FINALIZED, ST_UP,
+    K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, ST_FINALIZED, ST_UP,
 };
 use crate::send::{Stream, TIMED_FRAGMENT};
 use std::sync::atomic::Ordering;
@@ -46,12 +46,13 @@ impl Comm {
                 break;
             }
             let pos = self.ins[src].tail;
-            // SAFETY: cell index < RING inside the mapping.
-            let c = unsafe { &*self.ins[src].cells.add((pos % RING) as usize) };
-            // Acquire pairs with the sender's Release (ordering 1).
-            if c.seq.load(Ordering::Acquire) != pos + 1 {
+            let Some(c) = self.ins[src].head_cell() else {
                 break;
-            }
+            };
+            // SAFETY: a published cell of the ring, or this channel's copy
+            // of a duplex message; either stays as it is until the tail
+            // moves past it, below.
+            let c = unsafe { &*c };
             let (kind, tag, len) = (c.kind, c.tag, c.len as usize);
             let key = Key { tag, ctx: c.ctx };
             // The body is read where it is used: copying all of it out of

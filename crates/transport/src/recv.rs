@@ -10,9 +10,10 @@ use crate::copy::{copy_plain, copy_small, prefetch_read};
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
-    Cell, PlanRaw, RecvCtrl, INLINE_BYTES, K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_INLINE, RING,
+    Cell, DuplexHalf, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_CTS, K_CTS_TIMED, K_EAGER,
+    K_FIN, K_INLINE, RING,
 };
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Cells fetched ahead when a receive takes one at posting (`take_next`).
@@ -114,6 +115,77 @@ pub(crate) struct In {
     /// (progress.rs, `first_fragment`).
     pub(crate) overlaps_mark: u64,
     pub(crate) overlaps_mark_next: u64,
+    /// The peer's half of the pair's duplex line (null: none).
+    pub(crate) dx_theirs: *const DuplexHalf,
+    /// Position + 1 of the last duplex message taken from the peer: the
+    /// ack this rank writes with its next duplex message to it.
+    pub(crate) dx_taken: u64,
+    /// That message as a cell (heap, this channel's own: the engine reads
+    /// it where it reads ring cells), served until the tail moves past it.
+    pub(crate) dup: *mut Cell,
+}
+
+impl Drop for In {
+    fn drop(&mut self) {
+        if !self.dup.is_null() {
+            // SAFETY: allocated by Box::into_raw in `In::dup_cell`, freed once.
+            drop(unsafe { Box::from_raw(self.dup) });
+        }
+    }
+}
+
+impl In {
+    /// A heap cell for [`Self::dup`].
+    pub(crate) fn dup_cell() -> *mut Cell {
+        Box::into_raw(Box::new(Cell {
+            seq: AtomicU64::new(0),
+            kind: 0,
+            ctx: 0,
+            tag: 0,
+            len: 0,
+            body: [0; INLINE_BYTES],
+        }))
+    }
+
+    /// The cell of the message at this channel's tail if it has been
+    /// published: the ring's, or the duplex half's, copied into
+    /// [`Self::dup`] (the peer may write its half again once this rank
+    /// acks the copy with its own next duplex message).
+    #[inline(always)]
+    pub(crate) fn head_cell(&mut self) -> Option<*const Cell> {
+        let pos = self.tail;
+        // SAFETY: cell index < RING inside the mapping.
+        let c = unsafe { self.cells.add((pos % RING) as usize) };
+        // Acquire pairs with the sender's Release (ordering 1).
+        // SAFETY: c is a cell of the ring, inside the mapping.
+        if unsafe { (*c).seq.load(Ordering::Acquire) } == pos + 1 {
+            return Some(c);
+        }
+        if self.dx_theirs.is_null() {
+            return None;
+        }
+        if self.dx_taken == pos + 1 {
+            return Some(self.dup);
+        }
+        let h = self.dx_theirs;
+        // SAFETY: the peer's half in the mapping; its fields are read only
+        // after the Acquire of its seq (ordering 6), and the peer does not
+        // write them again before our ack of this position.
+        unsafe {
+            if (*h).seq.load(Ordering::Acquire) != pos + 1 {
+                return None;
+            }
+            let d = self.dup;
+            (*d).kind = K_INLINE;
+            (*d).ctx = (*h).ctx;
+            (*d).tag = (*h).tag;
+            (*d).len = u64::from((*h).len);
+            std::ptr::copy_nonoverlapping((*h).body.as_ptr(), (*d).body.as_mut_ptr(), DUPLEX_BYTES);
+            (*d).seq.store(pos + 1, Ordering::Relaxed);
+        }
+        self.dx_taken = pos + 1;
+        Some(self.dup)
+    }
 }
 
 /// Rendezvous messages per block of [`In::overlaps_mark`]: two ranks whose
@@ -314,12 +386,8 @@ impl Comm {
             return Take::Post;
         }
         let s = src as usize;
-        let pos = self.ins[s].tail;
-        // SAFETY: cell index < RING inside the mapping.
-        let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
-        // Acquire pairs with the sender's Release (ordering 1); take_next
-        // loads it again, from the line this load brought in.
-        if c.seq.load(Ordering::Acquire) != pos + 1 {
+        // take_next looks again, at the line this look brought in.
+        if self.ins[s].head_cell().is_none() {
             return Take::NotYet;
         }
         // SAFETY: forwarded contract.
@@ -856,11 +924,7 @@ impl Comm {
         }
         let turns = if self.watch_peers { 128 } else { 2000 };
         for _ in 0..crate::wait::spin().min(turns) {
-            let pos = self.ins[s].tail;
-            // SAFETY: cell index < RING inside the mapping.
-            let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
-            // Acquire pairs with the sender's Release (ordering 1).
-            if c.seq.load(Ordering::Acquire) == pos + 1 {
+            if self.ins[s].head_cell().is_some() {
                 // SAFETY: forwarded contract.
                 return unsafe { self.take_next(ptr, cap, s, key) };
             }
@@ -890,12 +954,10 @@ impl Comm {
         key: Key,
     ) -> Option<Status> {
         let pos = self.ins[s].tail;
-        // SAFETY: cell index < RING inside the mapping.
-        let c = unsafe { &*self.ins[s].cells.add((pos % RING) as usize) };
-        // Acquire pairs with the sender's Release (ordering 1).
-        if c.seq.load(Ordering::Acquire) != pos + 1 {
-            return None;
-        }
+        let c = self.ins[s].head_cell()?;
+        // SAFETY: a published cell of the ring, or this channel's copy of a
+        // duplex message; either stays as it is until the tail moves on.
+        let c = unsafe { &*c };
         let len = c.len as usize;
         if (c.kind != K_INLINE && c.kind != K_EAGER)
             || c.tag != key.tag
@@ -917,10 +979,14 @@ impl Comm {
         }
         let i = &mut self.ins[s];
         i.tail = pos + 1;
-        i.published = i.tail;
-        // SAFETY: ctrl points into the mapping; we are its only writer.
-        // Release: ordering 2.
-        unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
+        // A duplex message used no cell: the tail goes back to the sender
+        // with the next cell taken, or after half a ring of duplex ones.
+        if i.dx_taken != pos + 1 || i.tail - i.published >= RING / 2 {
+            i.published = i.tail;
+            // SAFETY: ctrl points into the mapping; we are its only writer.
+            // Release: ordering 2.
+            unsafe { (*i.ctrl).tail.store(i.tail, Ordering::Release) };
+        }
         self.activity += 1;
         Some(Status {
             source: s as i32,

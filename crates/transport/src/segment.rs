@@ -16,7 +16,7 @@ use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3676_6f63_6f70_6f74; // "topocov6" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit)
+pub const MAGIC: u64 = 0x3776_6f63_6f70_6f74; // "topocov7" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -133,6 +133,38 @@ const _: () = assert!(std::mem::offset_of!(Cell, body) == CELL_HEADER);
 const _: () = assert!(std::mem::offset_of!(Cell, tag) == 12);
 // A rendezvous request carries three 64-bit words in the body.
 const _: () = assert!(INLINE_BYTES >= 3 * 8);
+
+/// Bytes of payload a message may carry through a [`Duplex`] line.
+pub const DUPLEX_BYTES: usize = 8;
+
+/// One direction's half of a [`Duplex`] line, written by the rank that
+/// sends in that direction, and only when it sends through it.
+#[repr(C)]
+pub struct DuplexHalf {
+    /// Position + 1 of the message in this half in its direction's
+    /// sequence (the ring's numbering); 0 before the first.
+    pub seq: AtomicU64,
+    pub tag: i32,
+    pub ctx: u16,
+    pub len: u16,
+    pub body: [u8; DUPLEX_BYTES],
+    /// Position + 1 of the last message of the other half this rank had
+    /// taken when it wrote this one: the other rank writes its half again
+    /// only once this covers its last message there.
+    pub ack: AtomicU64,
+}
+
+/// A line shared by the two directions of a pair of ranks: each direction
+/// may carry one small message at a time in its half instead of the next
+/// cell of its ring. Half 0 is the lower rank's (its messages to the
+/// higher), half 1 the higher's.
+#[repr(C, align(64))]
+pub struct Duplex {
+    pub half: [DuplexHalf; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<DuplexHalf>() == CELL / 2);
+const _: () = assert!(std::mem::size_of::<Duplex>() == CELL);
 // `Layout::new` steps RANK_SLOT_BYTES per rank slot, and a channel starts
 // with a 64-byte `RecvCtrl` line before its cells (`Layout::channel_bytes`,
 // `Comm::start`).
@@ -246,6 +278,8 @@ pub struct Layout {
     pub doorbell_stride: u64,
     pub plans: u64,
     pub lanes: u64,
+    /// One [`Duplex`] line per pair of distinct ranks.
+    pub duplex: u64,
     pub channels: u64,
 }
 
@@ -256,13 +290,16 @@ impl Layout {
         let doorbell_stride = align(8 * n.div_ceil(64) as u64, 64);
         let plans = doorbells + doorbell_stride * n as u64;
         let lanes = align(plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64, 64);
-        let channels = align(lanes + (n * LANES * LANE_BYTES) as u64, 4096);
+        let duplex = align(lanes + (n * LANES * LANE_BYTES) as u64, 64);
+        let pairs = (n * n.saturating_sub(1) / 2) as u64;
+        let channels = align(duplex + pairs * CELL as u64, 4096);
         Layout {
             ranks,
             doorbells,
             doorbell_stride,
             plans,
             lanes,
+            duplex,
             channels,
         }
     }
@@ -469,6 +506,16 @@ impl Segment {
     /// Lane `l` of rank `r`: its arrival word (the first 8 bytes of the
     /// lane's first cache line), its done word (first of the second line)
     /// and the lane's start.
+    /// The duplex line of ranks `a` and `b` (distinct).
+    pub fn duplex(&self, a: usize, b: usize) -> *mut Duplex {
+        let (lo, hi) = (a.min(b), a.max(b));
+        assert!(lo < hi && hi < self.nranks());
+        let off = self.layout().duplex as usize + (hi * (hi - 1) / 2 + lo) * CELL;
+        // SAFETY: in bounds of the duplex table (lo < hi < n), 64-byte
+        // aligned; accessed as the duplex protocol says (send.rs, recv.rs).
+        unsafe { self.base.add(off).cast::<Duplex>() }
+    }
+
     pub fn lane(&self, r: usize, l: usize) -> (&AtomicU64, &AtomicU64, *mut u8) {
         assert!(r < self.nranks() && l < LANES);
         let off = self.layout().lanes as usize + (r * LANES + l) * LANE_BYTES;

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::recv::In;
 use crate::rules::{CopyKind, Owner, Params};
 use crate::segment::{
-    prefault, Cell, PlanRaw, RecvCtrl, Segment, CELL, INLINE_BYTES, PREFAULT_MAX, RING,
+    prefault, Cell, DuplexHalf, PlanRaw, RecvCtrl, Segment, CELL, INLINE_BYTES, PREFAULT_MAX, RING,
 };
 use crate::send::Out;
 use crate::wait::Backoff;
@@ -247,6 +247,8 @@ impl Comm {
 /// plans the creator resolved.
 pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Out>, Vec<In>) {
     let size = seg.nranks();
+    // TOPOCOMM_DUPLEX=0: every message through the rings (for comparison).
+    let duplex_on = std::env::var("TOPOCOMM_DUPLEX").as_deref() != Ok("0");
     let mut outs = Vec::with_capacity(size);
     let mut ins = Vec::with_capacity(size);
     let chan = |s: usize, r: usize| {
@@ -267,6 +269,20 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             )
         };
         let db = seg.doorbell(peer, rank / 64) as *const AtomicU64;
+        // This rank's half of the pair's duplex line, and the peer's.
+        let (dx_mine, dx_theirs) = if duplex_on && peer != rank {
+            let d = seg.duplex(rank, peer);
+            let me = usize::from(rank > peer);
+            // SAFETY: d points to the pair's line in the mapping.
+            unsafe {
+                (
+                    std::ptr::addr_of_mut!((*d).half[me]),
+                    std::ptr::addr_of_mut!((*d).half[1 - me]) as *const DuplexHalf,
+                )
+            }
+        } else {
+            (std::ptr::null_mut(), std::ptr::null())
+        };
         outs.push(Out {
             cells,
             ctrl,
@@ -284,6 +300,9 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             pending: false,
             doorbell: db,
             bit: 1u64 << (rank % 64),
+            dx_mine,
+            dx_theirs,
+            dx_last: 0,
         });
         let (plan, base) = chan(peer, rank);
         // SAFETY: as above, for the channel peer -> me.
@@ -311,6 +330,13 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             overlaps_mark: 0,
             overlaps_mark_next: 0,
             cma_failed: false,
+            dx_theirs,
+            dx_taken: 0,
+            dup: if dx_theirs.is_null() {
+                std::ptr::null_mut()
+            } else {
+                In::dup_cell()
+            },
         });
     }
     (outs, ins)
