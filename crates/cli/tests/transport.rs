@@ -81,49 +81,53 @@ fn stress_2_ranks_up_to_64_mib() {
 /// ANY_SOURCE (stress), and by a receiver waiting while the sender writes
 /// (pingpong, each message filled anew so stale slot bytes cannot pass);
 /// every byte and the order are checked.
+/// `topocomm run -n 2 [--rules RULES] -- topocomm selftest SCENARIO
+/// --messages M --max-size S [EXTRA...]` with `env`; its output.
+fn selftest_2_ranks(
+    rules: Option<&Path>,
+    scenario: &str,
+    messages: &str,
+    max_size: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut args = vec!["run", "-n", "2"];
+    if let Some(r) = rules {
+        args.extend(["--rules", r.to_str().unwrap()]);
+    }
+    args.extend(["--", bin(), "selftest", scenario, "--messages", messages]);
+    args.extend(["--max-size", max_size]);
+    args.extend_from_slice(extra);
+    topocomm_with(&args, env)
+}
+
+/// `topocomm ARGS` with `env` set (and no `TOPOCOMM_TOPOLOGY`); its output.
+fn topocomm_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args).env_remove("TOPOCOMM_TOPOLOGY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("topocomm runs")
+}
+
 #[test]
 fn stress_and_pingpong_2_ranks_eager_up_to_a_slot() {
     let rules = tmp(
         "eager-to-a-slot.toml",
         "[default]\neager_max = 131072\nfragment = 131072\n",
     );
-    for seed in ["5", "6"] {
-        let out = run_ok(&[
-            "run",
-            "-n",
-            "2",
-            "--rules",
-            rules.to_str().unwrap(),
-            "--",
-            bin(),
-            "selftest",
-            "stress",
-            "--messages",
-            "300",
-            "--max-size",
-            "131072",
-            "--seed",
-            seed,
-        ]);
-        assert!(out.contains("stress ok: 2 ranks"), "{out}");
+    let runs = [
+        ("stress", "300", &["--seed", "5"][..], "stress ok: 2 ranks"),
+        ("stress", "300", &["--seed", "6"][..], "stress ok: 2 ranks"),
+        // A ping-pong: the receiver waits while the sender writes.
+        ("pingpong", "3000", &[][..], "pingpong ok: 3000 messages"),
+    ];
+    for (scenario, messages, extra, ok) in runs {
+        let o = selftest_2_ranks(Some(&rules), scenario, messages, "131072", extra, &[]);
+        let out = text(&o);
+        assert!(o.status.success() && out.contains(ok), "{out}");
     }
-    // A ping-pong: the receiver waits while the sender writes.
-    let out = run_ok(&[
-        "run",
-        "-n",
-        "2",
-        "--rules",
-        rules.to_str().unwrap(),
-        "--",
-        bin(),
-        "selftest",
-        "pingpong",
-        "--messages",
-        "3000",
-        "--max-size",
-        "131072",
-    ]);
-    assert!(out.contains("pingpong ok: 3000 messages"), "{out}");
 }
 
 /// Messages of at most 8 bytes go through the pair's duplex line when the
@@ -139,24 +143,8 @@ fn small_messages_keep_their_order_through_the_duplex_line_and_the_ring() {
             ("pingpong", "20000", "pingpong ok: 20000 messages"),
             ("stress", "3000", "stress ok: 2 ranks"),
         ] {
-            let o = Command::new(bin())
-                .args([
-                    "run",
-                    "-n",
-                    "2",
-                    "--",
-                    bin(),
-                    "selftest",
-                    scenario,
-                    "--messages",
-                    messages,
-                    "--max-size",
-                    "16",
-                ])
-                .env_remove("TOPOCOMM_TOPOLOGY")
-                .env("TOPOCOMM_DUPLEX", duplex)
-                .output()
-                .expect("topocomm runs");
+            let env = [("TOPOCOMM_DUPLEX", duplex)];
+            let o = selftest_2_ranks(None, scenario, messages, "16", &[], &env);
             let out = text(&o);
             assert!(
                 o.status.success() && out.contains(ok),
@@ -943,12 +931,7 @@ fn bench_worker(args: &[&str]) -> Output {
 fn bench_worker_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut all = vec!["run", "-n", "2", "--", bin(), "bench-worker", "p2p"];
     all.extend_from_slice(args);
-    let mut c = Command::new(bin());
-    c.args(&all).env_remove("TOPOCOMM_TOPOLOGY");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("topocomm runs")
+    topocomm_with(&all, env)
 }
 
 #[test]
