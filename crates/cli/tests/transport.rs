@@ -152,6 +152,19 @@ fn small_messages_keep_their_order_through_the_duplex_line_and_the_ring() {
             );
         }
     }
+    // A bad value: one line from the launcher, naming it.
+    let o = selftest_2_ranks(
+        None,
+        "pingpong",
+        "10",
+        "8",
+        &[],
+        &[("TOPOCOMM_DUPLEX", "yes")],
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("TOPOCOMM_DUPLEX='yes'"), "{e}");
 }
 
 #[test]

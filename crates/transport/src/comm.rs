@@ -176,7 +176,8 @@ impl Comm {
     fn start(seg: Segment, rank: usize, timeout: Duration) -> Result<Comm> {
         let size = seg.nranks();
         let started = std::time::Instant::now();
-        let (outs, ins) = endpoints(&seg, rank, started);
+        let duplex = crate::startup::duplex_enabled().map_err(Error::Setup)?;
+        let (outs, ins) = endpoints(&seg, rank, started, duplex);
         let probe = Box::new(AtomicU64::new(
             0x7c00_0000_0000_0000 ^ (u64::from(std::process::id()) << 16) ^ rank as u64,
         ));

@@ -58,4 +58,4 @@ pub use recv::{Posted, Take};
 pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
 pub use segment::{LANES, LANE_DATA};
-pub use startup::{parse_timeout, rules_from_env, RULES_ENV, TIMEOUT_RANGE};
+pub use startup::{duplex_enabled, parse_timeout, rules_from_env, RULES_ENV, TIMEOUT_RANGE};

@@ -60,11 +60,11 @@ pub(crate) struct InStream {
     /// its fragments report them.
     pub(crate) copy_in_ns: u64,
     /// This rank had sends of its own to the stream's sender in flight when
-    /// the first fragment came, or sent it some within the last one or two
-    /// blocks of messages it received from it (progress.rs,
-    /// `first_fragment`): the sender's CPU also works for this rank's
-    /// messages, so the stream is weighed by its copying, as on a crowded
-    /// node.
+    /// the first fragment came, or the two directions overlapped within the
+    /// last one or two blocks of messages it received from it (`In::
+    /// overlaps`; progress.rs, `first_fragment`): the sender's CPU also
+    /// works for this rank's messages, so the stream is weighed by its
+    /// copying, as on a crowded node.
     pub(crate) exchange: bool,
     /// This rank's count of rendezvous sends to the stream's sender when
     /// the stream began: if it moved by the end, the two exchanged data.

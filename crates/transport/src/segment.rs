@@ -503,9 +503,6 @@ impl Segment {
         }
     }
 
-    /// Lane `l` of rank `r`: its arrival word (the first 8 bytes of the
-    /// lane's first cache line), its done word (first of the second line)
-    /// and the lane's start.
     /// The duplex line of ranks `a` and `b` (distinct).
     pub fn duplex(&self, a: usize, b: usize) -> *mut Duplex {
         let (lo, hi) = (a.min(b), a.max(b));
@@ -516,6 +513,9 @@ impl Segment {
         unsafe { self.base.add(off).cast::<Duplex>() }
     }
 
+    /// Lane `l` of rank `r`: its arrival word (the first 8 bytes of the
+    /// lane's first cache line), its done word (first of the second line)
+    /// and the lane's start.
     pub fn lane(&self, r: usize, l: usize) -> (&AtomicU64, &AtomicU64, *mut u8) {
         assert!(r < self.nranks() && l < LANES);
         let off = self.layout().lanes as usize + (r * LANES + l) * LANE_BYTES;

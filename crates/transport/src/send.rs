@@ -81,9 +81,9 @@ pub(crate) struct Out {
     pub(crate) doorbell: *const AtomicU64,
     pub(crate) bit: u64,
     /// This rank's half of the pair's duplex line (null: no duplex line,
-    /// e.g. to itself), and the peer's, whose `ack` frees ours.
+    /// e.g. to itself); the peer's, whose `ack` frees ours, is
+    /// `In::dx_theirs`.
     pub(crate) dx_mine: *mut DuplexHalf,
-    pub(crate) dx_theirs: *const DuplexHalf,
     /// Position + 1 of the last message sent through the duplex half.
     pub(crate) dx_last: u64,
 }
@@ -356,15 +356,15 @@ impl Comm {
     /// `ptr` must be valid for `len <= DUPLEX_BYTES` bytes.
     #[inline(always)]
     unsafe fn push_duplex(&mut self, dst: usize, key: Key, ptr: *const u8, len: usize) -> bool {
-        let taken = self.ins[dst].dx_taken;
+        let (taken, theirs) = (self.ins[dst].dx_taken, self.ins[dst].dx_theirs);
         let o = &mut self.outs[dst];
         if o.dx_mine.is_null() {
             return false;
         }
         // Acquire pairs with the peer's Release of `ack` (ordering 6): its
         // copy of our last duplex message happens before we write again.
-        // SAFETY: dx_theirs points into the mapping (set with dx_mine).
-        if o.dx_last != 0 && unsafe { (*o.dx_theirs).ack.load(Ordering::Acquire) } < o.dx_last {
+        // SAFETY: theirs points into the mapping (set with dx_mine).
+        if o.dx_last != 0 && unsafe { (*theirs).ack.load(Ordering::Acquire) } < o.dx_last {
             return false;
         }
         let pos = o.head;

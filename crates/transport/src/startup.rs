@@ -245,10 +245,26 @@ impl Comm {
 /// The endpoints of rank `rank` in every channel of `seg`: its sending
 /// side towards each peer and its receiving side from each, with the
 /// plans the creator resolved.
-pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Out>, Vec<In>) {
+/// `TOPOCOMM_DUPLEX`: `0` sends every message through the rings (for
+/// comparison), `1` or unset uses the pairs' duplex lines.
+pub fn duplex_enabled() -> std::result::Result<bool, String> {
+    match std::env::var("TOPOCOMM_DUPLEX") {
+        Err(_) => Ok(true),
+        Ok(v) => match v.trim() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            _ => Err(format!("TOPOCOMM_DUPLEX='{v}': expected 0 (off) or 1 (on)")),
+        },
+    }
+}
+
+pub(crate) fn endpoints(
+    seg: &Segment,
+    rank: usize,
+    started: Instant,
+    duplex_on: bool,
+) -> (Vec<Out>, Vec<In>) {
     let size = seg.nranks();
-    // TOPOCOMM_DUPLEX=0: every message through the rings (for comparison).
-    let duplex_on = std::env::var("TOPOCOMM_DUPLEX").as_deref() != Ok("0");
     let mut outs = Vec::with_capacity(size);
     let mut ins = Vec::with_capacity(size);
     let chan = |s: usize, r: usize| {
@@ -270,19 +286,20 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
         };
         let db = seg.doorbell(peer, rank / 64) as *const AtomicU64;
         // This rank's half of the pair's duplex line, and the peer's.
-        let (dx_mine, dx_theirs) = if duplex_on && peer != rank {
-            let d = seg.duplex(rank, peer);
-            let me = usize::from(rank > peer);
-            // SAFETY: d points to the pair's line in the mapping.
-            unsafe {
-                (
-                    std::ptr::addr_of_mut!((*d).half[me]),
-                    std::ptr::addr_of_mut!((*d).half[1 - me]) as *const DuplexHalf,
-                )
-            }
-        } else {
-            (std::ptr::null_mut(), std::ptr::null())
-        };
+        let (dx_mine, dx_theirs): (*mut DuplexHalf, *const DuplexHalf) =
+            if duplex_on && peer != rank {
+                let d = seg.duplex(rank, peer);
+                let me = usize::from(rank > peer);
+                // SAFETY: d points to the pair's line in the mapping.
+                unsafe {
+                    (
+                        std::ptr::addr_of_mut!((*d).half[me]),
+                        std::ptr::addr_of!((*d).half[1 - me]),
+                    )
+                }
+            } else {
+                (std::ptr::null_mut(), std::ptr::null())
+            };
         outs.push(Out {
             cells,
             ctrl,
@@ -301,7 +318,6 @@ pub(crate) fn endpoints(seg: &Segment, rank: usize, started: Instant) -> (Vec<Ou
             doorbell: db,
             bit: 1u64 << (rank % 64),
             dx_mine,
-            dx_theirs,
             dx_last: 0,
         });
         let (plan, base) = chan(peer, rank);

@@ -50,6 +50,7 @@ fn launch_of(g: &GlobalOpts, a: &Args) -> Result<Launch> {
         bail!("-n {}: expected 1..=4096 ranks", a.n);
     }
     topocomm_transport::cma::enabled().map_err(|e| anyhow!(e))?;
+    topocomm_transport::duplex_enabled().map_err(|e| anyhow!(e))?;
     // Checked here, once, rather than by every rank (the ranks read
     // TOPOCOMM_TIMEOUT, which --timeout sets).
     let timeout = match (&a.timeout, std::env::var("TOPOCOMM_TIMEOUT")) {
