@@ -681,14 +681,16 @@ fn matrix_quick_files_resume_and_costs() {
         assert!(read > 0.1 && read < MAX_GBS, "c2c read {read} GB/s");
         if transport {
             // A transport message needs at least the one-way cache-line
-            // transfer (the "cacheline" lower bound of costs-json.md), and
-            // moves a 1 MiB message no faster than the remote-M read rate
-            // (the "coherence-read" upper bound); factor 2 for noise.
+            // transfer (the "cacheline" lower bound of costs-json.md).
             let us = lowest("latency");
             assert!(us * 1000.0 >= 0.5 * lat_ns, "{us} us vs {lat_ns} ns");
             assert!(us < 100.0, "transport latency {us} us");
+            // The bandwidth is not compared with the remote-Modified read
+            // rate: that bounds a copy of freshly written data, and the bw
+            // test resends one buffer the sender never rewrites (clean lines,
+            // read from the shared cache). CI saw 15.1 GB/s against 5.1.
             let bw = highest("bw");
-            assert!(bw > 0.1 && bw <= 2.0 * read, "bw {bw} GB/s vs read {read}");
+            assert!(bw > 0.1 && bw < MAX_GBS, "bw {bw} GB/s");
             // Message rate x size is a bandwidth, below the physical bound.
             // (Not compared with bw: on a loaded machine the two jobs' best
             // samples were seen 10x apart, either way.)
