@@ -681,9 +681,13 @@ fn matrix_quick_files_resume_and_costs() {
         assert!(read > 0.1 && read < MAX_GBS, "c2c read {read} GB/s");
         if transport {
             // A transport message needs at least the one-way cache-line
-            // transfer (the "cacheline" lower bound of costs-json.md).
+            // transfer (the "cacheline" lower bound of costs-json.md). The
+            // two are measured by different processes, and on these VMs a
+            // process-level state moves a line transfer up to 5x
+            // (docs/transport.md, "Job-level slow mode"): checked within 10x,
+            // which still catches a unit slip.
             let us = lowest("latency");
-            assert!(us * 1000.0 >= 0.5 * lat_ns, "{us} us vs {lat_ns} ns");
+            assert!(us * 1000.0 >= 0.1 * lat_ns, "{us} us vs {lat_ns} ns");
             assert!(us < 100.0, "transport latency {us} us");
             // The bandwidth is not compared with the remote-Modified read
             // rate: that bounds a copy of freshly written data, and the bw
