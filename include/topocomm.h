@@ -120,6 +120,14 @@ int tc_bcast(void *buf, size_t len, int root);
 int tc_allreduce(const void *sbuf, void *rbuf, size_t count, int dtype, int op);
 /* rbuf ignored (may be NULL) except at root; in place only at root. */
 int tc_reduce(const void *sbuf, void *rbuf, size_t count, int dtype, int op, int root);
+/* Prefix reductions: rank r gets ranks 0..r's (tc_scan) or 0..r-1's
+ * (tc_exscan: rank 0's rbuf is not written); sbuf NULL: in place. */
+int tc_scan(const void *sbuf, void *rbuf, size_t count, int dtype, int op);
+int tc_exscan(const void *sbuf, void *rbuf, size_t count, int dtype, int op);
+/* sbuf: size x count elements; rank r's rbuf (count elements) gets block r
+ * of the reduction. sbuf NULL: in place, rbuf holds size x count elements
+ * and its first block gets the result. */
+int tc_reduce_scatter_block(const void *sbuf, void *rbuf, size_t count, int dtype, int op);
 /* rbuf: size x len bytes, block r from rank r; sbuf NULL: in place. */
 int tc_allgather(const void *sbuf, size_t len, void *rbuf);
 /* sbuf, rbuf: size x len bytes; block d of sbuf goes to rank d. */

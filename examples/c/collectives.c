@@ -1,7 +1,8 @@
 /* The tc_* collectives over the topocomm transport: broadcast, allreduce
- * (small and by blocks, in place), reduce to every root, allgather and
- * alltoall, checked on every rank, and the bits of a double sum the same
- * on every rank. Run: topocomm run -n 3 -- ./collectives */
+ * (small and by blocks, in place), reduce to every root, the prefix
+ * reductions, the reduce-scatter, allgather and alltoall, checked on every
+ * rank, and the bits of a double sum the same on every rank.
+ * Run: topocomm run -n 3 -- ./collectives */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,25 @@ int main(void) {
         free(in);
         free(out);
     }
+
+    /* Prefix sums of rank + 1: (r + 1)(r + 2) / 2 through rank r. */
+    long long one = rank + 1, pre = -1, ex = -1;
+    CHECK(tc_scan(&one, &pre, 1, TC_INT64, TC_SUM));
+    EXPECT(pre == (long long)(rank + 1) * (rank + 2) / 2, "scan gave %lld", pre);
+    CHECK(tc_exscan(&one, &ex, 1, TC_INT64, TC_SUM));
+    EXPECT(rank == 0 ? ex == -1 : ex == (long long)rank * (rank + 1) / 2, "exscan gave %lld", ex);
+
+    /* Reduce-scatter: block d of rank r holds r + d; rank d gets the sum
+     * over r, in 2 elements, and the same in place. */
+    long long *blocks = malloc(sizeof(long long) * 2 * (size_t)size), mine[2];
+    if (!blocks) return 1;
+    long long want = (long long)size * (size - 1) / 2 + (long long)size * rank;
+    for (int d = 0; d < size; d++) blocks[2 * d] = blocks[2 * d + 1] = rank + d;
+    CHECK(tc_reduce_scatter_block(blocks, mine, 2, TC_INT64, TC_SUM));
+    EXPECT(mine[0] == want && mine[1] == want, "reduce_scatter_block gave %lld", mine[0]);
+    CHECK(tc_reduce_scatter_block(NULL, blocks, 2, TC_INT64, TC_SUM));
+    EXPECT(blocks[0] == want && blocks[1] == want, "in place gave %lld", blocks[0]);
+    free(blocks);
 
     double x = 1.0 / (rank + 3), sum, all[64];
     if (size > 64) return 2;

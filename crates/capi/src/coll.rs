@@ -1,5 +1,6 @@
 //! Collectives of topocomm programs: `tc_bcast`, `tc_reduce`,
-//! `tc_allreduce`, `tc_allgather`, `tc_alltoall`, `tc_gather`, `tc_scatter`
+//! `tc_allreduce`, `tc_scan`, `tc_exscan`, `tc_reduce_scatter_block`,
+//! `tc_allgather`, `tc_alltoall`, `tc_gather`, `tc_scatter`
 //! (topocomm_transport::coll; docs/capi.md). Every rank of the job calls
 //! the same collectives in the same order with matching sizes.
 
@@ -103,13 +104,7 @@ pub extern "C" fn tc_allreduce(
     op: c_int,
 ) -> i32 {
     with(|c| {
-        let (dt, op) = (dtype_arg(dtype)?, op_arg(op)?);
-        let len = count_bytes(count, dt)?;
-        let send = if sbuf.is_null() {
-            None
-        } else {
-            Some(bytes(sbuf, len, "sbuf")?)
-        };
+        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
         coll::allreduce(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
     })
 }
@@ -126,15 +121,89 @@ pub extern "C" fn tc_reduce(
     root: c_int,
 ) -> i32 {
     with(|c| {
-        let (dt, op, root) = (dtype_arg(dtype)?, op_arg(op)?, rank_arg(root, "root")?);
-        let len = count_bytes(count, dt)?;
-        let send = if sbuf.is_null() {
-            None
-        } else {
-            Some(bytes(sbuf, len, "sbuf")?)
-        };
+        let root = rank_arg(root, "root")?;
+        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
         let rlen = if c.rank() == root { len } else { 0 };
         coll::reduce(c, dt, op, send, bytes_mut(rbuf, rlen, "rbuf")?, root).map(|_| TC_OK)
+    })
+}
+
+/// A reduction's type, operation, bytes per rank and send buffer (`None`:
+/// in place).
+type RedIn<'a> = (Dtype, Op, usize, Option<&'a [u8]>);
+
+/// The reduction arguments shared by the functions below (`sbuf` NULL:
+/// in place).
+fn red_in<'a>(
+    sbuf: *const c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> Result<RedIn<'a>, Error> {
+    let (dt, op) = (dtype_arg(dtype)?, op_arg(op)?);
+    let len = count_bytes(count, dt)?;
+    let send = if sbuf.is_null() {
+        None
+    } else {
+        Some(bytes(sbuf, len, "sbuf")?)
+    };
+    Ok((dt, op, len, send))
+}
+
+/// Rank r's `rbuf` := the reduction of the `count` elements of ranks 0..=r
+/// (`sbuf` NULL: in place, from `rbuf`), in rank order.
+#[no_mangle]
+pub extern "C" fn tc_scan(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> i32 {
+    with(|c| {
+        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
+        coll::scan(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
+    })
+}
+
+/// Rank r's `rbuf` := the reduction of ranks 0..r-1's elements; rank 0's
+/// `rbuf` is not written (`sbuf` NULL: in place).
+#[no_mangle]
+pub extern "C" fn tc_exscan(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> i32 {
+    with(|c| {
+        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
+        coll::exscan(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
+    })
+}
+
+/// Rank r's `rbuf` (`count` elements) := block r of the reduction of every
+/// rank's `sbuf` (size x count elements), in rank order. `sbuf` NULL: in
+/// place, `rbuf` holds the size x count elements and its first block gets
+/// the result.
+#[no_mangle]
+pub extern "C" fn tc_reduce_scatter_block(
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> i32 {
+    with(|c| {
+        let (dt, op) = (dtype_arg(dtype)?, op_arg(op)?);
+        let len = count_bytes(count, dt)?;
+        let all = blocks_len(c.size(), len)?;
+        if sbuf.is_null() {
+            let r = bytes_mut(rbuf, all, "rbuf")?;
+            return coll::reduce_scatter_block(c, dt, op, None, r).map(|_| TC_OK);
+        }
+        let (s, r) = (bytes(sbuf, all, "sbuf")?, bytes_mut(rbuf, len, "rbuf")?);
+        coll::reduce_scatter_block(c, dt, op, Some(s), r).map(|_| TC_OK)
     })
 }
 

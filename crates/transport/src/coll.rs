@@ -13,6 +13,8 @@
 //! Reductions combine partial results only as (lower ranks) op (higher
 //! ranks) along a tree fixed by the job size, so a floating-point result
 //! is the same bits on every run and, for an allreduce, on every rank.
+//! The prefix reductions ([`scan`], [`exscan`]) and
+//! [`reduce_scatter_block`] keep the same rule.
 
 use crate::{Comm, Error, Request, Result};
 
@@ -32,6 +34,7 @@ const T_GATHER: i32 = 6;
 const T_SCATTER: i32 = 7;
 const T_ALLGATHER: i32 = 8;
 const T_ALLTOALL: i32 = 9;
+const T_SCAN: i32 = 10;
 
 /// Element types of reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -541,6 +544,116 @@ pub fn reduce(
     if me == root {
         recv.copy_from_slice(&acc);
     }
+    Ok(())
+}
+
+// ---- Prefix reductions and the reduce-scatter -------------------------------
+
+/// Doubling prefix reduction (Hillis-Steele): at distance d = 1, 2, 4, ...
+/// rank r sends its partial result (ranks [r-d+1, r], clipped at 0) to
+/// rank r+d and combines the one of ranks [r-2d+1, r-d] from rank r-d on
+/// its left, ceil(log2 n) rounds. `incl` ends as x_0 (op) ... (op) x_r;
+/// `excl`, when given, as x_0 (op) ... (op) x_{r-1} (untouched on rank 0).
+/// The partial results combined depend only on the job size and the rank,
+/// so the bits are the same on every run.
+fn prefix(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    incl: &mut [u8],
+    mut excl: Option<&mut [u8]>,
+) -> Result<()> {
+    let (n, r, len) = (c.size(), c.rank(), incl.len());
+    let mut tmp = vec![0u8; if r > 0 { len } else { 0 }];
+    let mut excl_set = false;
+    let mut d = 1;
+    while d < n {
+        let from = r.checked_sub(d);
+        let to = (r + d < n).then_some(r + d);
+        let (tp, ip) = (tmp.as_mut_ptr(), incl.as_ptr());
+        step(c, |c, q| {
+            // SAFETY: `tmp` (len bytes on every rank that receives) and
+            // `incl` are borrowed for the whole step; `incl` is only read.
+            unsafe {
+                if let Some(f) = from {
+                    q.recv(c, tp, len, f, T_SCAN)?;
+                }
+                if let Some(t) = to {
+                    q.send(c, ip, len, t, T_SCAN)?;
+                }
+            }
+            Ok(())
+        })?;
+        if from.is_some() {
+            if let Some(e) = excl.as_deref_mut() {
+                if excl_set {
+                    combine(dt, op, &tmp, e);
+                } else {
+                    e.copy_from_slice(&tmp);
+                    excl_set = true;
+                }
+            }
+            combine(dt, op, &tmp, incl);
+        }
+        d <<= 1;
+    }
+    Ok(())
+}
+
+/// Inclusive prefix reduction: rank r's `recv` := x_0 (op) x_1 (op) ...
+/// (op) x_r, x_i rank i's `send` (`None`: in place, from `recv`).
+pub fn scan(c: &mut Comm, dt: Dtype, op: Op, send: Option<&[u8]>, recv: &mut [u8]) -> Result<()> {
+    red_args(dt, send, recv.len(), true)?;
+    if let Some(s) = send {
+        recv.copy_from_slice(s);
+    }
+    prefix(c, dt, op, recv, None)
+}
+
+/// Exclusive prefix reduction: rank r's `recv` := x_0 (op) ... (op)
+/// x_{r-1}; rank 0's `recv` is left as it was (MPI_Exscan's rule). `send`
+/// `None`: in place, from `recv`.
+pub fn exscan(c: &mut Comm, dt: Dtype, op: Op, send: Option<&[u8]>, recv: &mut [u8]) -> Result<()> {
+    red_args(dt, send, recv.len(), true)?;
+    let mut incl = send.map_or_else(|| recv.to_vec(), <[u8]>::to_vec);
+    // Rank 0 only sends: its result buffer is not written.
+    let excl = (c.rank() > 0).then_some(recv);
+    prefix(c, dt, op, &mut incl, excl)
+}
+
+/// Block r of the element-wise reduction of every rank's `send` (n
+/// blocks of `recv`'s size; block j for rank j) into rank r's `recv`, in
+/// rank order, x_0 (op) (x_1 (op) (... (op) x_{n-1})): each rank sends
+/// block j straight to rank j, which folds the n blocks (the reduce-scatter
+/// of the large reductions). `send` `None`: in place, `recv` holds the n
+/// blocks and its first block gets the result.
+pub fn reduce_scatter_block(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+) -> Result<()> {
+    let n = c.size();
+    let blk = match send {
+        Some(s) => {
+            check_len("the send buffer", s.len(), n * recv.len())?;
+            recv.len()
+        }
+        None if recv.len() % n != 0 => {
+            return Err(Error::Invalid(format!(
+                "in place, the receive buffer's {} bytes are not {n} equal blocks",
+                recv.len()
+            )))
+        }
+        None => recv.len() / n,
+    };
+    check_elems(dt, blk, "a block")?;
+    let inp = send.map_or(recv.as_ptr(), <[u8]>::as_ptr);
+    // SAFETY: `inp` is `send` or `recv`, n blocks of `blk` bytes, borrowed
+    // for the call; `recv` is written only after the reduce-scatter.
+    let mine = unsafe { reduce_blocks(c, dt, op, inp, n * blk / dt.size())? };
+    recv[..blk].copy_from_slice(&mine);
     Ok(())
 }
 

@@ -171,6 +171,96 @@ fn reductions_reach_every_root_in_place_or_not() {
 }
 
 #[test]
+fn scans_give_exact_prefix_sums_and_minima_in_place_or_not() {
+    for n in 1..=5 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for count in COUNTS {
+                let mine: Vec<i64> = (0..count).map(|i| val(me, i)).collect();
+                let upto = |last: usize| -> Vec<i64> {
+                    (0..count)
+                        .map(|i| (0..=last).map(|r| val(r, i)).sum())
+                        .collect()
+                };
+                let mut out = vec![0u8; count * 8];
+                scan(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut out).unwrap();
+                assert_eq!(as_i64s(&out), upto(me), "scan, {n} ranks, {count} elements");
+                let mut inplace = i64s(&mine);
+                scan(c, Dtype::I64, Op::Sum, None, &mut inplace).unwrap();
+                assert_eq!(as_i64s(&inplace), upto(me), "scan in place, {n} ranks");
+                // val grows with the rank: the minimum of ranks 0..=r is rank 0's.
+                scan(c, Dtype::I64, Op::Min, Some(&i64s(&mine)), &mut out).unwrap();
+                assert!(as_i64s(&out)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == val(0, i)));
+
+                // Exclusive: rank 0's buffer keeps what it held.
+                let sentinel = i64s(&vec![-7; count]);
+                let mut ex = sentinel.clone();
+                exscan(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut ex).unwrap();
+                let mut ex_in = i64s(&mine);
+                exscan(c, Dtype::I64, Op::Sum, None, &mut ex_in).unwrap();
+                if me == 0 {
+                    assert_eq!(ex, sentinel, "exscan leaves rank 0's buffer");
+                    assert_eq!(as_i64s(&ex_in), mine, "exscan in place, rank 0");
+                } else {
+                    assert_eq!(as_i64s(&ex), upto(me - 1), "exscan, {n} ranks, {count}");
+                    assert_eq!(as_i64s(&ex_in), upto(me - 1), "exscan in place");
+                }
+                scan(c, Dtype::I64, Op::Max, Some(&i64s(&mine)), &mut out).unwrap();
+                assert!(as_i64s(&out)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == val(me, i)));
+            }
+        });
+    }
+}
+
+#[test]
+fn double_scans_are_the_same_bits_every_time() {
+    for n in [3, 4, 5] {
+        job(n, |c| {
+            let me = c.rank();
+            let mine: Vec<f64> = (0..300)
+                .map(|i| ((i * 31 + me * 17) % 101) as f64 * 10f64.powi((i % 17) as i32 - 8))
+                .collect();
+            let (mut first, mut first_ex) = (vec![0u8; 2400], vec![0u8; 2400]);
+            scan(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut first).unwrap();
+            exscan(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut first_ex).unwrap();
+            for _ in 0..20 {
+                let (mut again, mut again_ex) = (vec![0u8; 2400], vec![0u8; 2400]);
+                scan(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut again).unwrap();
+                exscan(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut again_ex).unwrap();
+                assert_eq!(again, first, "scan, rank {me}");
+                assert_eq!(again_ex, first_ex, "exscan, rank {me}");
+            }
+        });
+    }
+}
+
+#[test]
+fn reduce_scatter_blocks_land_reduced_on_their_ranks_in_place_or_not() {
+    for n in 1..=4 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for per in [0, 1, 3, 2049] {
+                // Rank me's element i of the whole vector (n blocks of per).
+                let (mine, sum) = mine_and_sum(n, me, n * per);
+                let want = &sum[me * per..(me + 1) * per];
+                let mut out = vec![0u8; per * 8];
+                reduce_scatter_block(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut out).unwrap();
+                assert_eq!(as_i64s(&out), want, "{n} ranks, {per} per rank");
+                let mut inplace = i64s(&mine);
+                reduce_scatter_block(c, Dtype::I64, Op::Sum, None, &mut inplace).unwrap();
+                assert_eq!(&as_i64s(&inplace)[..per], want, "in place, {n} ranks");
+            }
+        });
+    }
+}
+
+#[test]
 fn block_collectives_move_every_block_to_its_place() {
     for n in 1..=4 {
         job(n, |c| {
@@ -241,6 +331,28 @@ fn bad_arguments_are_refused_with_what_was_expected() {
         );
         let e = allgather(c, None, &mut [0u8; 5]).unwrap_err().to_string();
         assert!(e.contains("not 2 equal blocks"), "{e}");
+        let e = reduce_scatter_block(c, Dtype::I32, Op::Sum, Some(&[0u8; 12]), &mut [0u8; 4])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the send buffer holds 12 bytes where 8 are needed"),
+            "{e}"
+        );
+        let e = reduce_scatter_block(c, Dtype::I32, Op::Sum, None, &mut [0u8; 13])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("13 bytes are not 2 equal blocks"), "{e}");
+        let e = reduce_scatter_block(c, Dtype::F64, Op::Sum, Some(&[0u8; 8]), &mut [0u8; 4])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a block holds 4 bytes, not a whole number"),
+            "{e}"
+        );
+        let e = scan(c, Dtype::F64, Op::Sum, Some(&[0u8; 16]), &mut [0u8; 8])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("where 16 are needed"), "{e}");
         if c.rank() == 1 {
             let e = reduce(c, Dtype::I32, Op::Sum, None, &mut [0u8; 4], 0)
                 .unwrap_err()
