@@ -135,6 +135,18 @@ int tc_alltoall(const void *sbuf, size_t len, void *rbuf);
 /* The root's rbuf / sbuf: size x len bytes (ignored elsewhere). */
 int tc_gather(const void *sbuf, size_t len, void *rbuf, int root);
 int tc_scatter(const void *sbuf, size_t len, void *rbuf, int root);
+/* The v variants: block r is lens[r] bytes from byte displs[r] of the
+ * buffer (size entries each; blocks written may not overlap). At a
+ * non-root, the root-only buffer and table are ignored (may be NULL). */
+int tc_gatherv(const void *sbuf, size_t len, void *rbuf, const size_t *lens,
+               const size_t *displs, int root);
+int tc_scatterv(const void *sbuf, const size_t *lens, const size_t *displs, void *rbuf,
+                size_t len, int root);
+/* The same table on every rank; sbuf NULL: in place (from rank r's block). */
+int tc_allgatherv(const void *sbuf, size_t len, void *rbuf, const size_t *lens,
+                  const size_t *displs);
+int tc_alltoallv(const void *sbuf, const size_t *slens, const size_t *sdispls, void *rbuf,
+                 const size_t *rlens, const size_t *rdispls);
 
 /* ---- Extended transport API (used by the MPI accelerator, docs/capi.md) --
  * Matching contexts: a message sent in context ctx (0..65534; 65535 is the

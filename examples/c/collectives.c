@@ -1,7 +1,8 @@
 /* The tc_* collectives over the topocomm transport: broadcast, allreduce
  * (small and by blocks, in place), reduce to every root, the prefix
- * reductions, the reduce-scatter, allgather and alltoall, checked on every
- * rank, and the bits of a double sum the same on every rank.
+ * reductions, the reduce-scatter, allgather and alltoall and their v
+ * variants, checked on every rank, and the bits of a double sum the same
+ * on every rank.
  * Run: topocomm run -n 3 -- ./collectives */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,8 +76,44 @@ int main(void) {
     EXPECT(blocks[0] == want && blocks[1] == want, "in place gave %lld", blocks[0]);
     free(blocks);
 
-    double x = 1.0 / (rank + 3), sum, all[64];
+    /* The v variants: rank r contributes r + 1 bytes of value r, placed
+     * in reverse rank order (rank size-1 first). */
+    size_t lens[64], displs[64], total = 0;
     if (size > 64) return 2;
+    for (int r = size - 1; r >= 0; r--) {
+        lens[r] = (size_t)r + 1;
+        displs[r] = total;
+        total += lens[r];
+    }
+    unsigned char mine_v[64], *gathered = malloc(total), *back = malloc(total);
+    if (!gathered || !back) return 1;
+    memset(mine_v, rank, sizeof mine_v);
+    CHECK(tc_allgatherv(mine_v, lens[rank], gathered, lens, displs));
+    for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < lens[r]; i++)
+            EXPECT(gathered[displs[r] + i] == r, "allgatherv block %d", r);
+    memset(back, 0xff, total);
+    CHECK(tc_gatherv(mine_v, lens[rank], rank == 0 ? back : NULL, lens, displs, 0));
+    if (rank == 0) EXPECT(!memcmp(back, gathered, total), "gatherv differs from allgatherv");
+    unsigned char got_v[64];
+    CHECK(tc_scatterv(rank == 0 ? gathered : NULL, lens, displs, got_v, lens[rank], 0));
+    for (size_t i = 0; i < lens[rank]; i++) EXPECT(got_v[i] == rank, "scatterv byte %zu", i);
+    /* Alltoallv: one byte rank * 16 + d to each rank d, none to itself. */
+    size_t sl[64], sd[64], rl[64], rd[64];
+    unsigned char out_v[64], in_v[64];
+    for (int d = 0; d < size; d++) {
+        sl[d] = rl[d] = d != rank;
+        sd[d] = rd[d] = (size_t)d;
+        out_v[d] = (unsigned char)(rank * 16 + d);
+        in_v[d] = 0xff;
+    }
+    CHECK(tc_alltoallv(out_v, sl, sd, in_v, rl, rd));
+    for (int r = 0; r < size; r++)
+        EXPECT(in_v[r] == (r == rank ? 0xff : r * 16 + rank), "alltoallv from %d: %d", r, in_v[r]);
+    free(gathered);
+    free(back);
+
+    double x = 1.0 / (rank + 3), sum, all[64];
     CHECK(tc_allreduce(&x, &sum, 1, TC_DOUBLE, TC_SUM));
     CHECK(tc_allgather(&sum, sizeof sum, all));
     for (int r = 0; r < size; r++) EXPECT(!memcmp(&all[r], &sum, sizeof sum), "bits differ");

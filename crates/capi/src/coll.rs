@@ -1,13 +1,14 @@
 //! Collectives of topocomm programs: `tc_bcast`, `tc_reduce`,
 //! `tc_allreduce`, `tc_scan`, `tc_exscan`, `tc_reduce_scatter_block`,
-//! `tc_allgather`, `tc_alltoall`, `tc_gather`, `tc_scatter`
+//! `tc_allgather`, `tc_alltoall`, `tc_gather`, `tc_scatter` and the `v`
+//! variants `tc_gatherv`, `tc_scatterv`, `tc_allgatherv`, `tc_alltoallv`
 //! (topocomm_transport::coll; docs/capi.md). Every rank of the job calls
 //! the same collectives in the same order with matching sizes.
 
 use crate::transport::{rank_arg, with};
 use crate::TC_OK;
 use std::ffi::{c_int, c_void};
-use topocomm_transport::coll::{self, Dtype, Op};
+use topocomm_transport::coll::{self, Blocks, Dtype, Op};
 use topocomm_transport::Error;
 
 /// Element types of `tc_reduce`/`tc_allreduce` (topocomm.h).
@@ -278,5 +279,126 @@ pub extern "C" fn tc_scatter(
         let (root, all) = rooted(c, root, len)?;
         let (s, r) = (bytes(sbuf, all, "sbuf")?, bytes_mut(rbuf, len, "rbuf")?);
         coll::scatter(c, s, r, root).map(|_| TC_OK)
+    })
+}
+
+/// A block table of `n` entries: `lens` and `displs` (bytes) as slices,
+/// and the bytes of the buffer they span (the end of the furthest block).
+fn table<'a>(
+    lens: *const usize,
+    displs: *const usize,
+    n: usize,
+    what: &str,
+) -> Result<(Blocks<'a>, usize), Error> {
+    if lens.is_null() || displs.is_null() {
+        return Err(Error::Invalid(format!(
+            "{what}: lengths or offsets are NULL"
+        )));
+    }
+    // SAFETY: the caller provides n entries in each array (topocomm.h),
+    // not written during the call.
+    let (lens, displs) = unsafe {
+        (
+            std::slice::from_raw_parts(lens, n),
+            std::slice::from_raw_parts(displs, n),
+        )
+    };
+    let mut end = 0usize;
+    for (j, (&l, &d)) in lens.iter().zip(displs).enumerate() {
+        let e = d.checked_add(l).ok_or_else(|| {
+            Error::Invalid(format!(
+                "{what}: block {j} ({l} bytes from byte {d}) is too large"
+            ))
+        })?;
+        end = end.max(e);
+    }
+    Ok((Blocks { lens, displs }, end))
+}
+
+/// Every rank's `len` bytes of `sbuf` into the root's `rbuf`, rank r's at
+/// byte `displs[r]` (`lens[r]` bytes); `rbuf`, `lens` and `displs` are
+/// ignored (may be NULL) except at the root.
+#[no_mangle]
+pub extern "C" fn tc_gatherv(
+    sbuf: *const c_void,
+    len: usize,
+    rbuf: *mut c_void,
+    lens: *const usize,
+    displs: *const usize,
+    root: c_int,
+) -> i32 {
+    with(|c| {
+        let root = rank_arg(root, "root")?;
+        let s = bytes(sbuf, len, "sbuf")?;
+        if c.rank() != root {
+            return coll::gatherv(c, s, &mut [], None, root).map(|_| TC_OK);
+        }
+        let (b, end) = table(lens, displs, c.size(), "the root's receive blocks")?;
+        coll::gatherv(c, s, bytes_mut(rbuf, end, "rbuf")?, Some(b), root).map(|_| TC_OK)
+    })
+}
+
+/// The root's `lens[r]` bytes of `sbuf` from byte `displs[r]` into rank
+/// r's `rbuf` (`len` bytes); `sbuf`, `lens` and `displs` are ignored (may
+/// be NULL) except at the root.
+#[no_mangle]
+pub extern "C" fn tc_scatterv(
+    sbuf: *const c_void,
+    lens: *const usize,
+    displs: *const usize,
+    rbuf: *mut c_void,
+    len: usize,
+    root: c_int,
+) -> i32 {
+    with(|c| {
+        let root = rank_arg(root, "root")?;
+        let r = bytes_mut(rbuf, len, "rbuf")?;
+        if c.rank() != root {
+            return coll::scatterv(c, &[], None, r, root).map(|_| TC_OK);
+        }
+        let (b, end) = table(lens, displs, c.size(), "the root's send blocks")?;
+        coll::scatterv(c, bytes(sbuf, end, "sbuf")?, Some(b), r, root).map(|_| TC_OK)
+    })
+}
+
+/// Every rank's `len` bytes of `sbuf` (NULL: in place, from its block of
+/// `rbuf`) into every rank's `rbuf`, rank r's at byte `displs[r]`
+/// (`lens[r]` bytes, the same table on every rank).
+#[no_mangle]
+pub extern "C" fn tc_allgatherv(
+    sbuf: *const c_void,
+    len: usize,
+    rbuf: *mut c_void,
+    lens: *const usize,
+    displs: *const usize,
+) -> i32 {
+    with(|c| {
+        let (b, end) = table(lens, displs, c.size(), "the receive blocks")?;
+        let send = if sbuf.is_null() {
+            None
+        } else {
+            Some(bytes(sbuf, len, "sbuf")?)
+        };
+        coll::allgatherv(c, send, bytes_mut(rbuf, end, "rbuf")?, b).map(|_| TC_OK)
+    })
+}
+
+/// Block d of every rank's `sbuf` (`slens[d]` bytes from byte
+/// `sdispls[d]`) into rank d's `rbuf` at byte `rdispls[r]` (`rlens[r]`
+/// bytes).
+#[no_mangle]
+pub extern "C" fn tc_alltoallv(
+    sbuf: *const c_void,
+    slens: *const usize,
+    sdispls: *const usize,
+    rbuf: *mut c_void,
+    rlens: *const usize,
+    rdispls: *const usize,
+) -> i32 {
+    with(|c| {
+        let (sb, send) = table(slens, sdispls, c.size(), "the send blocks")?;
+        let (rb, recv) = table(rlens, rdispls, c.size(), "the receive blocks")?;
+        let (s, r) = (bytes(sbuf, send, "sbuf")?, bytes_mut(rbuf, recv, "rbuf")?);
+        coll::alltoallv(c, s, sb, r, rb).map(|_| TC_OK)
     })
 }

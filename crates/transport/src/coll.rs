@@ -15,6 +15,12 @@
 //! is the same bits on every run and, for an allreduce, on every rank.
 //! The prefix reductions ([`scan`], [`exscan`]) and
 //! [`reduce_scatter_block`] keep the same rule.
+//!
+//! The `v` variants ([`gatherv`], [`scatterv`], [`allgatherv`],
+//! [`alltoallv`]) place block j at its own offset and length
+//! ([`Blocks`]); every pair that exchanges a block exchanges exactly one
+//! message, a zero-length one for an empty block, so a receiver that
+//! expects another length than its sender sends says so.
 
 use crate::{Comm, Error, Request, Result};
 
@@ -35,6 +41,10 @@ const T_SCATTER: i32 = 7;
 const T_ALLGATHER: i32 = 8;
 const T_ALLTOALL: i32 = 9;
 const T_SCAN: i32 = 10;
+const T_GATHERV: i32 = 11;
+const T_SCATTERV: i32 = 12;
+const T_ALLGATHERV: i32 = 13;
+const T_ALLTOALLV: i32 = 14;
 
 /// Element types of reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -754,6 +764,196 @@ pub fn scatter(c: &mut Comm, send: &[u8], recv: &mut [u8], root: usize) -> Resul
             T_SCATTER,
             |j| (j == root).then_some((rp, blk)),
             |j| (me == root).then(|| (sp.wrapping_add(j * blk), blk)),
+        )
+    }
+}
+
+// ---- The v variants: a length and an offset per block ---------------------
+
+/// Where the n blocks of a `v` collective lie in one buffer: block j is
+/// `lens[j]` bytes from byte `displs[j]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocks<'a> {
+    pub lens: &'a [usize],
+    pub displs: &'a [usize],
+}
+
+impl Blocks<'_> {
+    /// Checks the table against a buffer of `buf` bytes and `n` ranks:
+    /// n entries each, every block inside the buffer and, for blocks
+    /// written (`disjoint`), no two overlapping.
+    fn check(&self, what: &str, buf: usize, n: usize, disjoint: bool) -> Result<()> {
+        if self.lens.len() != n || self.displs.len() != n {
+            return Err(Error::Invalid(format!(
+                "{what}: {} lengths and {} offsets for {n} ranks",
+                self.lens.len(),
+                self.displs.len()
+            )));
+        }
+        let mut spans = Vec::with_capacity(n);
+        for j in 0..n {
+            let (d, l) = (self.displs[j], self.lens[j]);
+            let end = d.checked_add(l).filter(|&e| e <= buf).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{what}: block {j} ({l} bytes from byte {d}) ends beyond the buffer's {buf} bytes"
+                ))
+            })?;
+            if l > 0 {
+                spans.push((d, end, j));
+            }
+        }
+        if disjoint {
+            spans.sort_unstable();
+            for w in spans.windows(2) {
+                if w[1].0 < w[0].1 {
+                    return Err(Error::Invalid(format!(
+                        "{what}: blocks {} and {} overlap (both are written)",
+                        w[0].2, w[1].2
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Block j of the buffer at `p`.
+    fn at<P: Copy>(&self, p: P, j: usize, add: fn(P, usize) -> P) -> Blk<P> {
+        Some((add(p, self.displs[j]), self.lens[j]))
+    }
+}
+
+fn add_mut(p: *mut u8, k: usize) -> *mut u8 {
+    p.wrapping_add(k)
+}
+
+fn add_const(p: *const u8, k: usize) -> *const u8 {
+    p.wrapping_add(k)
+}
+
+/// Every rank's `send` into block r of the root's `recv` (`blocks` and
+/// `recv` significant at the root only; elsewhere `blocks` may be `None`).
+pub fn gatherv(
+    c: &mut Comm,
+    send: &[u8],
+    recv: &mut [u8],
+    blocks: Option<Blocks>,
+    root: usize,
+) -> Result<()> {
+    check_root(c, root)?;
+    let (n, me) = (c.size(), c.rank());
+    let mut at_root = None;
+    if me == root {
+        let b = blocks.ok_or_else(|| Error::Invalid("the root has no block table".into()))?;
+        b.check("the root's receive blocks", recv.len(), n, true)?;
+        check_len("the root's own block", send.len(), b.lens[me])?;
+        recv[b.displs[me]..b.displs[me] + send.len()].copy_from_slice(send);
+        at_root = Some(b);
+    }
+    let (rp, sp, len) = (recv.as_mut_ptr(), send.as_ptr(), send.len());
+    // SAFETY: at the root, block j of `recv` (checked inside it, disjoint)
+    // from rank j; elsewhere `send` to the root; both borrowed for the call.
+    unsafe {
+        exchange(
+            c,
+            T_GATHERV,
+            |j| at_root.and_then(|b| b.at(rp, j, add_mut)),
+            |j| (j == root).then_some((sp, len)),
+        )
+    }
+}
+
+/// Block r of the root's `send` (with `blocks`, both significant at the
+/// root only) into rank r's `recv`.
+pub fn scatterv(
+    c: &mut Comm,
+    send: &[u8],
+    blocks: Option<Blocks>,
+    recv: &mut [u8],
+    root: usize,
+) -> Result<()> {
+    check_root(c, root)?;
+    let (n, me) = (c.size(), c.rank());
+    let mut at_root = None;
+    if me == root {
+        let b = blocks.ok_or_else(|| Error::Invalid("the root has no block table".into()))?;
+        b.check("the root's send blocks", send.len(), n, false)?;
+        check_len("the root's receive buffer", recv.len(), b.lens[me])?;
+        recv.copy_from_slice(&send[b.displs[me]..b.displs[me] + recv.len()]);
+        at_root = Some(b);
+    }
+    let (rp, sp, len) = (recv.as_mut_ptr(), send.as_ptr(), recv.len());
+    // SAFETY: elsewhere, `recv` from the root; at the root, block j of
+    // `send` (checked inside it) to rank j; both borrowed for the call.
+    unsafe {
+        exchange(
+            c,
+            T_SCATTERV,
+            |j| (j == root).then_some((rp, len)),
+            |j| at_root.and_then(|b| b.at(sp, j, add_const)),
+        )
+    }
+}
+
+/// Every rank's `send` (`None`: in place, its block of `recv`) into block
+/// r of every rank's `recv`, placed by `blocks` (the same table on every
+/// rank).
+pub fn allgatherv(
+    c: &mut Comm,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    blocks: Blocks,
+) -> Result<()> {
+    let (n, me) = (c.size(), c.rank());
+    blocks.check("the receive blocks", recv.len(), n, true)?;
+    let (d, len) = (blocks.displs[me], blocks.lens[me]);
+    if let Some(s) = send {
+        check_len("the send buffer", s.len(), len)?;
+        recv[d..d + len].copy_from_slice(s);
+    }
+    let rp = recv.as_mut_ptr();
+    // Others read the send buffer, not the copy just written.
+    let sp = send.map_or(rp.cast_const().wrapping_add(d), <[u8]>::as_ptr);
+    // SAFETY: block j of `recv` (checked inside it, disjoint from the others
+    // and from my own block, which is only read) from rank j; `send` (or my
+    // block of `recv`) to every rank; all live for the call.
+    unsafe {
+        exchange(
+            c,
+            T_ALLGATHERV,
+            |j| blocks.at(rp, j, add_mut),
+            |_| Some((sp, len)),
+        )
+    }
+}
+
+/// Block d of each rank's `send` (placed by `sblocks`) into block r of
+/// rank d's `recv` (placed by `rblocks`).
+pub fn alltoallv(
+    c: &mut Comm,
+    send: &[u8],
+    sblocks: Blocks,
+    recv: &mut [u8],
+    rblocks: Blocks,
+) -> Result<()> {
+    let (n, me) = (c.size(), c.rank());
+    sblocks.check("the send blocks", send.len(), n, false)?;
+    rblocks.check("the receive blocks", recv.len(), n, true)?;
+    check_len(
+        "this rank's block to itself",
+        sblocks.lens[me],
+        rblocks.lens[me],
+    )?;
+    let (sd, rd, len) = (sblocks.displs[me], rblocks.displs[me], rblocks.lens[me]);
+    recv[rd..rd + len].copy_from_slice(&send[sd..sd + len]);
+    let (rp, sp) = (recv.as_mut_ptr(), send.as_ptr());
+    // SAFETY: block j of `recv` (checked, disjoint) from rank j, block j of
+    // `send` (checked) to rank j; both borrowed for the call.
+    unsafe {
+        exchange(
+            c,
+            T_ALLTOALLV,
+            |j| rblocks.at(rp, j, add_mut),
+            |j| sblocks.at(sp, j, add_const),
         )
     }
 }

@@ -310,6 +310,193 @@ fn block_collectives_move_every_block_to_its_place() {
     }
 }
 
+/// Rank r's block for rank d in the v tests: (r + 2d) % 5 bytes (some
+/// empty), each byte naming both.
+fn vblock(r: usize, d: usize) -> Vec<u8> {
+    (0..(r + 2 * d) % 5)
+        .map(|i| (r * 16 + d * 4 + i) as u8)
+        .collect()
+}
+
+/// A block table for blocks of `lens`, laid out in reverse rank order with
+/// a gap of 3 bytes before each: (table, buffer bytes).
+fn reversed(lens: &[usize]) -> ((Vec<usize>, Vec<usize>), usize) {
+    let mut displs = vec![0; lens.len()];
+    let mut at = 0;
+    for j in (0..lens.len()).rev() {
+        at += 3;
+        displs[j] = at;
+        at += lens[j];
+    }
+    ((lens.to_vec(), displs), at)
+}
+
+#[test]
+fn v_collectives_place_uneven_blocks_at_their_offsets() {
+    for n in 1..=4 {
+        job(n, |c| {
+            let (n, me) = (c.size(), c.rank());
+            for root in 0..n {
+                // Gatherv: rank r sends vblock(r, root).
+                let lens: Vec<usize> = (0..n).map(|r| vblock(r, root).len()).collect();
+                let ((l, d), total) = reversed(&lens);
+                let b = Blocks {
+                    lens: &l,
+                    displs: &d,
+                };
+                let mut all = vec![0xeeu8; if me == root { total } else { 0 }];
+                let table = (me == root).then_some(b);
+                gatherv(c, &vblock(me, root), &mut all, table, root).unwrap();
+                if me == root {
+                    for r in 0..n {
+                        assert_eq!(
+                            &all[d[r]..d[r] + l[r]],
+                            vblock(r, root),
+                            "gatherv {n}/{root}/{r}"
+                        );
+                        assert_eq!(all[d[r] - 3..d[r]], [0xee; 3], "gap before block {r}");
+                    }
+                }
+                // Scatterv: the root sends vblock(root, r) to rank r.
+                let lens: Vec<usize> = (0..n).map(|r| vblock(root, r).len()).collect();
+                let ((l, d), total) = reversed(&lens);
+                let mut src = vec![0u8; total];
+                for r in 0..n {
+                    src[d[r]..d[r] + l[r]].copy_from_slice(&vblock(root, r));
+                }
+                let b = Blocks {
+                    lens: &l,
+                    displs: &d,
+                };
+                let mut got = vec![0u8; vblock(root, me).len()];
+                let table = (me == root).then_some(b);
+                let send = if me == root { &src[..] } else { &[][..] };
+                scatterv(c, send, table, &mut got, root).unwrap();
+                assert_eq!(got, vblock(root, me), "scatterv {n}/{root}");
+            }
+            // Allgatherv: rank r's block vblock(r, 0), in place or not.
+            let lens: Vec<usize> = (0..n).map(|r| vblock(r, 0).len()).collect();
+            let ((l, d), total) = reversed(&lens);
+            let b = Blocks {
+                lens: &l,
+                displs: &d,
+            };
+            let mut all = vec![0u8; total];
+            allgatherv(c, Some(&vblock(me, 0)), &mut all, b).unwrap();
+            let mut inplace = vec![0u8; total];
+            inplace[d[me]..d[me] + l[me]].copy_from_slice(&vblock(me, 0));
+            allgatherv(c, None, &mut inplace, b).unwrap();
+            for r in 0..n {
+                assert_eq!(&all[d[r]..d[r] + l[r]], vblock(r, 0), "allgatherv {n}/{r}");
+                assert_eq!(
+                    &inplace[d[r]..d[r] + l[r]],
+                    vblock(r, 0),
+                    "in place {n}/{r}"
+                );
+            }
+            // Alltoallv: rank r sends vblock(r, d) to rank d.
+            let slens: Vec<usize> = (0..n).map(|d| vblock(me, d).len()).collect();
+            let ((sl, sd), stotal) = reversed(&slens);
+            let mut send = vec![0u8; stotal];
+            for d in 0..n {
+                send[sd[d]..sd[d] + sl[d]].copy_from_slice(&vblock(me, d));
+            }
+            let rlens: Vec<usize> = (0..n).map(|r| vblock(r, me).len()).collect();
+            let ((rl, rd), rtotal) = reversed(&rlens);
+            let mut recv = vec![0u8; rtotal];
+            let (sb, rb) = (
+                Blocks {
+                    lens: &sl,
+                    displs: &sd,
+                },
+                Blocks {
+                    lens: &rl,
+                    displs: &rd,
+                },
+            );
+            alltoallv(c, &send, sb, &mut recv, rb).unwrap();
+            for r in 0..n {
+                assert_eq!(
+                    &recv[rd[r]..rd[r] + rl[r]],
+                    vblock(r, me),
+                    "alltoallv {n}/{r}"
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn v_tables_that_do_not_fit_are_refused_naming_the_block() {
+    job(2, |c| {
+        let me = c.rank();
+        let b = |l: &'static [usize], d: &'static [usize]| Blocks { lens: l, displs: d };
+        let e = allgatherv(c, Some(&[0u8; 4]), &mut [0u8; 6], b(&[4, 4], &[0, 2]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("blocks 0 and 1 overlap"), "{e}");
+        let e = allgatherv(c, Some(&[0u8; 4]), &mut [0u8; 8], b(&[4, 4], &[0, 5]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("block 1 (4 bytes from byte 5) ends beyond the buffer's 8 bytes"),
+            "{e}"
+        );
+        let e = alltoallv(
+            c,
+            &[0u8; 8],
+            b(&[4], &[0]),
+            &mut [0u8; 8],
+            b(&[4, 4], &[0, 4]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("the send blocks: 1 lengths and 1 offsets for 2 ranks"),
+            "{e}"
+        );
+        if me == 0 {
+            let e = gatherv(c, &[1u8], &mut [0u8; 4], None, 0)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("the root has no block table"), "{e}");
+        }
+        // Blocks that may overlap when only read: a scatterv of one byte to both.
+        let mut got = [0u8; 1];
+        let send = if me == 1 { &[9u8][..] } else { &[][..] };
+        scatterv(
+            c,
+            send,
+            (me == 1).then_some(b(&[1, 1], &[0, 0])),
+            &mut got,
+            1,
+        )
+        .unwrap();
+        assert_eq!(got, [9]);
+        // Ranks whose tables disagree on a length: the receiver says so.
+        let mut all = [0u8; 4];
+        let table = if me == 0 {
+            b(&[1, 2], &[0, 2])
+        } else {
+            b(&[1, 1], &[0, 2])
+        };
+        let e = allgatherv(c, Some(&[me as u8]), &mut all, table);
+        if me == 0 {
+            let e = e.unwrap_err().to_string();
+            assert!(
+                e.contains("of 1 bytes from rank 1 where 2 were expected"),
+                "{e}"
+            );
+        } else {
+            e.unwrap();
+        }
+        // Still in step afterwards.
+        let mut x = [me as u8];
+        bcast(c, &mut x, 1).unwrap();
+        assert_eq!(x, [1]);
+    });
+}
+
 #[test]
 fn bad_arguments_are_refused_with_what_was_expected() {
     job(2, |c| {
