@@ -104,10 +104,7 @@ pub extern "C" fn tc_allreduce(
     dtype: c_int,
     op: c_int,
 ) -> i32 {
-    with(|c| {
-        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
-        coll::allreduce(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
-    })
+    reduction(coll::allreduce, sbuf, rbuf, count, dtype, op)
 }
 
 /// `tc_allreduce`'s result at rank `root` only (`rbuf` is ignored, and may
@@ -151,6 +148,25 @@ fn red_in<'a>(
     Ok((dt, op, len, send))
 }
 
+/// The reductions whose every rank passes a send buffer (NULL: in place)
+/// and a receive buffer of `count` elements.
+type Reduction =
+    fn(&mut topocomm_transport::Comm, Dtype, Op, Option<&[u8]>, &mut [u8]) -> Result<(), Error>;
+
+fn reduction(
+    f: Reduction,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: usize,
+    dtype: c_int,
+    op: c_int,
+) -> i32 {
+    with(|c| {
+        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
+        f(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
+    })
+}
+
 /// Rank r's `rbuf` := the reduction of the `count` elements of ranks 0..=r
 /// (`sbuf` NULL: in place, from `rbuf`), in rank order.
 #[no_mangle]
@@ -161,10 +177,7 @@ pub extern "C" fn tc_scan(
     dtype: c_int,
     op: c_int,
 ) -> i32 {
-    with(|c| {
-        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
-        coll::scan(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
-    })
+    reduction(coll::scan, sbuf, rbuf, count, dtype, op)
 }
 
 /// Rank r's `rbuf` := the reduction of ranks 0..r-1's elements; rank 0's
@@ -177,10 +190,7 @@ pub extern "C" fn tc_exscan(
     dtype: c_int,
     op: c_int,
 ) -> i32 {
-    with(|c| {
-        let (dt, op, len, send) = red_in(sbuf, count, dtype, op)?;
-        coll::exscan(c, dt, op, send, bytes_mut(rbuf, len, "rbuf")?).map(|_| TC_OK)
-    })
+    reduction(coll::exscan, sbuf, rbuf, count, dtype, op)
 }
 
 /// Rank r's `rbuf` (`count` elements) := block r of the reduction of every

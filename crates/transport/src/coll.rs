@@ -822,6 +822,19 @@ impl Blocks<'_> {
     }
 }
 
+/// The root's block table of a rooted `v` collective, checked.
+fn root_blocks<'a>(
+    blocks: Option<Blocks<'a>>,
+    what: &str,
+    buf: usize,
+    n: usize,
+    written: bool,
+) -> Result<Blocks<'a>> {
+    let b = blocks.ok_or_else(|| Error::Invalid("the root has no block table".into()))?;
+    b.check(what, buf, n, written)?;
+    Ok(b)
+}
+
 fn add_mut(p: *mut u8, k: usize) -> *mut u8 {
     p.wrapping_add(k)
 }
@@ -843,8 +856,7 @@ pub fn gatherv(
     let (n, me) = (c.size(), c.rank());
     let mut at_root = None;
     if me == root {
-        let b = blocks.ok_or_else(|| Error::Invalid("the root has no block table".into()))?;
-        b.check("the root's receive blocks", recv.len(), n, true)?;
+        let b = root_blocks(blocks, "the root's receive blocks", recv.len(), n, true)?;
         check_len("the root's own block", send.len(), b.lens[me])?;
         recv[b.displs[me]..b.displs[me] + send.len()].copy_from_slice(send);
         at_root = Some(b);
@@ -875,8 +887,7 @@ pub fn scatterv(
     let (n, me) = (c.size(), c.rank());
     let mut at_root = None;
     if me == root {
-        let b = blocks.ok_or_else(|| Error::Invalid("the root has no block table".into()))?;
-        b.check("the root's send blocks", send.len(), n, false)?;
+        let b = root_blocks(blocks, "the root's send blocks", send.len(), n, false)?;
         check_len("the root's receive buffer", recv.len(), b.lens[me])?;
         recv.copy_from_slice(&send[b.displs[me]..b.displs[me] + recv.len()]);
         at_root = Some(b);
