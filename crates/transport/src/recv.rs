@@ -121,30 +121,22 @@ pub(crate) struct In {
     /// ack this rank writes with its next duplex message to it.
     pub(crate) dx_taken: u64,
     /// That message as a cell (heap, this channel's own: the engine reads
-    /// it where it reads ring cells), served until the tail moves past it.
-    pub(crate) dup: *mut Cell,
-}
-
-impl Drop for In {
-    fn drop(&mut self) {
-        if !self.dup.is_null() {
-            // SAFETY: allocated by Box::into_raw in `In::dup_cell`, freed once.
-            drop(unsafe { Box::from_raw(self.dup) });
-        }
-    }
+    /// it where it reads ring cells), served until the tail moves past it;
+    /// `None` with no duplex line.
+    pub(crate) dup: Option<Box<Cell>>,
 }
 
 impl In {
-    /// A heap cell for [`Self::dup`].
-    pub(crate) fn dup_cell() -> *mut Cell {
-        Box::into_raw(Box::new(Cell {
+    /// A cell for [`Self::dup`].
+    pub(crate) fn dup_cell() -> Box<Cell> {
+        Box::new(Cell {
             seq: AtomicU64::new(0),
             kind: 0,
             ctx: 0,
             tag: 0,
             len: 0,
             body: [0; INLINE_BYTES],
-        }))
+        })
     }
 
     /// The cell of the message at this channel's tail if it has been
@@ -161,30 +153,27 @@ impl In {
         if unsafe { (*c).seq.load(Ordering::Acquire) } == pos + 1 {
             return Some(c);
         }
-        if self.dx_theirs.is_null() {
-            return None;
-        }
+        let d = self.dup.as_deref_mut()?;
         if self.dx_taken == pos + 1 {
-            return Some(self.dup);
+            return Some(d);
         }
         let h = self.dx_theirs;
-        // SAFETY: the peer's half in the mapping; its fields are read only
-        // after the Acquire of its seq (ordering 6), and the peer does not
-        // write them again before our ack of this position.
+        // SAFETY: the peer's half in the mapping (set with `dup`); its fields
+        // are read only after the Acquire of its seq (ordering 6), and the
+        // peer does not write them again before our ack of this position.
         unsafe {
             if (*h).seq.load(Ordering::Acquire) != pos + 1 {
                 return None;
             }
-            let d = self.dup;
-            (*d).kind = K_INLINE;
-            (*d).ctx = (*h).ctx;
-            (*d).tag = (*h).tag;
-            (*d).len = u64::from((*h).len);
-            std::ptr::copy_nonoverlapping((*h).body.as_ptr(), (*d).body.as_mut_ptr(), DUPLEX_BYTES);
-            (*d).seq.store(pos + 1, Ordering::Relaxed);
+            d.kind = K_INLINE;
+            d.ctx = (*h).ctx;
+            d.tag = (*h).tag;
+            d.len = u64::from((*h).len);
+            d.body[..DUPLEX_BYTES].copy_from_slice(&(*h).body);
         }
+        d.seq.store(pos + 1, Ordering::Relaxed);
         self.dx_taken = pos + 1;
-        Some(self.dup)
+        Some(d)
     }
 }
 

@@ -348,11 +348,7 @@ pub(crate) fn endpoints(
             cma_failed: false,
             dx_theirs,
             dx_taken: 0,
-            dup: if dx_theirs.is_null() {
-                std::ptr::null_mut()
-            } else {
-                In::dup_cell()
-            },
+            dup: (!dx_theirs.is_null()).then(In::dup_cell),
         });
     }
     (outs, ins)
