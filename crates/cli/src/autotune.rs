@@ -26,8 +26,20 @@ pub const CHECKS_UNTIL: Duration = Duration::from_secs(8);
 /// class keeps the built-in parameters. One measurement of a check (7 sizes
 /// of one test) took 0.1-0.3 s, so the whole stays within 10 s: without it,
 /// a check started just before [`CHECKS_UNTIL`] on a 16-core Intel Xeon VM
-/// ended the measurement at 10.0-10.1 s.
-pub const CHECK_DEADLINE: Duration = Duration::from_millis(9_500);
+/// ended the measurement at 10.0-10.1 s, and with this at 9.5 s a first use
+/// on the 2-vCPU Intel Xeon VM took 9.8 s.
+pub const CHECK_DEADLINE: Duration = Duration::from_millis(9_200);
+/// No class's measurement of answers ([`measure_answers`]) starts after
+/// this; what it takes comes out of the search's [`BUDGET`], so the whole
+/// stays within its bound.
+pub const ANSWERS_UNTIL: Duration = Duration::from_millis(2_500);
+/// Sizes at which answers by single copy are weighed against eager ones
+/// (those between the class's inline and eager limits): the band where a
+/// ping-pong's two eager copies cost more than one single copy can.
+const ANSWER_SIZES: [u64; 3] = [4 << 10, 8 << 10, 16 << 10];
+/// Interleaved rounds of that measurement (eager, single copy, single
+/// copy, eager, ...).
+const ANSWER_ROUNDS: usize = 3;
 /// How long a job waits for another job that is measuring the same machine.
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Sizes of the acceptance check of a measured class, both tests: wider
@@ -197,6 +209,29 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
     if tg.is_empty() {
         return Ok((Rules::builtin(m), Vec::new()));
     }
+    let start = Instant::now();
+    // The built-in rules with each class's measured answers: the base that
+    // the searched parameters must beat, and what a class keeps otherwise.
+    let mut builtin = Rules::builtin(m);
+    let mut kept = Vec::new();
+    for (class, pair) in &tg {
+        if start.elapsed() > ANSWERS_UNTIL {
+            break;
+        }
+        let base = builtin.params_for(Some(class)).clone();
+        let answers = measure_answers(m, class, *pair, &base)?;
+        eprintln!("topocomm: class {class}: {}", answers.describe());
+        if let Some(from) = answers.from {
+            builtin.classes.insert(
+                class.clone(),
+                Params {
+                    lone_rendezvous_min: Some(from),
+                    ..base
+                },
+            );
+            kept.push(class.clone());
+        }
+    }
     let plan = SearchPlan {
         mode: SearchMode::Grid,
         test: Test::Latency,
@@ -205,13 +240,10 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
         samples: 3,
         min_time_ms: 1.0,
         rounds: 2,
-        budget: BUDGET,
+        budget: BUDGET.saturating_sub(start.elapsed()),
     };
-    let start = Instant::now();
     let mut r = runner(m, plan.test, &plan.sizes, plan.samples, plan.min_time_ms)?;
     let (mut rules, classes) = search(m, &tg, &plan, None, &mut r, &mut |_msg: &str| {})?;
-    let builtin = Rules::builtin(m);
-    let mut kept = Vec::new();
     for c in classes {
         if start.elapsed() > CHECKS_UNTIL {
             eprintln!(
@@ -258,7 +290,9 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
         match chosen {
             Some(cand) => {
                 rules.classes.insert(c.class.clone(), cand);
-                kept.push(c.class);
+                if !kept.contains(&c.class) {
+                    kept.push(c.class);
+                }
             }
             None => {
                 rules.classes.insert(c.class, base);
@@ -266,6 +300,115 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
         }
     }
     Ok((rules, kept))
+}
+
+/// Where a class answers by single copy, as measured.
+struct Answers {
+    /// The smallest size from which answers go by rendezvous (`None`: never).
+    from: Option<u64>,
+    /// Single-copy/eager time ratio of the ping-pong at each size measured.
+    ratios: Vec<(u64, f64)>,
+    /// Why nothing was measured, if so.
+    skipped: Option<&'static str>,
+}
+
+impl Answers {
+    fn describe(&self) -> String {
+        let ratios = self
+            .ratios
+            .iter()
+            .map(|(s, r)| format!("{:.2}x at {}", r, topocomm_topo::human_bytes(*s)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match (self.from, self.skipped) {
+            (_, Some(why)) => format!("answers stay eager ({why})"),
+            (Some(f), _) => format!(
+                "answers from {} by single copy (time against eager: {ratios})",
+                topocomm_topo::human_bytes(f)
+            ),
+            (None, _) => format!("answers stay eager (single copy took {ratios} of their time)"),
+        }
+    }
+}
+
+/// Weighs a ping-pong's answers by single copy against eager ones at
+/// [`ANSWER_SIZES`] within `base`'s eager band, interleaved over
+/// [`ANSWER_ROUNDS`] rounds: answers go by single copy from the smallest
+/// measured size from which every larger measured one was faster by
+/// single copy ([`KEEP_IF_FASTER`] times the eager time or less).
+///
+/// Why measured: the two eager copies in a row cost against one single
+/// copy plus a system call and a reply, and the call's price differs by
+/// machine and kernel (on a 2-vCPU Intel Xeon VM a 16 KiB ping-pong took
+/// 1.6-2.1 us by single copy, 3.5-3.7 eager; 4 KiB the same either way).
+/// Only the latency test: a one-way stream or an exchange never answers
+/// (`Comm::answers`), and a window of the bandwidth test answers at most
+/// once.
+fn measure_answers(m: &Machine, class: &str, pair: (u32, u32), base: &Params) -> Result<Answers> {
+    let sizes: Vec<u64> = ANSWER_SIZES
+        .iter()
+        .copied()
+        .filter(|&s| s > base.inline_max && s <= base.eager_max)
+        .collect();
+    let skipped = |why| Answers {
+        from: None,
+        ratios: Vec::new(),
+        skipped: Some(why),
+    };
+    if !base.cma {
+        return Ok(skipped("the class has no single copy"));
+    }
+    if sizes.is_empty() {
+        return Ok(skipped("no measured size is within the eager limit"));
+    }
+    let on = Params {
+        lone_rendezvous_min: Some(sizes[0]),
+        ..base.clone()
+    };
+    let mut runner = runner(m, Test::Latency, &sizes, 3, 1.0)?;
+    // times[set][size]: job medians (0: eager, 1: single copy).
+    let mut times = vec![vec![Vec::new(); sizes.len()]; 2];
+    for round in 0..ANSWER_ROUNDS {
+        for k in 0..2 {
+            let set = (k + round) % 2;
+            let params = if set == 0 { base } else { &on };
+            let pts = runner
+                .measure_sizes(pair, class, params, &sizes)
+                .map_err(anyhow::Error::msg)?;
+            for (si, &size) in sizes.iter().enumerate() {
+                let p = pts
+                    .iter()
+                    .find(|p| p.size == size)
+                    .ok_or_else(|| anyhow::anyhow!("no result for {size} B"))?;
+                times[set][si].push(p.median);
+            }
+        }
+    }
+    let med = |v: &[f64]| topocomm_measure::Summary::of(v).map_or(f64::NAN, |s| s.median);
+    let ratios: Vec<(u64, f64)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(si, &s)| (s, med(&times[1][si]) / med(&times[0][si]).max(1e-12)))
+        .collect();
+    Ok(Answers {
+        from: answers_from(&ratios),
+        ratios,
+        skipped: None,
+    })
+}
+
+/// The smallest size of `ratios` (ascending sizes, single-copy/eager time)
+/// from which every ratio is below [`KEEP_IF_FASTER`].
+fn answers_from(ratios: &[(u64, f64)]) -> Option<u64> {
+    let mut from = None;
+    for &(size, r) in ratios.iter().rev() {
+        if r < KEEP_IF_FASTER {
+            from = Some(size);
+        } else {
+            break;
+        }
+    }
+    from
 }
 
 /// A measured section as jobs run it. The search measures each candidate
@@ -279,6 +422,11 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
 /// where it starts: single copy from the measured threshold, or two-copy
 /// at every size ([`CMA_NEVER_FIRST`]) when single copy never won.
 fn as_run(base: &Params, tuned: &Params) -> Params {
+    // Answers were measured on their own (`measure_answers`).
+    let tuned = &Params {
+        lone_rendezvous_min: base.lone_rendezvous_min,
+        ..tuned.clone()
+    };
     if !(base.adaptive && base.cma) {
         return tuned.clone();
     }
@@ -416,6 +564,7 @@ mod tests {
             nt_threshold: 1 << 27,
             stream_out_min: 8 << 20,
             buffer_owner: Owner::Sender,
+            lone_rendezvous_min: None,
         }
     }
 
@@ -428,6 +577,46 @@ mod tests {
         assert!(v.describe().contains("no time left"), "{}", v.describe());
         assert!(t.elapsed() < Duration::from_millis(100));
         assert!(CHECKS_UNTIL < CHECK_DEADLINE && CHECK_DEADLINE < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn answers_start_where_every_larger_size_was_faster_by_single_copy() {
+        let k = 4 << 10;
+        assert_eq!(
+            answers_from(&[(k, 1.25), (2 * k, 0.87), (4 * k, 0.70)]),
+            Some(2 * k)
+        );
+        assert_eq!(
+            answers_from(&[(k, 0.9), (2 * k, 0.87), (4 * k, 0.70)]),
+            Some(k)
+        );
+        // A size in between that did not gain: only above it.
+        assert_eq!(
+            answers_from(&[(k, 0.9), (2 * k, 1.0), (4 * k, 0.70)]),
+            Some(4 * k)
+        );
+        assert_eq!(answers_from(&[(k, 0.9), (2 * k, 0.8), (4 * k, 0.96)]), None);
+        assert_eq!(answers_from(&[]), None);
+        let a = Answers {
+            from: Some(2 * k),
+            ratios: vec![(k, 1.25), (2 * k, 0.87)],
+            skipped: None,
+        };
+        assert!(
+            a.describe().contains("answers from 8KB by single copy"),
+            "{}",
+            a.describe()
+        );
+        // A section without single copy measures nothing.
+        let m = topocomm_topo::load(&"synthetic:pack:1 l3:1 core:2 pu:1".parse().unwrap()).unwrap();
+        let no_cma = Params {
+            cma: false,
+            ..base()
+        };
+        let t = Instant::now();
+        let a = measure_answers(&m, "l3", (0, 1), &no_cma).unwrap();
+        assert!(a.from.is_none() && a.skipped.is_some());
+        assert!(t.elapsed() < Duration::from_millis(100));
     }
 
     #[test]

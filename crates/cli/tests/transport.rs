@@ -757,7 +757,7 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
         return;
     }
     let (got, err) = verbose_rendezvous_1mib("bibw");
-    let (Some(&(two0, one0, asked0, _)), Some(&(two1, one1, asked1, _))) =
+    let (Some(&(two0, one0, asked0, ..)), Some(&(two1, one1, asked1, ..))) =
         (got.get(&0), got.get(&1))
     else {
         panic!("a rendezvous line per rank expected:\n{err}");
@@ -778,8 +778,8 @@ fn both_ranks_of_an_exchange_receive_the_same_way() {
 
 /// Per rank of a `TOPOCOMM_VERBOSE` run's rendezvous line: (two-copy,
 /// single copy, received the way the sender asked, timed two-copy streams
-/// weighed by both sides' copying).
-type RendezvousLines = std::collections::BTreeMap<u32, (u64, u64, u64, u64)>;
+/// weighed by both sides' copying, answers within the eager limit).
+type RendezvousLines = std::collections::BTreeMap<u32, (u64, u64, u64, u64, u64)>;
 
 /// The [`RendezvousLines`] of a `TOPOCOMM_VERBOSE` run's stderr.
 fn rendezvous_lines(err: &str) -> RendezvousLines {
@@ -812,6 +812,7 @@ fn rendezvous_lines(err: &str) -> RendezvousLines {
                 nums[1],
                 part("the way the sender asked"),
                 part("weighed by both sides' copying"),
+                part("answers within the eager limit"),
             ),
         );
     }
@@ -863,7 +864,7 @@ fn a_ping_pong_is_timed_one_way_and_an_exchange_by_its_copying() {
         pp.values().any(|&(two, ..)| two > 0),
         "no two-copy stream in the ping-pong:\n{err}"
     );
-    for (rank, &(.., weighed)) in &pp {
+    for (rank, &(_, _, _, weighed, _)) in &pp {
         assert_eq!(
             weighed, 0,
             "rank {rank} weighed ping-pong streams as an exchange:\n{err}"
@@ -874,6 +875,77 @@ fn a_ping_pong_is_timed_one_way_and_an_exchange_by_its_copying() {
         ex[&0].3 > 0,
         "the lower rank of a bidirectional window weighed no stream by its copying:\n{err}"
     );
+}
+
+/// With `lone_rendezvous_min`, a ping-pong's answers within the eager limit
+/// go by rendezvous and are read by single copy as asked (not below it), and every
+/// byte of a ping-pong and of a random plan of 0-16 KiB arrives (the
+/// selftests check them).
+#[test]
+fn answers_go_by_single_copy_and_every_byte_arrives() {
+    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+        eprintln!("notice: single copy unavailable here: answers stay eager; skipped");
+        return;
+    }
+    let rules = tmp(
+        "answers.toml",
+        "[default]\neager_max = 16384\nfragment = 131072\ncma = true\nlone_rendezvous_min = 8192\n",
+    );
+    // (rendezvous messages, answers) summed over both ranks.
+    let counts = |test: &str, size: &str| -> (u64, u64, String) {
+        let o = topocomm_with(
+            &[
+                "run",
+                "-n",
+                "2",
+                "--bind",
+                "0,1",
+                "--rules",
+                rules.to_str().unwrap(),
+                "--",
+                bin(),
+                "bench-worker",
+                "p2p",
+                "--tests",
+                test,
+                "--sizes",
+                size,
+                "--samples",
+                "2",
+                "--min-time-ms",
+                "5",
+                "--window",
+                "16",
+            ],
+            &[("TOPOCOMM_VERBOSE", "1")],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let got = rendezvous_lines(&err);
+        let total =
+            |pick: fn(&(u64, u64, u64, u64, u64)) -> u64| -> u64 { got.values().map(pick).sum() };
+        (total(|v| v.0 + v.1), total(|v| v.4), err)
+    };
+    let (rdv, answers, err) = counts("latency", "16384");
+    assert!(
+        answers > 100,
+        "a 16 KiB ping-pong sent {answers} answers:\n{err}"
+    );
+    assert_eq!(
+        rdv, answers,
+        "every rendezvous of the ping-pong is an answer:\n{err}"
+    );
+    let (_, answers, err) = counts("latency", "4096");
+    assert_eq!(answers, 0, "4 KiB is below lone_rendezvous_min:\n{err}");
+    let runs = [
+        ("pingpong", "2000", &[][..], "pingpong ok: 2000 messages"),
+        ("stress", "300", &["--seed", "7"][..], "stress ok: 2 ranks"),
+    ];
+    for (scenario, messages, extra, ok) in runs {
+        let o = selftest_2_ranks(Some(&rules), scenario, messages, "16384", extra, &[]);
+        let out = text(&o);
+        assert!(o.status.success() && out.contains(ok), "{out}");
+    }
 }
 
 /// On a crowded node (here two ranks bound to one PU) a message up to a

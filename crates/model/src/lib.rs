@@ -54,6 +54,7 @@ pub(crate) fn test_params() -> topocomm_transport::Params {
         nt_threshold: u64::MAX,
         stream_out_min: u64::MAX,
         buffer_owner: Owner::Sender,
+        lone_rendezvous_min: None,
     }
 }
 

@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use topocomm_topo::Machine;
 
-/// `format` of a cache entry.
-pub const FORMAT: &str = "topocomm.rules-cache/1";
+/// `format` of a cache entry (2: answers measured, `lone_rendezvous_min`;
+/// entries of 1 are measured again).
+pub const FORMAT: &str = "topocomm.rules-cache/2";
 /// Environment variable that turns measuring off (`0`) or on (`1`, default).
 pub const ENV: &str = "TOPOCOMM_AUTOTUNE";
 

@@ -276,7 +276,7 @@ impl crate::comm::Comm {
         let [two, one, tries] = self.rdv_counts;
         if two + one > 0 {
             crate::say!(
-                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}{}{}",
+                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}{}{}{}",
                 self.rank,
                 two + one,
                 if self.rdv_streamed > 0 {
@@ -286,6 +286,11 @@ impl crate::comm::Comm {
                 },
                 if self.rdv_followed > 0 {
                     format!("; {} the way the sender asked (an exchange)", self.rdv_followed)
+                } else {
+                    String::new()
+                },
+                if self.rdv_answers > 0 {
+                    format!("; {} answers within the eager limit", self.rdv_answers)
                 } else {
                     String::new()
                 },

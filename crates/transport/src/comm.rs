@@ -109,6 +109,9 @@ pub struct Comm {
     pub(crate) rdv_streamed: u64,
     /// Of all, those received the way the sender asked (`pair_choice`).
     pub(crate) rdv_followed: u64,
+    /// Answers received (`Comm::answers`): rendezvous requests within the
+    /// eager limit, read as asked.
+    pub(crate) rdv_answers: u64,
     /// Timed two-copy streams weighed by both sides' copying, as part of an
     /// exchange (progress.rs, `stream_done`): `TOPOCOMM_VERBOSE` says how
     /// many, so a test can tell a ping-pong from an exchange.
@@ -216,6 +219,7 @@ impl Comm {
             rdv_counts: [0; 3],
             rdv_streamed: 0,
             rdv_followed: 0,
+            rdv_answers: 0,
             rdv_weighed_pair: 0,
             defer_reads: false,
             deferred: Default::default(),

@@ -66,6 +66,13 @@ pub fn resolve(m: &Machine, rules: &Rules, pus: &[Option<u32>]) -> Result<Vec<Pl
                 // instead of a rendezvous that waits for the receiver to run
                 // (the CTS, or its single copy) before the sender can return.
                 params.eager_max = params.eager_max.max(params.fragment);
+                // For the same reason an answer is not held for a receiver
+                // that may not run.
+                params.lone_rendezvous_min = None;
+            }
+            if !params.cma {
+                // The answer's rendezvous pays only by single copy.
+                params.lone_rendezvous_min = None;
             }
             // Raised, an exchange still sends eagerly up to where single
             // copy may start to pay (the plan's start of the choice).
@@ -178,6 +185,26 @@ mod tests {
         assert!(crowded(&m, &[Some(0), Some(0)]));
         assert!(crowded(&m, &[None, None, None]));
         assert!(crowded(&m, &[Some(0), Some(1), None]));
+    }
+
+    #[test]
+    fn answers_only_with_single_copy_and_never_on_a_crowded_node() {
+        let m = machine();
+        let mut rules = Rules::builtin(&m);
+        for p in rules.classes.values_mut() {
+            p.lone_rendezvous_min = Some(8192);
+        }
+        let spread = resolve(&m, &rules, &[Some(0), Some(1)]).unwrap();
+        assert_eq!(spread[1].params.lone_rendezvous_min, Some(8192));
+        let crowded = resolve(&m, &rules, &[Some(0), Some(1), Some(1)]).unwrap();
+        assert!(crowded
+            .iter()
+            .all(|p| p.params.lone_rendezvous_min.is_none()));
+        for p in rules.classes.values_mut() {
+            p.cma = false;
+        }
+        let two_copy = resolve(&m, &rules, &[Some(0), Some(1)]).unwrap();
+        assert_eq!(two_copy[1].params.lone_rendezvous_min, None);
     }
 
     #[test]

@@ -193,6 +193,9 @@ impl Comm {
                 }
             }
             self.ins[src].tail = pos + 1;
+            // Messages, not replies (the kinds are ordered so, checked
+            // at compile time below).
+            self.ins[src].msgs_in += u64::from(kind <= K_RTS);
             n += 1;
             if kind == K_RTS || kind == K_FRAG {
                 // A rendezvous cell may have cost a long copy (a single copy
@@ -428,3 +431,13 @@ impl Comm {
         Ok(())
     }
 }
+
+// `drain_cells` counts the kinds up to `K_RTS` as messages (`In::msgs_in`).
+const _: () = assert!(
+    K_INLINE < K_RTS
+        && K_EAGER < K_RTS
+        && K_FRAG > K_RTS
+        && K_CTS > K_RTS
+        && K_FIN > K_RTS
+        && K_CTS_TIMED > K_RTS
+);

@@ -124,6 +124,10 @@ pub(crate) struct In {
     /// it where it reads ring cells), served until the tail moves past it;
     /// `None` with no duplex line.
     pub(crate) dup: Option<Box<Cell>>,
+    /// Messages taken from this channel (inline, eager, rendezvous
+    /// requests; not the replies to this rank's own rendezvous sends):
+    /// `Out::lone_mark` compares it to tell an answer (`Comm::answers`).
+    pub(crate) msgs_in: u64,
 }
 
 impl In {
@@ -603,11 +607,16 @@ impl Comm {
                 choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.exchange_eager_max;
             // The lower rank of an exchange chooses for the pair
             // (`Comm::pair_choice`): this rank follows, without timing.
-            let asked = ask.filter(|&p| adaptive && allowed.has(p));
+            // Within the eager limit a request comes from an answer
+            // (`Comm::answers`), which asks for single copy: followed.
+            let sender_chose = adaptive || len as u64 <= ch.plan.eager_max;
+            let asked = ask.filter(|&p| sender_chose && allowed.has(p));
             let pick =
                 (adaptive && asked.is_none()).then(|| ch.chooser.pick(len, planned, allowed));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
-            self.rdv_followed += u64::from(asked.is_some());
+            let answer = asked.is_some() && !adaptive;
+            self.rdv_followed += u64::from(asked.is_some() && !answer);
+            self.rdv_answers += u64::from(answer);
             let proto = asked.or(pick.map(|p| p.proto)).unwrap_or(planned);
             if proto == Rdv::Cma && self.defer_reads {
                 self.deferred.push_back(DeferredRead {
@@ -968,6 +977,7 @@ impl Comm {
         }
         let i = &mut self.ins[s];
         i.tail = pos + 1;
+        i.msgs_in += 1;
         // A duplex message used no cell: the tail goes back to the sender
         // with the next cell taken, or after half a ring of duplex ones.
         if i.dx_taken != pos + 1 || i.tail - i.published >= RING / 2 {

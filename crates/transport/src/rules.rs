@@ -68,6 +68,15 @@ pub struct Params {
     pub stream_out_min: u64,
     /// Side that first-touches (and so NUMA-places) the fragment slots.
     pub buffer_owner: Owner,
+    /// Messages from this size up to `eager_max` that answer the peer (a
+    /// message from it was taken since the last send to it, and no receive
+    /// from it is posted: a ping-pong's turn) go by rendezvous and ask the
+    /// receiver for single copy (when `cma`): one copy across the cores
+    /// instead of eager's two in a row (docs/transport.md, "Answers by
+    /// single copy"). Missing: never (the built-in rules; first use
+    /// measures it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lone_rendezvous_min: Option<u64>,
 }
 
 /// Partial parameters as written in a rules file section.
@@ -86,6 +95,7 @@ struct ParamsFile {
     nt_threshold: Option<u64>,
     stream_out_min: Option<u64>,
     buffer_owner: Option<Owner>,
+    lone_rendezvous_min: Option<u64>,
 }
 
 fn adaptive_default() -> bool {
@@ -115,6 +125,9 @@ impl Params {
             stream_out_min,
             buffer_owner
         );
+        if f.lone_rendezvous_min.is_some() {
+            self.lone_rendezvous_min = f.lone_rendezvous_min;
+        }
         // A smaller fragment set alone carries the eager limit down with it.
         if f.fragment.is_some() && f.eager_max.is_none() {
             self.eager_max = self.eager_max.min(self.fragment);
@@ -171,6 +184,18 @@ impl Params {
         }
         if self.cma_chunk < 4096 {
             return Err(("cma_chunk", "must be >= 4096".into()));
+        }
+        if self
+            .lone_rendezvous_min
+            .is_some_and(|v| v <= self.inline_max)
+        {
+            return Err((
+                "lone_rendezvous_min",
+                format!(
+                    "must be > inline_max ({}): inline messages travel in the cell",
+                    self.inline_max
+                ),
+            ));
         }
         Ok(())
     }
@@ -270,6 +295,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 nt_threshold: 4 * llc,
                 stream_out_min: llc / 4,
                 buffer_owner: Owner::Sender,
+                lone_rendezvous_min: None,
             }
         }
         None => {
@@ -305,6 +331,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 } else {
                     Owner::Sender
                 },
+                lone_rendezvous_min: None,
             }
         }
     }
@@ -571,6 +598,31 @@ mod tests {
         assert_eq!(r.classes["l3"].copy, CopyKind::Nontemporal);
         let again = Rules::from_toml(Path::new("x"), &r.to_toml(), &m).unwrap();
         assert_eq!(again.classes, r.classes);
+    }
+
+    #[test]
+    fn answers_are_never_unless_set_and_round_trip() {
+        let m = machine();
+        let b = Rules::builtin(&m);
+        assert!(b.classes.values().all(|p| p.lone_rendezvous_min.is_none()));
+        // Never is not written out, so older builds still read the file.
+        assert!(!b.to_toml().contains("lone_rendezvous_min"));
+        let r = Rules::from_toml(
+            Path::new("r.toml"),
+            "[l3]\nlone_rendezvous_min = 8192\n",
+            &m,
+        )
+        .unwrap();
+        assert_eq!(r.classes["l3"].lone_rendezvous_min, Some(8192));
+        assert_eq!(r.classes["smt"].lone_rendezvous_min, None);
+        let again = Rules::from_toml(Path::new("x"), &r.to_toml(), &m).unwrap();
+        assert_eq!(again.classes, r.classes);
+        let e = Rules::from_toml(Path::new("r.toml"), "[l3]\nlone_rendezvous_min = 40\n", &m)
+            .unwrap_err();
+        assert!(
+            e.contains("line 2") && e.contains("lone_rendezvous_min must be > inline_max"),
+            "{e}"
+        );
     }
 
     #[test]

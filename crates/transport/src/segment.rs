@@ -16,7 +16,7 @@ use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3776_6f63_6f70_6f74; // "topocov7" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks)
+pub const MAGIC: u64 = 0x3876_6f63_6f70_6f74; // "topocov8" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -174,8 +174,8 @@ const _: () = assert!(std::mem::size_of::<RecvCtrl>() == 64);
 // The rank table follows the header's 64-byte-aligned end; the header
 // fits in one line.
 const _: () = assert!(std::mem::size_of::<Header>() <= 64);
-// The plan table: `n * n` plain records of 136 bytes.
-const _: () = assert!(std::mem::size_of::<PlanRaw>() == 136);
+// The plan table: `n * n` plain records of 144 bytes.
+const _: () = assert!(std::mem::size_of::<PlanRaw>() == 144);
 
 pub const K_INLINE: u16 = 1;
 pub const K_EAGER: u16 = 2;
@@ -206,6 +206,8 @@ pub struct PlanRaw {
     pub adaptive: u64,
     /// `Plan::exchange_eager_max`.
     pub exchange_eager_max: u64,
+    /// `Params::lone_rendezvous_min`, `u64::MAX` for never.
+    pub lone_min: u64,
     /// The class's name, NUL-terminated (names are at most a few bytes).
     pub class: [u8; 24],
 }
@@ -231,6 +233,7 @@ impl PlanRaw {
             stream_out_min: p.stream_out_min,
             receiver_owned: u64::from(p.buffer_owner == Owner::Receiver),
             adaptive: u64::from(p.adaptive),
+            lone_min: p.lone_rendezvous_min.unwrap_or(u64::MAX),
             class: name,
         }
     }
@@ -262,6 +265,7 @@ impl PlanRaw {
             } else {
                 Owner::Sender
             },
+            lone_rendezvous_min: (self.lone_min != u64::MAX).then_some(self.lone_min),
         }
     }
 }

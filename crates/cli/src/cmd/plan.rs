@@ -105,6 +105,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             pairs.map_or("-".into(), |n| n.to_string()),
             p.inline_max.to_string(),
             human_bytes(p.eager_max),
+            answers(p, cma),
             format!("{} x {}", human_bytes(p.fragment), p.depth),
             format!("{:?}", p.copy).to_lowercase()
                 + &if p.copy == topocomm_transport::CopyKind::Nontemporal {
@@ -136,6 +137,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 "pairs",
                 "inline",
                 "eager",
+                "answers",
                 "fragment",
                 "copy",
                 "copy out",
@@ -147,6 +149,18 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a ping-pong's answers within the eager limit travel
+/// (`lone_rendezvous_min`, docs/transport.md "Answers by single copy").
+fn answers(p: &Params, cma: bool) -> String {
+    match p.lone_rendezvous_min {
+        Some(from) if from <= p.eager_max && p.cma && cma => {
+            format!("CMA from {}", human_bytes(from))
+        }
+        Some(from) if from <= p.eager_max => "eager (no CMA)".into(),
+        _ => "eager".into(),
+    }
 }
 
 /// Replaces each class's parameters in `entries` by those a job of `n`

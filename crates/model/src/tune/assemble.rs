@@ -223,6 +223,7 @@ pub fn assemble(base: &Params, entries: &[Entry], sizes: &[u64]) -> Option<Assem
                                 nt_threshold: nt.unwrap_or(base.nt_threshold),
                                 stream_out_min: base.stream_out_min,
                                 buffer_owner: if rcv { Owner::Receiver } else { Owner::Sender },
+                                lone_rendezvous_min: base.lone_rendezvous_min,
                             };
                             found = Some((score, p, rows));
                         }
