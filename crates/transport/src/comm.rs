@@ -112,6 +112,13 @@ pub struct Comm {
     /// Answers received (`Comm::answers`): rendezvous requests within the
     /// eager limit, read as asked.
     pub(crate) rdv_answers: u64,
+    /// Messages taken from every peer (inline, eager, rendezvous requests;
+    /// not the replies to this rank's own rendezvous sends), the peer of
+    /// the last one, and the count at this rank's last send above the
+    /// inline limit: what tells an answer (`Comm::answers`).
+    pub(crate) taken: u64,
+    pub(crate) taken_from: usize,
+    pub(crate) taken_at_send: u64,
     /// Timed two-copy streams weighed by both sides' copying, as part of an
     /// exchange (progress.rs, `stream_done`): `TOPOCOMM_VERBOSE` says how
     /// many, so a test can tell a ping-pong from an exchange.
@@ -220,6 +227,9 @@ impl Comm {
             rdv_streamed: 0,
             rdv_followed: 0,
             rdv_answers: 0,
+            taken: 0,
+            taken_from: usize::MAX,
+            taken_at_send: 0,
             rdv_weighed_pair: 0,
             defer_reads: false,
             deferred: Default::default(),

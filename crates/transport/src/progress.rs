@@ -195,7 +195,10 @@ impl Comm {
             self.ins[src].tail = pos + 1;
             // Messages, not replies (the kinds are ordered so, checked
             // at compile time below).
-            self.ins[src].msgs_in += u64::from(kind <= K_RTS);
+            if kind <= K_RTS {
+                self.taken += 1;
+                self.taken_from = src;
+            }
             n += 1;
             if kind == K_RTS || kind == K_FRAG {
                 // A rendezvous cell may have cost a long copy (a single copy
@@ -432,7 +435,7 @@ impl Comm {
     }
 }
 
-// `drain_cells` counts the kinds up to `K_RTS` as messages (`In::msgs_in`).
+// `drain_cells` counts the kinds up to `K_RTS` as messages (`Comm::taken`).
 const _: () = assert!(
     K_INLINE < K_RTS
         && K_EAGER < K_RTS

@@ -124,10 +124,6 @@ pub(crate) struct In {
     /// it where it reads ring cells), served until the tail moves past it;
     /// `None` with no duplex line.
     pub(crate) dup: Option<Box<Cell>>,
-    /// Messages taken from this channel (inline, eager, rendezvous
-    /// requests; not the replies to this rank's own rendezvous sends):
-    /// `Out::lone_mark` compares it to tell an answer (`Comm::answers`).
-    pub(crate) msgs_in: u64,
 }
 
 impl In {
@@ -975,9 +971,10 @@ impl Comm {
             unsafe { copy_plain(ptr, data, len) };
             self.release_slot(s);
         }
+        self.taken += 1;
+        self.taken_from = s;
         let i = &mut self.ins[s];
         i.tail = pos + 1;
-        i.msgs_in += 1;
         // A duplex message used no cell: the tail goes back to the sender
         // with the next cell taken, or after half a ring of duplex ones.
         if i.dx_taken != pos + 1 || i.tail - i.published >= RING / 2 {

@@ -320,7 +320,6 @@ pub(crate) fn endpoints(
             bit: 1u64 << (rank % 64),
             dx_mine,
             dx_last: 0,
-            lone_mark: 0,
         });
         let (plan, base) = chan(peer, rank);
         // SAFETY: as above, for the channel peer -> me.
@@ -350,7 +349,6 @@ pub(crate) fn endpoints(
             cma_failed: false,
             dx_theirs,
             dx_taken: 0,
-            msgs_in: 0,
             dup: (!dx_theirs.is_null()).then(In::dup_cell),
         });
     }
