@@ -319,6 +319,11 @@ fn collectives_run_over_the_transport_in_rank_order() {
                             c.iter().all(|v| v.2 > 0),
                             "{what}: blocks to Open MPI:\n{t}"
                         );
+                        // The 64 KiB broadcasts: picked by trials, once
+                        // per communicator that runs them.
+                        let picked =
+                            format!("crowded broadcast of 65536-131071 bytes over {np} members: ");
+                        assert!(t.contains(&picked), "{what}: no pick:\n{t}");
                     }
                     let small = |v: &(u64, u64, u64)| {
                         if lanes == "1" {

@@ -94,12 +94,16 @@ typedef struct acc_comm {
      * algorithms this communicator uses, picked from the times of its first
      * calls (coll.c, allreduce_two). */
     struct acc_pick {
-        double best[2]; /* fastest trial of each, seconds */
+        double best[2]; /* per way: fastest trial (pick2) or their sum (pickb), seconds */
         unsigned char calls, choice;
     } pick2[64];
     /* 1 + the smallest class picked "halves" and 1 + the largest picked
      * "whole" (0: none yet): the classes beyond them follow without trials. */
     unsigned char pick2_halves_from, pick2_whole_to;
+    /* Crowded broadcasts under Open MPI, per size class: the transport's
+     * tree (0) or Open MPI's own (1), timed on the first calls
+     * (coll.c, bcast_trial). */
+    struct acc_pick pickb[64];
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */

@@ -722,6 +722,117 @@ int acc_coll_barrier(MPI_Comm comm, int *rc) {
     return 1;
 }
 
+/* The broadcast of m over the transport (lanes, the tree, or leaders
+ * across nodes), then the unpacking of a non-root member's copy. */
+static int bcast_run(acc_comm *c, struct acc_msg *m, void *buf, int count, MPI_Datatype type,
+                     int root, MPI_Comm comm) {
+    int me = my_comm_rank(c), err;
+    void *data = (void *)m->data;
+    if (lane_fits(c, m->len)) {
+        err = lane_bcast(c, data, m->len, root);
+        acc.stats.coll_lane++;
+    } else if (!c->mixed) {
+        struct grp g = whole(c);
+        err = tc_err(bcast_bytes(&g, data, m->len, root));
+    } else {
+        /* Root -> its node's leader, leaders (PMPI), each leader -> its node. */
+        struct grp g = node_part(c);
+        int rl = c->leader_of[root];
+        err = MPI_SUCCESS;
+        if (root != rl && me == root) err = tc_err(xfer(&g, data, m->len, 0, NULL, 0, -1, T_ROOT));
+        if (root != rl && me == rl) {
+            int src = -1;
+            for (int i = 0; i < g.n; i++)
+                if (g.tc[i] == c->tc_rank[root]) src = i;
+            err = tc_err(xfer(&g, NULL, 0, -1, data, m->len, src, T_ROOT));
+        }
+        if (err == MPI_SUCCESS && am_leader(c) && m->len > 0)
+            err = ACC_BLOCKING(PMPI_Bcast(data, (int)m->len, MPI_BYTE, c->leaders_rank[rl],
+                                          c->leaders));
+        if (err == MPI_SUCCESS) err = tc_err(bcast_bytes(&g, data, m->len, 0));
+    }
+    if (me != root && err == MPI_SUCCESS)
+        err = acc_unpack(m, m->len, buf, count, type, comm);
+    else
+        acc_tmp_free(m->tmp);
+    acc.stats.coll_tc++;
+    return err;
+}
+
+/* Crowded broadcasts from this size, three or more members, under Open MPI
+ * (bcast_trial). Below it the tree stays: a member's messages go out at
+ * once, and 16 KiB took 0.44-0.67 of Open MPI's time with 8 ranks on a
+ * 2-vCPU Intel Xeon VM while its trials came out even (bench coll, 2 runs
+ * of 3 jobs). */
+enum { BCAST_PICK_MIN = 32u << 10 };
+
+/* Whether a broadcast of len bytes over c is picked by trials: on a node
+ * with more ranks than CPUs, three or more members, under Open MPI. The
+ * transport's tree hands a whole message down ceil(log2 n) hops, each
+ * waiting for a member to be scheduled; Open MPI's pipeline yields and
+ * moves segments. Which wins depends on the machine: 8 ranks on a 2-vCPU
+ * AMD EPYC VM, 1-16 MiB took 0.53-0.77 of Open MPI's time by the tree, on
+ * a 2-vCPU Intel Xeon VM 256 KiB and 1 MiB took 1.33 and 1.53 of it
+ * (bench coll, 3 jobs). MPICH is never tried: its collectives poll without
+ * yielding on a crowded node (67-133 ms per 256 KiB-1 MiB broadcast of 8
+ * ranks there), so the tree stays. The same answer on every member. */
+static int bcast_picks(const acc_comm *c, size_t len) {
+#ifdef OPEN_MPI
+    return !coll_max_set && !c->mixed && c->size > 2 && len >= BCAST_PICK_MIN && crowded();
+#else
+    (void)c;
+    (void)len;
+    return 0;
+#endif
+}
+
+/* Calls of each way in a broadcast's trials: BCAST_WARM not counted, then
+ * BCAST_TRIALS timed, in a row. */
+enum { BCAST_WARM = 6, BCAST_TRIALS = 6, BCAST_RUN = BCAST_WARM + BCAST_TRIALS };
+
+/* One call of a broadcast picked by trials (bcast_picks), per size class
+ * (log2 of the bytes): a run of BCAST_RUN calls by the transport, then one
+ * by Open MPI, each run's first BCAST_WARM not counted (a run's calls in a
+ * row, as an application makes them back to back: a call right after one
+ * of the other way pays for that one's stragglers, and the transport's
+ * first calls of a size measure its protocols); member 0 then sums
+ * every member's time of each over its trials (PMPI_Reduce) and
+ * broadcasts the way with the lower sum, which every member keeps for the
+ * class. Sums, not the fastest trials: on a crowded node the waits for
+ * descheduled members are the cost (at 64 KiB the transport's fastest
+ * trials were 0.3-0.7 of Open MPI's while its calls took 1.5-4x as long
+ * on average). */
+static int bcast_trial(acc_comm *c, int k, struct acc_msg *m, void *buf, int count,
+                       MPI_Datatype type, int root, MPI_Comm comm) {
+    struct acc_pick *p = &c->pickb[k];
+    int alg = p->calls / BCAST_RUN, counted = p->calls % BCAST_RUN >= BCAST_WARM, err;
+    double t0 = PMPI_Wtime();
+    if (alg) {
+        acc_tmp_free(m->tmp);
+        err = ACC_BLOCKING(PMPI_Bcast(buf, count, type, root, comm));
+        acc.stats.coll_plain++;
+    } else {
+        err = bcast_run(c, m, buf, count, type, root, comm);
+    }
+    double t = PMPI_Wtime() - t0;
+    if (err != MPI_SUCCESS) return err;
+    if (counted) p->best[alg] += t;
+    if (++p->calls < 2 * BCAST_RUN) return MPI_SUCCESS;
+    double sum[2] = {0, 0};
+    err = ACC_BLOCKING(PMPI_Reduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm));
+    int choice = sum[1] < sum[0];
+    if (err == MPI_SUCCESS) err = ACC_BLOCKING(PMPI_Bcast(&choice, 1, MPI_INT, 0, comm));
+    p->choice = (unsigned char)choice;
+    if (err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
+        fprintf(stderr,
+                "topocomm accel: crowded broadcast of %zu-%zu bytes over %d members: %s "
+                "(transport %.2f us, Open MPI %.2f us: mean call of every member's trials)\n",
+                (size_t)1 << k, ((size_t)2 << k) - 1, c->size,
+                choice ? "Open MPI's own" : "the transport",
+                sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
+    return err;
+}
+
 int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
     if (!c || count < 0 || root < 0 || root >= c->size) return 0;
@@ -735,42 +846,27 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
      * with more ranks than CPUs: any size as well, since the transport
      * weighs two-copy by its copying there (4 ranks on the dev VM's 2
      * vCPUs: 1-16 MiB 0.39-0.40 of Open MPI's time, 8 ranks 0.53-0.77;
-     * bench coll, 4 jobs). More: the limit, above which the MPIs'
-     * pipelines beat whole messages down a tree. */
+     * bench coll, 4 jobs), except where trials under Open MPI pick its own
+     * (bcast_picks). More: the limit, above which the MPIs' pipelines beat
+     * whole messages down a tree. */
     if (m.len > bcast_limit(c) && !any_size(c)) {
         acc_tmp_free(m.tmp);
         return 0;
     }
-    void *data = (void *)m.data;
-    if (lane_fits(c, m.len)) {
-        err = lane_bcast(c, data, m.len, root);
-        acc.stats.coll_lane++;
-    } else if (!c->mixed) {
-        struct grp g = whole(c);
-        err = tc_err(bcast_bytes(&g, data, m.len, root));
-    } else {
-        /* Root -> its node's leader, leaders (PMPI), each leader -> its node. */
-        struct grp g = node_part(c);
-        int rl = c->leader_of[root];
-        err = MPI_SUCCESS;
-        if (root != rl && me == root) err = tc_err(xfer(&g, data, m.len, 0, NULL, 0, -1, T_ROOT));
-        if (root != rl && me == rl) {
-            int src = -1;
-            for (int i = 0; i < g.n; i++)
-                if (g.tc[i] == c->tc_rank[root]) src = i;
-            err = tc_err(xfer(&g, NULL, 0, -1, data, m.len, src, T_ROOT));
+    if (bcast_picks(c, m.len)) {
+        int k = 0;
+        while (k < 63 && ((size_t)2 << k) <= m.len) k++;
+        struct acc_pick *p = &c->pickb[k];
+        if (p->calls < 2 * BCAST_RUN) {
+            *rc = acc_error(comm, bcast_trial(c, k, &m, buf, count, type, root, comm));
+            return 1;
         }
-        if (err == MPI_SUCCESS && am_leader(c) && m.len > 0)
-            err = ACC_BLOCKING(PMPI_Bcast(data, (int)m.len, MPI_BYTE, c->leaders_rank[rl],
-                                          c->leaders));
-        if (err == MPI_SUCCESS) err = tc_err(bcast_bytes(&g, data, m.len, 0));
+        if (p->choice) {
+            acc_tmp_free(m.tmp);
+            return 0;
+        }
     }
-    if (me != root && err == MPI_SUCCESS)
-        err = acc_unpack(&m, m.len, buf, count, type, comm);
-    else
-        acc_tmp_free(m.tmp);
-    *rc = acc_error(comm, err);
-    acc.stats.coll_tc++;
+    *rc = acc_error(comm, bcast_run(c, &m, buf, count, type, root, comm));
     return 1;
 }
 
