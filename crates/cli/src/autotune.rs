@@ -372,15 +372,9 @@ fn measure_answers(m: &Machine, class: &str, pair: (u32, u32), base: &Params) ->
         for k in 0..2 {
             let set = (k + round) % 2;
             let params = if set == 0 { base } else { &on };
-            let pts = runner
-                .measure_sizes(pair, class, params, &sizes)
-                .map_err(anyhow::Error::msg)?;
-            for (si, &size) in sizes.iter().enumerate() {
-                let p = pts
-                    .iter()
-                    .find(|p| p.size == size)
-                    .ok_or_else(|| anyhow::anyhow!("no result for {size} B"))?;
-                times[set][si].push(p.median);
+            let meds = medians(&mut runner, pair, class, params, &sizes)?;
+            for (si, t) in meds.into_iter().enumerate() {
+                times[set][si].push(t);
             }
         }
     }
@@ -395,6 +389,29 @@ fn measure_answers(m: &Machine, class: &str, pair: (u32, u32), base: &Params) ->
         ratios,
         skipped: None,
     })
+}
+
+/// One job of `runner`'s test with `params` for `class` on `pair`: the
+/// median time at each of `sizes`, in their order.
+fn medians(
+    runner: &mut topocomm_model::tune::runner::Runner,
+    pair: (u32, u32),
+    class: &str,
+    params: &Params,
+    sizes: &[u64],
+) -> Result<Vec<f64>> {
+    let pts = runner
+        .measure_sizes(pair, class, params, sizes)
+        .map_err(anyhow::Error::msg)?;
+    sizes
+        .iter()
+        .map(|&size| {
+            pts.iter()
+                .find(|p| p.size == size)
+                .map(|p| p.median)
+                .ok_or_else(|| anyhow::anyhow!("no result for {size} B"))
+        })
+        .collect()
 }
 
 /// The smallest size of `ratios` (ascending sizes, single-copy/eager time)
@@ -507,15 +524,9 @@ fn check(
                     return Ok(unfinished());
                 }
                 runner.test = test;
-                let pts = runner
-                    .measure_sizes(pair, class, params, &CHECK_SIZES)
-                    .map_err(anyhow::Error::msg)?;
-                for (si, &size) in CHECK_SIZES.iter().enumerate() {
-                    let p = pts
-                        .iter()
-                        .find(|p| p.size == size)
-                        .ok_or_else(|| anyhow::anyhow!("no result for {size} B"))?;
-                    times[ti][set][si].push(p.median);
+                let meds = medians(&mut runner, pair, class, params, &CHECK_SIZES)?;
+                for (si, t) in meds.into_iter().enumerate() {
+                    times[ti][set][si].push(t);
                 }
             }
         }

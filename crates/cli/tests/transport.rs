@@ -101,6 +101,11 @@ fn selftest_2_ranks(
     topocomm_with(&args, env)
 }
 
+/// Whether `topocomm plan` finds single copy (`process_vm_readv`) working.
+fn single_copy_here() -> bool {
+    run_ok(&["plan"]).contains("single copy (process_vm_readv) available")
+}
+
 /// `topocomm ARGS` with `env` set (and no `TOPOCOMM_TOPOLOGY`); its output.
 fn topocomm_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(bin());
@@ -268,7 +273,7 @@ fn stress_with_streaming_copy_out() {
 /// with `adaptive = false` keeps the static threshold (no tries).
 #[test]
 fn the_receiver_mixes_both_rendezvous_protocols_and_every_byte_arrives() {
-    let cma = run_ok(&["plan"]).contains("single copy (process_vm_readv) available");
+    let cma = single_copy_here();
     let counts = |extra: &[&str], n: &str| -> Vec<[u64; 3]> {
         let mut args = vec!["run", "-n", n];
         args.extend_from_slice(extra);
@@ -750,7 +755,7 @@ fn plan_ranks_shows_the_rings_a_job_gets() {
 /// settled on opposite protocols, slower than either on both sides.
 #[test]
 fn both_ranks_of_an_exchange_receive_the_same_way() {
-    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+    if !single_copy_here() {
         eprintln!(
             "notice: single copy unavailable here: one protocol, nothing to agree on; skipped"
         );
@@ -849,7 +854,7 @@ fn verbose_rendezvous_1mib(test: &str) -> (RendezvousLines, String) {
 /// weighs its timed streams by the copying.
 #[test]
 fn a_ping_pong_is_timed_one_way_and_an_exchange_by_its_copying() {
-    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+    if !single_copy_here() {
         eprintln!("notice: single copy unavailable here: no protocol choice to time; skipped");
         return;
     }
@@ -883,7 +888,7 @@ fn a_ping_pong_is_timed_one_way_and_an_exchange_by_its_copying() {
 /// selftests check them).
 #[test]
 fn answers_go_by_single_copy_and_every_byte_arrives() {
-    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+    if !single_copy_here() {
         eprintln!("notice: single copy unavailable here: answers stay eager; skipped");
         return;
     }
@@ -893,34 +898,7 @@ fn answers_go_by_single_copy_and_every_byte_arrives() {
     );
     // (rendezvous messages, answers) summed over both ranks.
     let counts = |test: &str, size: &str| -> (u64, u64, String) {
-        let o = topocomm_with(
-            &[
-                "run",
-                "-n",
-                "2",
-                "--bind",
-                "0,1",
-                "--rules",
-                rules.to_str().unwrap(),
-                "--",
-                bin(),
-                "bench-worker",
-                "p2p",
-                "--tests",
-                test,
-                "--sizes",
-                size,
-                "--samples",
-                "2",
-                "--min-time-ms",
-                "5",
-                "--window",
-                "16",
-            ],
-            &[("TOPOCOMM_VERBOSE", "1")],
-        );
-        assert!(o.status.success(), "{}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let err = verbose_bench_worker("0,1", &rules, test, size, &["--window", "16"]);
         let got = rendezvous_lines(&err);
         let total =
             |pick: fn(&(u64, u64, u64, u64, u64)) -> u64| -> u64 { got.values().map(pick).sum() };
@@ -955,7 +933,7 @@ fn answers_go_by_single_copy_and_every_byte_arrives() {
 /// one-way bw sends no rendezvous message, 64 KiB bibw does.
 #[test]
 fn a_crowded_exchange_leaves_eager_above_its_limit_and_one_way_stays_eager() {
-    if !run_ok(&["plan"]).contains("single copy (process_vm_readv) available") {
+    if !single_copy_here() {
         eprintln!("notice: single copy unavailable here: no exchange limit; skipped");
         return;
     }
@@ -964,33 +942,7 @@ fn a_crowded_exchange_leaves_eager_above_its_limit_and_one_way_stays_eager() {
         "[default]\neager_max = 8192\nfragment = 131072\ncma = true\ncma_threshold = 32768\n",
     );
     let rendezvous = |test: &str| -> u64 {
-        let o = Command::new(bin())
-            .args([
-                "run",
-                "-n",
-                "2",
-                "--bind",
-                "0,0",
-                "--rules",
-                rules.to_str().unwrap(),
-                "--",
-                bin(),
-                "bench-worker",
-                "p2p",
-                "--tests",
-                test,
-                "--sizes",
-                "65536",
-                "--samples",
-                "2",
-                "--min-time-ms",
-                "5",
-            ])
-            .env("TOPOCOMM_VERBOSE", "1")
-            .output()
-            .expect("topocomm runs");
-        assert!(o.status.success(), "{}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let err = verbose_bench_worker("0,0", &rules, test, "65536", &[]);
         assert!(err.contains("eager up to 131072 B"), "not raised:\n{err}");
         err.lines()
             .filter_map(|l| {
@@ -1005,6 +957,42 @@ fn a_crowded_exchange_leaves_eager_above_its_limit_and_one_way_stays_eager() {
     };
     assert_eq!(rendezvous("bw"), 0, "one-way 64 KiB went by rendezvous");
     assert!(rendezvous("bibw") > 0, "the exchange stayed eager");
+}
+
+/// Two ranks bound to `bind` with `rules` run `topocomm bench-worker p2p`
+/// of `test` at `size` (2 samples of 5 ms, `extra` options) under
+/// `TOPOCOMM_VERBOSE=1`; their stderr, the job having succeeded.
+fn verbose_bench_worker(
+    bind: &str,
+    rules: &Path,
+    test: &str,
+    size: &str,
+    extra: &[&str],
+) -> String {
+    let mut args = vec![
+        "run",
+        "-n",
+        "2",
+        "--bind",
+        bind,
+        "--rules",
+        rules.to_str().unwrap(),
+    ];
+    args.extend([
+        "--",
+        bin(),
+        "bench-worker",
+        "p2p",
+        "--tests",
+        test,
+        "--sizes",
+        size,
+    ]);
+    args.extend(["--samples", "2", "--min-time-ms", "5"]);
+    args.extend_from_slice(extra);
+    let o = topocomm_with(&args, &[("TOPOCOMM_VERBOSE", "1")]);
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `topocomm bench-worker p2p ARGS` as two ranks under `topocomm run`.

@@ -38,6 +38,8 @@ pub mod selftest;
 mod send;
 mod spare;
 mod startup;
+#[cfg(test)]
+mod threads_job;
 mod wait;
 mod waiting;
 pub mod worker;

@@ -580,33 +580,12 @@ impl Comm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bootstrap::create_segment;
 
     /// Runs `f(rank's comm)` on `n` ranks, threads on one segment whose
-    /// rules answer by single copy from 8 KiB; panics of a rank fail the test.
+    /// rules answer by single copy from 8 KiB.
     fn job(n: usize, f: fn(&mut Comm)) {
-        let m = topocomm_topo::load_default(Some(&format!("synthetic:core:{n} pu:1"))).unwrap();
-        let rules = std::env::temp_dir().join(format!("answers-{}.toml", std::process::id()));
-        std::fs::write(
-            &rules,
-            "[default]\neager_max = 16384\nfragment = 65536\ncma = true\nlone_rendezvous_min = 8192\n",
-        )
-        .unwrap();
-        let fd = create_segment(&m, &vec![None; n], Some(&rules)).unwrap();
-        let _ = std::fs::remove_file(&rules);
-        let ranks: Vec<_> = (0..n)
-            .map(|r| {
-                let fd = fd.try_clone().unwrap();
-                std::thread::spawn(move || {
-                    let mut c = Comm::join(fd, r).unwrap();
-                    f(&mut c);
-                    c.finalize().unwrap();
-                })
-            })
-            .collect();
-        for r in ranks {
-            r.join().expect("a rank failed");
-        }
+        let rules = "[default]\neager_max = 16384\nfragment = 65536\ncma = true\nlone_rendezvous_min = 8192\n";
+        crate::threads_job::job(n, Some(rules), f)
     }
 
     /// Rank 0 hears from ranks 1 and 2, then sends 16 KiB to rank 1: not an

@@ -3,26 +3,10 @@
 //! policy's oversubscribed case).
 
 use super::*;
-use crate::bootstrap::create_segment;
 
-/// Runs `f(rank's comm)` on `n` ranks, each a thread; panics of a rank
-/// fail the test.
+/// Runs `f(rank's comm)` on `n` ranks, each a thread, built-in rules.
 fn job(n: usize, f: fn(&mut Comm)) {
-    let m = topocomm_topo::load_default(Some(&format!("synthetic:core:{n} pu:1"))).unwrap();
-    let fd = create_segment(&m, &vec![None; n], None).unwrap();
-    let ranks: Vec<_> = (0..n)
-        .map(|r| {
-            let fd = fd.try_clone().unwrap();
-            std::thread::spawn(move || {
-                let mut c = Comm::join(fd, r).unwrap();
-                f(&mut c);
-                c.finalize().unwrap();
-            })
-        })
-        .collect();
-    for r in ranks {
-        r.join().expect("a rank failed");
-    }
+    crate::threads_job::job(n, None, f)
 }
 
 fn f64s(v: &[f64]) -> Vec<u8> {
