@@ -197,21 +197,23 @@ impl Chooser {
 }
 
 /// The protocol a rendezvous request asks its receiver to use, in bits 8-9
-/// of the request's third word (bit 0: single copy allowed); 0 asks for
-/// nothing. See [`crate::comm::Comm::pair_choice`].
-pub(crate) fn encode_request(cma: bool, ask: Option<Rdv>) -> u64 {
-    u64::from(cma) | ask.map_or(0, |p| (p as u64 + 1) << 8)
+/// of the request's third word (bit 0: single copy allowed; bit 10: the
+/// message is an answer, `Comm::answers`); 0 asks for nothing. See
+/// [`crate::comm::Comm::pair_choice`].
+pub(crate) fn encode_request(cma: bool, ask: Option<Rdv>, answer: bool) -> u64 {
+    u64::from(cma) | ask.map_or(0, |p| (p as u64 + 1) << 8) | u64::from(answer) << 10
 }
 
-/// The inverse of [`encode_request`]: (single copy allowed, protocol asked).
-pub(crate) fn decode_request(word: u64) -> (bool, Option<Rdv>) {
+/// The inverse of [`encode_request`]: (single copy allowed, protocol
+/// asked, an answer).
+pub(crate) fn decode_request(word: u64) -> (bool, Option<Rdv>, bool) {
     let ask = match (word >> 8) & 3 {
         1 => Some(Rdv::TwoCopy),
         2 => Some(Rdv::Cma),
         3 => Some(Rdv::Stream),
         _ => None,
     };
-    (word & 1 != 0, ask)
+    (word & 1 != 0, ask, word & (1 << 10) != 0)
 }
 
 impl crate::comm::Comm {
@@ -348,12 +350,17 @@ mod tests {
     fn a_request_word_carries_the_single_copy_flag_and_the_protocol_asked() {
         for cma in [false, true] {
             for ask in [None, Some(Rdv::TwoCopy), Some(Rdv::Cma), Some(Rdv::Stream)] {
-                assert_eq!(decode_request(encode_request(cma, ask)), (cma, ask));
+                for answer in [false, true] {
+                    assert_eq!(
+                        decode_request(encode_request(cma, ask, answer)),
+                        (cma, ask, answer)
+                    );
+                }
             }
         }
         // The word of a request that asks nothing is the old flag itself.
-        assert_eq!(encode_request(true, None), 1);
-        assert_eq!(encode_request(false, None), 0);
+        assert_eq!(encode_request(true, None, false), 1);
+        assert_eq!(encode_request(false, None, false), 0);
     }
 
     #[test]

@@ -24,7 +24,9 @@ pub struct Plan {
     /// blocks took 92-117 us eager against 63-98 by rendezvous and 65-121
     /// under Open MPI, while the 16 KiB blocks of a 64 KiB allreduce were
     /// faster eager (docs/transport.md, "Crowded nodes: eager up to a
-    /// slot").
+    /// slot"). Below `lone_rendezvous_min` when the rules set it (where a
+    /// ping-pong's answer pays by single copy, an exchange's message does:
+    /// docs/transport.md, "Answers by single copy").
     pub exchange_eager_max: u64,
 }
 
@@ -77,9 +79,16 @@ pub fn resolve(m: &Machine, rules: &Rules, pus: &[Option<u32>]) -> Result<Vec<Pl
             // Raised, an exchange still sends eagerly up to where single
             // copy may start to pay (the plan's start of the choice).
             let exchange_eager_max = if params.cma {
-                params
+                let limit = params
                     .eager_max
-                    .min(rules_eager_max.max(params.cma_threshold))
+                    .min(rules_eager_max.max(params.cma_threshold));
+                // Where a ping-pong's answer pays by single copy, an
+                // exchange's message does too: each side then reads the
+                // other's once instead of copying both ways.
+                match params.lone_rendezvous_min {
+                    Some(from) => limit.min(from - 1),
+                    None => limit,
+                }
             } else {
                 params.eager_max
             };
@@ -196,6 +205,8 @@ mod tests {
         }
         let spread = resolve(&m, &rules, &[Some(0), Some(1)]).unwrap();
         assert_eq!(spread[1].params.lone_rendezvous_min, Some(8192));
+        // An exchange's messages go by single copy from there too.
+        assert_eq!(spread[1].exchange_eager_max, 8191);
         let crowded = resolve(&m, &rules, &[Some(0), Some(1), Some(1)]).unwrap();
         assert!(crowded
             .iter()

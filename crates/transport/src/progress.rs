@@ -92,9 +92,11 @@ impl Comm {
                 }
                 K_RTS => {
                     let (msg_id, addr) = (word(0), word(1));
-                    let (cma, ask) = decode_request(word(2));
+                    let (cma, ask, answer) = decode_request(word(2));
                     match self.match_posted(src, key) {
-                        Some(idx) => self.start_rdv(idx, src, tag, len, msg_id, cma, addr, ask)?,
+                        Some(idx) => {
+                            self.start_rdv(idx, src, tag, len, msg_id, cma, addr, ask, answer)?
+                        }
                         None => self.unexp.push_back(Unexp {
                             src,
                             tag,
@@ -105,6 +107,7 @@ impl Comm {
                                 cma,
                                 addr,
                                 ask,
+                                answer,
                             },
                         }),
                     }

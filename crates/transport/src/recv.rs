@@ -206,6 +206,8 @@ pub(crate) enum Payload {
         addr: u64,
         /// The protocol the sender asks for (`Comm::pair_choice`).
         ask: Option<Rdv>,
+        /// An answer (`Comm::answers`): the ask is followed at any size.
+        answer: bool,
     },
 }
 
@@ -507,7 +509,10 @@ impl Comm {
                         cma,
                         addr,
                         ask,
-                    } => self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr, ask)?,
+                        answer,
+                    } => {
+                        self.start_rdv(idx, u.src, u.tag, u.len, msg_id, cma, addr, ask, answer)?
+                    }
                 }
             }
         }
@@ -566,6 +571,7 @@ impl Comm {
         cma: bool,
         addr: u64,
         ask: Option<Rdv>,
+        answer: bool,
     ) -> Result<()> {
         let Some((buf, st)) = self.fit(idx, src, tag, len) else {
             // FIN releases the sender without data.
@@ -603,16 +609,15 @@ impl Comm {
                 choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.exchange_eager_max;
             // The lower rank of an exchange chooses for the pair
             // (`Comm::pair_choice`): this rank follows, without timing.
-            // Within the eager limit a request comes from an answer
-            // (`Comm::answers`), which asks for single copy: followed.
-            let sender_chose = adaptive || len as u64 <= ch.plan.eager_max;
-            let asked = ask.filter(|&p| sender_chose && allowed.has(p));
+            // An answer (`Comm::answers`) asks for single copy: followed,
+            // also within the eager limit, where nothing is adaptive.
+            let asked = ask.filter(|&p| (adaptive || answer) && allowed.has(p));
             let pick =
                 (adaptive && asked.is_none()).then(|| ch.chooser.pick(len, planned, allowed));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
-            let answer = asked.is_some() && !adaptive;
-            self.rdv_followed += u64::from(asked.is_some() && !answer);
-            self.rdv_answers += u64::from(answer);
+            let answered = asked.is_some() && answer;
+            self.rdv_followed += u64::from(asked.is_some() && !answered);
+            self.rdv_answers += u64::from(answered);
             let proto = asked.or(pick.map(|p| p.proto)).unwrap_or(planned);
             if proto == Rdv::Cma && self.defer_reads {
                 self.deferred.push_back(DeferredRead {

@@ -484,7 +484,7 @@ impl Comm {
                 let mut body = [0u8; 24];
                 body[..8].copy_from_slice(&msg_id.to_ne_bytes());
                 body[8..16].copy_from_slice(&(job.ptr as u64).to_ne_bytes());
-                body[16..24].copy_from_slice(&encode_request(cma, ask).to_ne_bytes());
+                body[16..24].copy_from_slice(&encode_request(cma, ask, answer).to_ne_bytes());
                 let req = job.req.expect("rendezvous sends have a request");
                 o.rdv.push(RdvSend {
                     msg_id,
