@@ -68,13 +68,14 @@ pub struct Params {
     pub stream_out_min: u64,
     /// Side that first-touches (and so NUMA-places) the fragment slots.
     pub buffer_owner: Owner,
-    /// Messages from this size up to `eager_max` that answer the peer (a
-    /// message from it was taken since the last send to it, and no receive
-    /// from it is posted: a ping-pong's turn) go by rendezvous and ask the
-    /// receiver for single copy (when `cma`): one copy across the cores
-    /// instead of eager's two in a row (docs/transport.md, "Answers by
-    /// single copy"). Missing: never (the built-in rules; first use
-    /// measures it).
+    /// Messages from this size up to `eager_max` that answer the peer
+    /// (since the sender's last send it took exactly one message, from
+    /// that peer, and no receive from it is posted: a ping-pong's turn) go
+    /// by rendezvous and ask the receiver for single copy (when `cma`): one
+    /// copy across the cores instead of eager's two in a row; so do those
+    /// to a peer the sender receives from (an exchange: `plan.rs`,
+    /// `exchange_eager_max`). docs/transport.md, "Answers by single copy".
+    /// Missing: never (the built-in rules; first use measures it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lone_rendezvous_min: Option<u64>,
 }
