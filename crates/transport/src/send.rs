@@ -196,11 +196,26 @@ impl Comm {
     /// posted receives run only in those bands.
     #[inline(always)]
     fn goes_eager(&self, dst: usize, len: usize) -> bool {
+        self.eager_unless_answer(dst, len) && !self.answer_at(dst, len)
+    }
+
+    /// [`Comm::goes_eager`] without its answer test: within the eager
+    /// limit, and not an exchange's message above its limit.
+    #[inline(always)]
+    fn eager_unless_answer(&self, dst: usize, len: usize) -> bool {
         let plan = &self.outs[dst].plan;
         let len = len as u64;
         len <= plan.eager_max
-            && (len < plan.lone_min || !self.answers(dst))
             && (len <= plan.exchange_eager_max || !self.cma_ok || !self.receiving_from(dst))
+    }
+
+    /// Whether a message of `len` bytes to `dst` is an answer sent by
+    /// rendezvous: within `lone_rendezvous_min..=eager_max` (never where the
+    /// plan has no single copy: plan.rs) and [`Comm::answers`].
+    #[inline(always)]
+    fn answer_at(&self, dst: usize, len: usize) -> bool {
+        let plan = &self.outs[dst].plan;
+        (plan.lone_min..=plan.eager_max).contains(&(len as u64)) && self.answers(dst)
     }
 
     /// Whether a send to `dst` now answers it: since this rank's last send
@@ -270,7 +285,8 @@ impl Comm {
         // A rendezvous only says whether the receiver may read this buffer
         // with single copy; the receiver chooses the protocol (choose.rs).
         let readable = len > 0 && plan.cma != 0 && self.cma_ok;
-        let answer_band = plan.lone_min..=plan.eager_max;
+        // Tested once: the answer test scans the posted receives.
+        let answer = !sync && readable && self.answer_at(dst, len);
         let proto = if sync {
             Proto::Rts {
                 cma: readable,
@@ -278,15 +294,15 @@ impl Comm {
             }
         } else if (len as u64) <= plan.inline_max {
             Proto::Inline
-        } else if self.goes_eager(dst, len) {
+        } else if !answer && self.eager_unless_answer(dst, len) {
             Proto::Eager
         } else {
+            // Within the eager limit only an answer is a rendezvous, or an
+            // exchange's message above `exchange_eager_max`, whose receiver
+            // chooses (or follows the pair's choice).
             Proto::Rts {
                 cma: readable,
-                // Within the eager limit only an answer is a rendezvous,
-                // or an exchange's message above `exchange_eager_max`,
-                // whose receiver chooses (or follows the pair's choice).
-                answer: readable && answer_band.contains(&(len as u64)) && self.answers(dst),
+                answer,
             }
         };
         if (len as u64) > self.outs[dst].plan.inline_max {
