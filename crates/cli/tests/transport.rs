@@ -140,36 +140,33 @@ fn stress_and_pingpong_2_ranks_eager_up_to_a_slot() {
 /// the ring: a ping-pong of 0-16 bytes (mostly duplex) and a stress plan of
 /// 0-16 bytes with windows of sends (duplex and ring mixed within a
 /// channel) check every byte and the order, with the duplex lines and
-/// without (`TOPOCOMM_DUPLEX=0`).
+/// without (`TOPOCOMM_DUPLEX=0`), and with the duplex line demoted after
+/// each message and not (`TOPOCOMM_DEMOTE`: a hint that must change no
+/// byte; on a CPU without CLDEMOTE both runs are the same).
 #[test]
 fn small_messages_keep_their_order_through_the_duplex_line_and_the_ring() {
-    for duplex in ["1", "0"] {
+    for (duplex, demote) in [("1", "1"), ("1", "0"), ("0", "1")] {
         for (scenario, messages, ok) in [
             ("pingpong", "20000", "pingpong ok: 20000 messages"),
             ("stress", "3000", "stress ok: 2 ranks"),
         ] {
-            let env = [("TOPOCOMM_DUPLEX", duplex)];
+            let env = [("TOPOCOMM_DUPLEX", duplex), ("TOPOCOMM_DEMOTE", demote)];
             let o = selftest_2_ranks(None, scenario, messages, "16", &[], &env);
             let out = text(&o);
             assert!(
                 o.status.success() && out.contains(ok),
-                "{scenario}, TOPOCOMM_DUPLEX={duplex}:\n{out}"
+                "{scenario}, TOPOCOMM_DUPLEX={duplex} TOPOCOMM_DEMOTE={demote}:\n{out}"
             );
         }
     }
     // A bad value: one line from the launcher, naming it.
-    let o = selftest_2_ranks(
-        None,
-        "pingpong",
-        "10",
-        "8",
-        &[],
-        &[("TOPOCOMM_DUPLEX", "yes")],
-    );
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("TOPOCOMM_DUPLEX='yes'"), "{e}");
+    for var in ["TOPOCOMM_DUPLEX", "TOPOCOMM_DEMOTE"] {
+        let o = selftest_2_ranks(None, "pingpong", "10", "8", &[], &[(var, "yes")]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains(&format!("{var}='yes'")), "{e}");
+    }
 }
 
 #[test]

@@ -94,6 +94,10 @@ pub struct Comm {
     /// work, and the chooser weighs a two-copy stream by the copying it
     /// costs instead of its elapsed time (progress.rs, `stream_done`).
     pub(crate) crowded: bool,
+    /// Whether a duplex half is demoted to the shared cache right after
+    /// its `seq` store (`copy::demote_line`): where the CPU has CLDEMOTE,
+    /// unless `TOPOCOMM_DEMOTE=0`.
+    pub(crate) demote: bool,
     /// This thread's involuntary context switches at the last look, and
     /// whether they had moved (waiting.rs, `note_preemption`).
     pub(crate) preemptions: u64,
@@ -187,6 +191,7 @@ impl Comm {
         let size = seg.nranks();
         let started = std::time::Instant::now();
         let duplex = crate::startup::duplex_enabled().map_err(Error::Setup)?;
+        let demote = crate::startup::demote_enabled().map_err(Error::Setup)?;
         let (outs, ins) = endpoints(&seg, rank, started, duplex);
         let probe = Box::new(AtomicU64::new(
             0x7c00_0000_0000_0000 ^ (u64::from(std::process::id()) << 16) ^ rank as u64,
@@ -247,6 +252,7 @@ impl Comm {
             watch_peers: false,
             beats_watched: false,
             crowded: false,
+            demote,
             _probe: probe,
             seg,
         };

@@ -60,4 +60,6 @@ pub use recv::{Posted, Take};
 pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
 pub use segment::{LANES, LANE_DATA};
-pub use startup::{duplex_enabled, parse_timeout, rules_from_env, RULES_ENV, TIMEOUT_RANGE};
+pub use startup::{
+    demote_enabled, duplex_enabled, parse_timeout, rules_from_env, RULES_ENV, TIMEOUT_RANGE,
+};

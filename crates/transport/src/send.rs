@@ -440,6 +440,9 @@ impl Comm {
             // Release: our copies of the peer's half before its reuse.
             (*h).ack.store(taken, Ordering::Release);
             (*h).seq.store(pos + 1, Ordering::Release);
+            if self.demote {
+                crate::copy::demote_line(h.cast());
+            }
         }
         o.dx_last = pos + 1;
         o.head += 1;

@@ -259,6 +259,21 @@ pub fn duplex_enabled() -> std::result::Result<bool, String> {
     }
 }
 
+/// `TOPOCOMM_DEMOTE`: `0` leaves published lines in the sender's caches
+/// (for comparison), `1` or unset demotes them to the shared cache where
+/// the CPU has CLDEMOTE (`copy::demote_line`).
+pub fn demote_enabled() -> std::result::Result<bool, String> {
+    let on = match std::env::var("TOPOCOMM_DEMOTE") {
+        Err(_) => true,
+        Ok(v) => match v.trim() {
+            "1" => true,
+            "0" => false,
+            _ => return Err(format!("TOPOCOMM_DEMOTE='{v}': expected 0 (off) or 1 (on)")),
+        },
+    };
+    Ok(on && crate::copy::demote_supported())
+}
+
 pub(crate) fn endpoints(
     seg: &Segment,
     rank: usize,
