@@ -360,6 +360,46 @@ pub fn prefetch_read(p: *const u8) {
     let _ = p;
 }
 
+/// Whether this CPU has CLDEMOTE (CPUID leaf 7, ECX bit 25): a hint that
+/// moves a cache line from this core's private caches to the shared one.
+pub fn demote_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // CPUID is safe to call on x86_64; leaf 7 is read only where the
+        // CPU reports it (max >= 7).
+        let max = std::arch::x86_64::__cpuid(0).eax;
+        max >= 7 && std::arch::x86_64::__cpuid_count(7, 0).ecx & (1 << 25) != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Pushes the cache line at `p`, just written to publish a message, out of
+/// this core's private caches into the shared cache (CLDEMOTE; a hint: no
+/// fault, no effect on what any load returns, a no-op encoding on x86 CPUs
+/// without it). Used on the duplex line, which both ranks of a ping-pong
+/// write and spin on: the peer then reads it from the shared cache, and
+/// the writer holds no copy its own spinning pulls back while the peer is
+/// still between its receive and its reply (our reading of the numbers:
+/// two processes ping-ponging one line on a 2-vCPU Intel Xeon VM with
+/// 28-66 ns of work between a receive and the reply took 100-165 ns
+/// one-way with the demote against 150-210 without; `bench p2p` 8-byte
+/// latency, medians of 6 alternating runs, 0.137 against 0.186 us).
+/// Demoting the ring's cells too gained nothing measurable there (each
+/// cell is written once per lap, and the peer polls the next one).
+#[inline(always)]
+pub fn demote_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: CLDEMOTE never faults and changes no architectural state
+    // (a hint, like a prefetch); it reads or writes no memory the program
+    // can observe.
+    unsafe {
+        std::arch::asm!("cldemote [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,44 +503,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Whether this CPU has CLDEMOTE (CPUID leaf 7, ECX bit 25): a hint that
-/// moves a cache line from this core's private caches to the shared one.
-pub fn demote_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // CPUID is safe to call on x86_64; leaf 7 is read only where the
-        // CPU reports it (max >= 7).
-        let max = std::arch::x86_64::__cpuid(0).eax;
-        max >= 7 && std::arch::x86_64::__cpuid_count(7, 0).ecx & (1 << 25) != 0
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// Pushes the cache line at `p`, just written to publish a message, out of
-/// this core's private caches into the shared cache (CLDEMOTE; a hint: no
-/// fault, no effect on what any load returns, a no-op encoding on x86 CPUs
-/// without it). Used on the duplex line, which both ranks of a ping-pong
-/// write and spin on: the peer then reads it from the shared cache, and
-/// the writer holds no copy its own spinning pulls back while the peer is
-/// still between its receive and its reply (our reading of the numbers:
-/// two processes ping-ponging one line on a 2-vCPU Intel Xeon VM with
-/// 28-66 ns of work between a receive and the reply took 100-165 ns
-/// one-way with the demote against 150-210 without; `bench p2p` 8-byte
-/// latency, medians of 6 alternating runs, 0.137 against 0.186 us).
-/// Demoting the ring's cells too gained nothing measurable there (each
-/// cell is written once per lap, and the peer polls the next one).
-#[inline(always)]
-pub fn demote_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: CLDEMOTE never faults and changes no architectural state
-    // (a hint, like a prefetch); it reads or writes no memory the program
-    // can observe.
-    unsafe {
-        std::arch::asm!("cldemote [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
