@@ -17,10 +17,12 @@
 //! 5. Rank states and the start-up barrier use Release/Acquire so that a
 //!    peer seen as up has published its pid and probe word.
 //! 6. Duplex halves (segment.rs, `Duplex`): the sender writes its half's
-//!    fields, its ack of the peer's duplex messages (`Release`), then `seq`
-//!    (`Release`); the receiver's `seq.load(Acquire)` makes them visible;
-//!    the sender rewrites its half only after an `Acquire` load of the
-//!    peer's ack covering its last message there.
+//!    tag, context and payload, then one `word` (position, count, its ack
+//!    of the peer's duplex messages, length) with `Release`; the
+//!    receiver's `word.load(Acquire)` makes the fields visible; the sender
+//!    rewrites its half only after an `Acquire` load of the peer's word
+//!    whose ack covers its last message there (the `Release` of that word
+//!    also orders the peer's copy of the message before it).
 //!
 //! The communicator's parts: `send.rs` (protocols, sender queues, cell and
 //! fragment pushing), `recv.rs` (posted and unexpected queues, matching,

@@ -117,9 +117,12 @@ pub(crate) struct In {
     pub(crate) overlaps_mark_next: u64,
     /// The peer's half of the pair's duplex line (null: none).
     pub(crate) dx_theirs: *const DuplexHalf,
-    /// Position + 1 of the last duplex message taken from the peer: the
-    /// ack this rank writes with its next duplex message to it.
+    /// Position + 1 of the last duplex message taken from the peer (0:
+    /// none yet).
     pub(crate) dx_taken: u64,
+    /// How many duplex messages this rank has taken from the peer: the ack
+    /// it writes with its next duplex message to it (modulo 256).
+    pub(crate) dx_count: u64,
     /// That message as a cell (heap, this channel's own: the engine reads
     /// it where it reads ring cells), served until the tail moves past it;
     /// `None` with no duplex line.
@@ -159,20 +162,22 @@ impl In {
         }
         let h = self.dx_theirs;
         // SAFETY: the peer's half in the mapping (set with `dup`); its fields
-        // are read only after the Acquire of its seq (ordering 6), and the
-        // peer does not write them again before our ack of this position.
+        // are read only after the Acquire of its word (ordering 6), and the
+        // peer does not write them again before our ack of this message.
         unsafe {
-            if (*h).seq.load(Ordering::Acquire) != pos + 1 {
+            let w = (*h).word.load(Ordering::Acquire);
+            if !DuplexHalf::holds(w, pos, self.dx_count + 1) {
                 return None;
             }
             d.kind = K_INLINE;
             d.ctx = (*h).ctx;
             d.tag = (*h).tag;
-            d.len = u64::from((*h).len);
+            d.len = DuplexHalf::len(w) as u64;
             d.body[..DUPLEX_BYTES].copy_from_slice(&(*h).body);
         }
         d.seq.store(pos + 1, Ordering::Relaxed);
         self.dx_taken = pos + 1;
+        self.dx_count += 1;
         Some(d)
     }
 }

@@ -16,7 +16,7 @@ use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3876_6f63_6f70_6f74; // "topocov8" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit)
+pub const MAGIC: u64 = 0x3976_6f63_6f70_6f74; // "topocov9" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -135,23 +135,60 @@ const _: () = assert!(std::mem::offset_of!(Cell, tag) == 12);
 const _: () = assert!(INLINE_BYTES >= 3 * 8);
 
 /// Bytes of payload a message may carry through a [`Duplex`] line.
-pub const DUPLEX_BYTES: usize = 8;
+pub const DUPLEX_BYTES: usize = 16;
 
 /// One direction's half of a [`Duplex`] line, written by the rank that
 /// sends in that direction, and only when it sends through it.
+///
+/// `word` is stored last, in one `Release` store (`DuplexHalf::word`):
+/// bits 0-31 position + 1 of the message in its direction's sequence (the
+/// ring's numbering) modulo 2^32, bits 32-39 the count of messages sent
+/// through this half modulo 256, bits 40-47 the count of the other half's
+/// messages this rank had taken when it wrote this one (its ack), bits
+/// 48-55 the payload length. At most one message of a half is ever
+/// outstanding (the sender writes again only once the ack covers its last
+/// one), so a count of 8 bits tells a new message from the one taken
+/// before, and 32 bits of position tell the message at the receiver's
+/// tail from one further on (at most a ring of messages apart).
 #[repr(C)]
 pub struct DuplexHalf {
-    /// Position + 1 of the message in this half in its direction's
-    /// sequence (the ring's numbering); 0 before the first.
-    pub seq: AtomicU64,
+    pub word: AtomicU64,
     pub tag: i32,
     pub ctx: u16,
-    pub len: u16,
+    pub _pad: u16,
     pub body: [u8; DUPLEX_BYTES],
-    /// Position + 1 of the last message of the other half this rank had
-    /// taken when it wrote this one: the other rank writes its half again
-    /// only once this covers its last message there.
-    pub ack: AtomicU64,
+}
+
+impl DuplexHalf {
+    /// The `word` of a message at position `pos`, the half's `count`-th
+    /// (from 1), acking `acked` of the other half's, of `len` bytes.
+    #[inline(always)]
+    pub fn word(pos: u64, count: u64, acked: u64, len: usize) -> u64 {
+        u64::from((pos + 1) as u32)
+            | u64::from(count as u8) << 32
+            | u64::from(acked as u8) << 40
+            | (len as u64 & 0xff) << 48
+    }
+
+    /// Whether `word` holds the message at position `pos` that is the
+    /// `count`-th of its half (modulo the field widths).
+    #[inline(always)]
+    pub fn holds(word: u64, pos: u64, count: u64) -> bool {
+        word as u32 == (pos + 1) as u32 && (word >> 32) as u8 == count as u8
+    }
+
+    /// The ack in `word`: how many of the other half's messages its writer
+    /// had taken, modulo 256.
+    #[inline(always)]
+    pub fn acked(word: u64) -> u8 {
+        (word >> 40) as u8
+    }
+
+    /// The payload length in `word`.
+    #[inline(always)]
+    pub fn len(word: u64) -> usize {
+        usize::from((word >> 48) as u8)
+    }
 }
 
 /// A line shared by the two directions of a pair of ranks: each direction

@@ -87,8 +87,8 @@ pub(crate) struct Out {
     /// e.g. to itself); the peer's, whose `ack` frees ours, is
     /// `In::dx_theirs`.
     pub(crate) dx_mine: *mut DuplexHalf,
-    /// Position + 1 of the last message sent through the duplex half.
-    pub(crate) dx_last: u64,
+    /// How many messages were sent through the duplex half.
+    pub(crate) dx_sent: u64,
 }
 
 impl Comm {
@@ -417,34 +417,40 @@ impl Comm {
     /// `ptr` must be valid for `len <= DUPLEX_BYTES` bytes.
     #[inline(always)]
     unsafe fn push_duplex(&mut self, dst: usize, key: Key, ptr: *const u8, len: usize) -> bool {
-        let (taken, theirs) = (self.ins[dst].dx_taken, self.ins[dst].dx_theirs);
+        let (taken, theirs) = (self.ins[dst].dx_count, self.ins[dst].dx_theirs);
         let o = &mut self.outs[dst];
         if o.dx_mine.is_null() {
             return false;
         }
-        // Acquire pairs with the peer's Release of `ack` (ordering 6): its
-        // copy of our last duplex message happens before we write again.
-        // SAFETY: theirs points into the mapping (set with dx_mine).
-        if o.dx_last != 0 && unsafe { (*theirs).ack.load(Ordering::Acquire) } < o.dx_last {
-            return false;
+        // Acquire pairs with the peer's Release of its word (ordering 6):
+        // its copy of our last duplex message happens before we write again.
+        // At most one of ours is outstanding, so 8 bits of count tell.
+        if o.dx_sent != 0 {
+            // SAFETY: theirs points into the mapping (set with dx_mine).
+            let theirs_word = unsafe { (*theirs).word.load(Ordering::Acquire) };
+            if DuplexHalf::acked(theirs_word) != o.dx_sent as u8 {
+                return false;
+            }
         }
         let pos = o.head;
         // SAFETY: our half of the line: only this rank writes it, and the
-        // peer reads it only after the Release of seq (ordering 6).
+        // peer reads it only after the Release of its word (ordering 6).
         unsafe {
             let h = o.dx_mine;
             (*h).tag = key.tag;
             (*h).ctx = key.ctx;
-            (*h).len = len as u16;
             copy_small((*h).body.as_mut_ptr(), ptr, len);
-            // Release: our copies of the peer's half before its reuse.
-            (*h).ack.store(taken, Ordering::Release);
-            (*h).seq.store(pos + 1, Ordering::Release);
+            // Release: the fields above, and our copies of the peer's half
+            // (acked here), before the peer reads this word.
+            (*h).word.store(
+                DuplexHalf::word(pos, o.dx_sent + 1, taken, len),
+                Ordering::Release,
+            );
             if self.demote {
                 crate::copy::demote_line(h.cast());
             }
         }
-        o.dx_last = pos + 1;
+        o.dx_sent += 1;
         o.head += 1;
         self.activity += 1;
         true
@@ -608,6 +614,47 @@ mod tests {
     fn job(n: usize, f: fn(&mut Comm)) {
         let rules = "[default]\neager_max = 16384\nfragment = 65536\ncma = true\nlone_rendezvous_min = 8192\n";
         crate::threads_job::job(n, Some(rules), f)
+    }
+
+    /// A ping-pong of 16-byte messages goes through the duplex line (its
+    /// counts wrap past 256 three times here), a 17-byte one through the
+    /// ring; every byte and the order arrive.
+    #[test]
+    fn sixteen_bytes_ride_the_duplex_line_and_its_counts_wrap() {
+        crate::threads_job::job(2, None, |c| {
+            let peer = 1 - c.rank();
+            let msg = |i: u32, n: usize| -> Vec<u8> {
+                (0..n).map(|k| (i as usize * 31 + k * 7) as u8).collect()
+            };
+            let rounds = 800u32;
+            for i in 0..rounds {
+                let mut got = [0u8; 17];
+                if c.rank() == 0 {
+                    c.send(&msg(i, 16), peer, 5).unwrap();
+                    let st = c.recv(&mut got, peer as i32, 5).unwrap();
+                    assert_eq!(&got[..st.count], &msg(i + 1, 16)[..], "reply {i}");
+                } else {
+                    let st = c.recv(&mut got, peer as i32, 5).unwrap();
+                    assert_eq!(&got[..st.count], &msg(i, 16)[..], "message {i}");
+                    c.send(&msg(i + 1, 16), peer, 5).unwrap();
+                }
+            }
+            // Only the first message of each side may find the line's
+            // previous one untaken; a few more under a busy scheduler.
+            let by_line = c.outs[peer].dx_sent;
+            assert!(
+                by_line + 8 >= u64::from(rounds),
+                "{by_line} of {rounds} by the line"
+            );
+            let mut got = [0u8; 17];
+            if c.rank() == 0 {
+                c.send(&msg(9, 17), peer, 6).unwrap();
+            } else {
+                c.recv(&mut got, peer as i32, 6).unwrap();
+                assert_eq!(&got[..], &msg(9, 17)[..]);
+            }
+            assert_eq!(c.outs[peer].dx_sent, by_line, "17 bytes went by the line");
+        });
     }
 
     /// Rank 0 hears from ranks 1 and 2, then sends 16 KiB to rank 1: not an

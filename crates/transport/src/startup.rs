@@ -334,7 +334,7 @@ pub(crate) fn endpoints(
             doorbell: db,
             bit: 1u64 << (rank % 64),
             dx_mine,
-            dx_last: 0,
+            dx_sent: 0,
         });
         let (plan, base) = chan(peer, rank);
         // SAFETY: as above, for the channel peer -> me.
@@ -364,6 +364,7 @@ pub(crate) fn endpoints(
             cma_failed: false,
             dx_theirs,
             dx_taken: 0,
+            dx_count: 0,
             dup: (!dx_theirs.is_null()).then(In::dup_cell),
         });
     }
