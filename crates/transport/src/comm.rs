@@ -97,7 +97,7 @@ pub struct Comm {
     /// costs instead of its elapsed time (progress.rs, `stream_done`).
     pub(crate) crowded: bool,
     /// Whether a duplex half is demoted to the shared cache right after
-    /// its `seq` store (`copy::demote_line`): where the CPU has CLDEMOTE,
+    /// its word's store (`copy::demote_line`): where the CPU has CLDEMOTE,
     /// unless `TOPOCOMM_DEMOTE=0`.
     pub(crate) demote: bool,
     /// This thread's involuntary context switches at the last look, and
