@@ -902,8 +902,11 @@ fn answers_go_by_single_copy_and_every_byte_arrives() {
         (total(|v| v.0 + v.1), total(|v| v.4), err)
     };
     let (rdv, answers, err) = counts("latency", "16384");
+    // The iteration count comes from a timed calibration, so a preempted
+    // batch can leave few: two calibration batches and two samples of one
+    // iteration each are the least.
     assert!(
-        answers > 100,
+        answers >= 4,
         "a 16 KiB ping-pong sent {answers} answers:\n{err}"
     );
     assert_eq!(

@@ -254,8 +254,12 @@ pub fn measure(
         let t = batch(c, Test::Latency, 8, spec.probe, 1, &mut probe_pool)?;
         Ok(value(Test::Latency, 8, spec.probe, 1, t))
     };
-    // Calibrate on rank 0 (the calibration batches double as warm-up).
+    // Calibrate on rank 0 (the calibration batches double as warm-up). The
+    // first batch pays first touches and page faults, and on a busy machine
+    // one preemption can stretch it past `min_time`: it never ends the
+    // calibration, or a sample could hold a single iteration.
     let mut k = 1u64;
+    let mut first = true;
     let mut samples = Vec::with_capacity(spec.samples);
     let mut probes = Vec::with_capacity(spec.samples);
     if c.rank() == 0 {
@@ -263,8 +267,11 @@ pub fn measure(
             agree(c, k)?;
             let t = batch(c, test, size, k, w, &mut pool)?;
             probe(c)?;
-            if t >= spec.min_time.as_secs_f64() || k >= 1 << 30 {
+            if (t >= spec.min_time.as_secs_f64() && !first) || k >= 1 << 30 {
                 break;
+            }
+            if std::mem::take(&mut first) && t >= spec.min_time.as_secs_f64() {
+                continue;
             }
             let grow = (spec.min_time.as_secs_f64() / t.max(1e-9) * 1.2).clamp(1.5, 16.0);
             k = ((k as f64) * grow).ceil() as u64;
