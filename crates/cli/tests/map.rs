@@ -288,6 +288,7 @@ fn bench_map_on_the_synthetic_clusters() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["schema"], "topocomm.bench-map/1");
+    assert_eq!(v["ranks_per_pu"], 1, "{v}");
     let cases = v["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 15, "{v}");
     for c in cases {
@@ -301,5 +302,29 @@ fn bench_map_on_the_synthetic_clusters() {
                 assert!(s["scotch"].as_f64().is_some(), "{c}");
             }
         }
+    }
+}
+
+#[test]
+fn bench_map_refuses_a_bad_ranks_per_pu_in_one_line() {
+    for (args, want) in [
+        (
+            &["--ranks-per-pu", "0"][..],
+            "--ranks-per-pu 0: expected 1 to 64",
+        ),
+        (
+            &["--ranks-per-pu", "65"][..],
+            "--ranks-per-pu 65: expected 1 to 64",
+        ),
+        (&["--ranks-per-pu", "x"][..], "--ranks-per-pu"),
+        (&["--ranks-per-pu", "2", "--scale", "100"][..], "--scale"),
+    ] {
+        let mut a = vec!["bench", "map", "-q"];
+        a.extend_from_slice(args);
+        let out = run(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
     }
 }

@@ -50,6 +50,9 @@ pub struct Case {
 pub struct Report {
     pub schema: &'static str,
     pub seed: u64,
+    /// Ranks per PU of every target (1: one per PU; more: an
+    /// overdecomposed job, several ranks sharing each PU).
+    pub ranks_per_pu: usize,
     pub scotch: bool,
     pub notes: Vec<String>,
     pub cases: Vec<Case>,
@@ -63,12 +66,27 @@ fn load(path: &Path) -> Option<topocomm_topo::Machine> {
     topocomm_topo::load(&path.display().to_string().parse().ok()?).ok()
 }
 
-/// The targets: clusters of the shared topologies found in `shared`, and a
-/// synthetic cluster with two network levels.
-pub fn targets(shared: Option<&Path>, notes: &mut Vec<String>) -> Vec<(String, Target)> {
+/// Most ranks per PU `bench map` takes (`--ranks-per-pu`).
+pub const MAX_RANKS_PER_PU: usize = 64;
+
+/// The targets: clusters of the shared topologies found in `shared`, and
+/// synthetic clusters with network levels; `per_pu` slots on every PU
+/// (an overdecomposed job: the setting of the multilevel mapping
+/// literature, many tasks per processing element).
+pub fn targets(
+    shared: Option<&Path>,
+    per_pu: usize,
+    notes: &mut Vec<String>,
+) -> Vec<(String, Target)> {
     let mut out = Vec::new();
     let mut add = |name: String, c: Cluster| {
-        let slots = c.default_slots(1, false).ok()?;
+        let pus = c.default_slots(1, false).ok()?.len();
+        let slots = c.default_slots(pus * per_pu, per_pu > 1).ok()?;
+        let name = if per_pu > 1 {
+            format!("{name}, {per_pu}/PU")
+        } else {
+            name
+        };
         out.push((name, Target::new(c, &slots).ok()?));
         Some(())
     };
@@ -162,8 +180,14 @@ pub fn run(
     shared: Option<&Path>,
     seed: u64,
     time_limit: f64,
+    ranks_per_pu: usize,
     progress: &mut dyn FnMut(&Case),
 ) -> Result<Report, MapError> {
+    if !(1..=MAX_RANKS_PER_PU).contains(&ranks_per_pu) {
+        return Err(MapError::Invalid(format!(
+            "--ranks-per-pu {ranks_per_pu}: expected 1 to {MAX_RANKS_PER_PU}"
+        )));
+    }
     let mut notes = Vec::new();
     let have_scotch = scotch::available();
     if !have_scotch {
@@ -171,7 +195,7 @@ pub fn run(
     }
     let costs = Costs::defaults();
     let mut cases = Vec::new();
-    for (tname, t) in targets(shared, &mut notes) {
+    for (tname, t) in targets(shared, ranks_per_pu, &mut notes) {
         for (pname, m) in patterns(t.len(), seed) {
             let mut scores = Vec::new();
             for obj in OBJECTIVES {
@@ -252,6 +276,7 @@ pub fn run(
     Ok(Report {
         schema: "topocomm.bench-map/1",
         seed,
+        ranks_per_pu,
         scotch: have_scotch,
         notes,
         cases,
@@ -365,4 +390,34 @@ pub fn scale(
         packed_over_topocomm: packed / tc,
         peak_memory_mib: crate::peak_memory_kib().map(|k| k / 1024),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_per_pu_multiplies_every_targets_slots_and_names_it() {
+        let mut notes = Vec::new();
+        let one = targets(None, 1, &mut notes);
+        let three = targets(None, 3, &mut notes);
+        assert_eq!(one.len(), 3, "the three synthetic clusters");
+        assert_eq!(one.len(), three.len());
+        for ((n1, t1), (n3, t3)) in one.iter().zip(&three) {
+            assert_eq!(t3.len(), 3 * t1.len(), "{n3}");
+            assert_eq!(n3, &format!("{n1}, 3/PU"));
+            // The slots of one PU sit together in the tree: Scotch's tleaf
+            // gets a last level of arity 3.
+            let l = t3.levels_if_symmetric().expect("symmetric");
+            assert_eq!(l.last().unwrap().0, 3, "{n3}: {l:?}");
+        }
+    }
+
+    #[test]
+    fn ranks_per_pu_out_of_range_is_refused_by_name() {
+        for k in [0, MAX_RANKS_PER_PU + 1] {
+            let e = run(None, 1, 1.0, k, &mut |_| {}).expect_err("refused");
+            assert!(e.to_string().contains("--ranks-per-pu"), "{e}");
+        }
+    }
 }

@@ -353,20 +353,25 @@ fn multilevel_tries(n: usize, adj: usize) -> u64 {
 }
 
 /// Annealing steps after the multilevel starts (a function of the
-/// graph's size, like the number of starts): 50 per edge entry on graphs
-/// of up to 25 000 entries (at most 1.25 M steps: 0.15-0.25 s on the
-/// 2-vCPU dev VM at 1000 ranks, 0.2-0.35 s at 2048 ranks and 10-15 000
-/// entries, where it took Scotch's lead on strided all-to-all blocks from
-/// 0.8 % to 0.1 %); none above, where a step costs more (cache misses), a
-/// bounded number of them barely moves the mapping (4900 ranks, 47 000
-/// entries: 0.2 % better for 1.2 s more) and the starts already take the
-/// time.
+/// graph's size, like the number of starts): 50 per edge entry, at most
+/// [`ANNEAL_MAX_STEPS`], on graphs of up to [`ANNEAL_MAX_ENTRIES`]; none
+/// above, where the starts already take the time.
+///
+/// 50 per entry up to 25 000 entries: 0.15-0.25 s on the 2-vCPU dev VM at
+/// 1000 ranks, 0.2-0.35 s at 2048 ranks, where it took Scotch's lead on
+/// strided all-to-all blocks from 0.8 % to 0.1 %. The capped steps on
+/// 25 000-100 000 entries: a bounded number barely moves a stencil or a
+/// geometric graph there (4900 ranks, 47 000 entries: 0.2 % better), but
+/// they take back the all-to-all blocks of 7680-16384 ranks (8 per PU)
+/// where Scotch had been 1.0-1.3 % better (0.990 -> 0.998 and 0.987 ->
+/// 1.000 of Scotch) for 0.6-0.8 s.
 fn anneal_steps(adj: usize) -> usize {
     if adj <= ANNEAL_MAX_ENTRIES {
-        50 * adj
+        (50 * adj).min(ANNEAL_MAX_STEPS)
     } else {
         0
     }
 }
 
-const ANNEAL_MAX_ENTRIES: usize = 25_000;
+const ANNEAL_MAX_ENTRIES: usize = 100_000;
+const ANNEAL_MAX_STEPS: usize = 1_250_000;

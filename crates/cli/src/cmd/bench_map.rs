@@ -22,6 +22,11 @@ pub struct Args {
     /// Seconds after which the multilevel mapper tries no further seed
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     pub time_limit: f64,
+    /// Ranks on every PU of every target (1 to 64): more than 1 maps an
+    /// overdecomposed job, several ranks per PU, as the multilevel mapping
+    /// literature does
+    #[arg(long, value_name = "K", default_value_t = 1, conflicts_with = "scale")]
+    pub ranks_per_pu: usize,
     /// Instead of the cases: time the mapper on RANKS ranks of a random
     /// geometric graph (about 10 neighbours each) on 64-PU nodes
     #[arg(long, value_name = "RANKS")]
@@ -68,8 +73,14 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             eprintln!("done: {} / {} ({} ranks)", c.target, c.pattern, c.ranks);
         }
     };
-    let r = bench::run(shared.as_deref(), a.seed, a.time_limit, &mut progress)
-        .map_err(crate::common::usage)?;
+    let r = bench::run(
+        shared.as_deref(),
+        a.seed,
+        a.time_limit,
+        a.ranks_per_pu,
+        &mut progress,
+    )
+    .map_err(crate::common::usage)?;
     for n in &r.notes {
         println!("note: {n}");
     }
