@@ -77,9 +77,10 @@ test-rust: setup
 # (tests/mpich-suite/plain-failures.txt). Tests of more than 4 ranks are left
 # out on CI's 2 cores (docs/conformance.md says why).
 SUITE := ../shared/suites/mpich-tests
-# f77/coll (the collectives through the Fortran bridge, ~2 min) fits CI's
-# budget; coll does not (~15 min on 2 cores): `make test-conformance-coll`.
-SUITE_FOLDERS ?= pt2pt,f77/pt2pt,f77/coll
+# coll and f77/coll judge the accelerator's collectives (~12 min on 2
+# cores, most of it plain MPICH polling without yielding); issue 16 asks
+# CI to run them. `make test-conformance-coll`: the collectives alone.
+SUITE_FOLDERS ?= pt2pt,f77/pt2pt,coll,f77/coll
 test-conformance: build
 	@if [ ! -d $(SUITE) ]; then echo "notice: $(SUITE) is absent, skipping the conformance suite"; exit 0; fi; \
 	PATH=$(CURDIR)/target/release:$$PATH TOPOCOMM_AUTOTUNE=0; export PATH TOPOCOMM_AUTOTUNE; \

@@ -661,7 +661,15 @@ def cmd_compare(args):
     if args.expect and check_expect(plain, load_expect(args.expect), args.expect):
         rc = 1
     pmap = {(r["impl"], r["id"]): r for r in plain}
-    regressions, improvements = [], []
+    # A timeout the plain run is known to hit now and then ("(may pass)" in
+    # --expect: e.g. MPICH polling without yielding, 4 ranks on 2 CPUs)
+    # says nothing about the wrapper when the wrapped run times out too:
+    # under two pretend nodes it runs the MPI's own collectives (plain MPICH
+    # passed coll/allgatherv4 4 in 59.8 s of its 60). A wrapped FAIL of
+    # such a test still counts.
+    may_pass = [e for e in (load_expect(args.expect) if args.expect else [])
+                if "(may pass)" in e[3]]
+    regressions, improvements, load_dependent = [], [], []
     for name, env in configs:
         failed_plain = {(r["impl"], r["id"]) for r in plain if r["verdict"] != "PASS"}
         skip = None if args.all else {(r["impl"], r["id"]): r["verdict"] for r in plain
@@ -674,7 +682,10 @@ def cmd_compare(args):
             if p is None:
                 continue
             if p["verdict"] == "PASS" and r["verdict"] != "PASS" and r["verdict"] != "SKIP":
-                regressions.append((name, r))
+                if r["verdict"] == "TIMEOUT" and any(entry_matches(e, r) for e in may_pass):
+                    load_dependent.append((name, r))
+                else:
+                    regressions.append((name, r))
             elif p["verdict"] in ("FAIL", "TIMEOUT") and r["verdict"] == "PASS":
                 improvements.append((name, r))
     log("")
@@ -691,12 +702,18 @@ def cmd_compare(args):
             ", ".join(n for n, _ in configs))
     for name, r in improvements:
         log("  note: [%s] %s %s fails plain but passes wrapped" % (name, r["impl"], r["id"]))
+    for name, r in load_dependent:
+        log("  note: [%s] %s %s timed out wrapped: a load-dependent timeout of plain MPI too"
+            " (listed \"(may pass)\" in %s), not counted" % (name, r["impl"], r["id"],
+                                                         os.path.relpath(args.expect)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"configs": dict([("plain", {"wrap": None, "env": {}})] +
                                        [(n, {"wrap": args.wrap, "env": e}) for n, e in configs]),
                        "summary": summaries, "results": all_results,
-                       "differences": [dict(r, config=n) for n, r in regressions]}, f, indent=1)
+                       "differences": [dict(r, config=n) for n, r in regressions],
+                       "load_dependent": [dict(r, config=n) for n, r in load_dependent]},
+                      f, indent=1)
     return rc
 
 
