@@ -352,7 +352,7 @@ where
 /// About 2 M ranks + edge entries in all: at 100k ranks and 1M edges that
 /// is one seeded start, which then gets every CPU for its cuts, where two
 /// seeded starts side by side took 2.9-4.1 s on the 2-vCPU Xeon VM for
-/// 0.00-0.04 % better objectives (1.8-2.3 s with one).
+/// objectives 0.00-0.06 % lower (1.7-2.3 s with one).
 fn multilevel_tries(n: usize, adj: usize) -> u64 {
     (2_000_000 / (n + adj).max(1)).clamp(2, 8) as u64
 }
@@ -369,7 +369,8 @@ fn multilevel_tries(n: usize, adj: usize) -> u64 {
 /// geometric graph there (4900 ranks, 47 000 entries: 0.2 % better), but
 /// they take back the all-to-all blocks of 7680-16384 ranks (8 per PU)
 /// where Scotch had been 1.0-1.3 % better (0.990 -> 0.998 and 0.987 ->
-/// 1.000 of Scotch) for 0.6-0.8 s.
+/// 1.000 of Scotch), each case then mapped in 0.5-1.3 s in all (was
+/// 0.2-0.6 s).
 fn anneal_steps(adj: usize) -> usize {
     if adj <= ANNEAL_MAX_ENTRIES {
         (50 * adj).min(ANNEAL_MAX_STEPS)
