@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pingpong-util.h"
+
 typedef struct {
     _Atomic uint64_t seq;
     uint64_t payload;
@@ -34,24 +36,6 @@ typedef struct {
 
 static long work;
 static int demote;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void pin(int cpu)
-{
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    if (sched_setaffinity(0, sizeof s, &s)) {
-        perror("line-demote: sched_setaffinity");
-        exit(2);
-    }
-}
 
 static void spin_work(void)
 {
@@ -99,12 +83,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (child == 0) {
-        pin(1);
+        pin(1, "line-demote");
         for (long i = 1; i <= n; i++)
             put(back, get(there, (uint64_t)i) / 3);
         _exit(0);
     }
-    pin(0);
+    pin(0, "line-demote");
     double t0 = 0;
     uint64_t sink = 0;
     for (long i = 1; i <= n; i++) {

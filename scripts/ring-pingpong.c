@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pingpong-util.h"
+
 typedef struct {
     _Atomic uint64_t seq;
     uint32_t kind;
@@ -34,24 +36,6 @@ typedef struct {
 } __attribute__((aligned(64))) cell;
 
 static long cells, spacing;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void pin(int cpu)
-{
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    if (sched_setaffinity(0, sizeof s, &s)) {
-        perror("ring-pingpong: sched_setaffinity");
-        exit(2);
-    }
-}
 
 static cell *at(cell *ring, long i)
 {
@@ -91,7 +75,7 @@ static double one_line(long n)
         exit(2);
     }
     if (child == 0) {
-        pin(1);
+        pin(1, "ring-pingpong");
         for (long i = 1; i <= n; i++) {
             while (__atomic_load_n(there, __ATOMIC_ACQUIRE) != (uint64_t)i)
                 __builtin_ia32_pause();
@@ -99,7 +83,7 @@ static double one_line(long n)
         }
         _exit(0);
     }
-    pin(0);
+    pin(0, "ring-pingpong");
     double t0 = 0;
     for (long i = 1; i <= n; i++) {
         if (i == n / 4)
@@ -142,12 +126,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (child == 0) {
-        pin(1);
+        pin(1, "ring-pingpong");
         for (long i = 0; i < n; i++)
             put(at(back, i), (uint64_t)i + 1, get(at(there, i), (uint64_t)i + 1));
         _exit(0);
     }
-    pin(0);
+    pin(0, "ring-pingpong");
     double t0 = 0;
     uint64_t sink = 0;
     for (long i = 0; i < n; i++) {

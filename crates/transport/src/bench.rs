@@ -267,11 +267,12 @@ pub fn measure(
             agree(c, k)?;
             let t = batch(c, test, size, k, w, &mut pool)?;
             probe(c)?;
-            if (t >= spec.min_time.as_secs_f64() && !first) || k >= 1 << 30 {
-                break;
+            let long_enough = t >= spec.min_time.as_secs_f64();
+            if std::mem::take(&mut first) && long_enough {
+                continue; // warm-up only: the same count again
             }
-            if std::mem::take(&mut first) && t >= spec.min_time.as_secs_f64() {
-                continue;
+            if long_enough || k >= 1 << 30 {
+                break;
             }
             let grow = (spec.min_time.as_secs_f64() / t.max(1e-9) * 1.2).clamp(1.5, 16.0);
             k = ((k as f64) * grow).ceil() as u64;
