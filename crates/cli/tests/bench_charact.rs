@@ -676,7 +676,12 @@ fn matrix_quick_files_resume_and_costs() {
         let lowest = |name: &str| samples(name).iter().copied().fold(f64::MAX, f64::min);
         let highest = |name: &str| samples(name).iter().copied().fold(0.0, f64::max);
         let lat_ns = lowest("c2c_latency");
-        assert!(lat_ns > 1.0 && lat_ns < 10_000.0, "c2c latency {lat_ns} ns");
+        // The upper bound is a unit sanity check, not a performance claim: a
+        // busy CI machine has measured 20 µs per hop.
+        assert!(
+            lat_ns > 1.0 && lat_ns < 1_000_000.0,
+            "c2c latency {lat_ns} ns"
+        );
         let read = highest("c2c_read_bw");
         assert!(read > 0.1 && read < MAX_GBS, "c2c read {read} GB/s");
         if transport {
@@ -688,7 +693,8 @@ fn matrix_quick_files_resume_and_costs() {
             // which still catches a unit slip.
             let us = lowest("latency");
             assert!(us * 1000.0 >= 0.1 * lat_ns, "{us} us vs {lat_ns} ns");
-            assert!(us < 100.0, "transport latency {us} us");
+            // Again a unit sanity bound, not a performance claim.
+            assert!(us < 10_000.0, "transport latency {us} us");
             // The bandwidth is not compared with the remote-Modified read
             // rate: that bounds a copy of freshly written data, and the bw
             // test resends one buffer the sender never rewrites (clean lines,

@@ -322,6 +322,13 @@ mod tests {
         let v = cacheline_latency(pus[0], pus[1], 200, 5).unwrap();
         assert_eq!(v.len(), 5);
         let s = crate::Summary::of(&v).unwrap();
-        assert!(s.median > 0.0 && s.median < 10_000.0, "{s:?}");
+        // A sanity bound, not a performance claim: on CI's 2-vCPU machine the
+        // other tests of this binary run beside it and CI once measured 20 µs
+        // for every sample. 1 ms per one-way hop would mean a sample of 400 ms,
+        // a broken measurement (or a unit error) rather than a slow machine.
+        assert!(
+            v.iter().all(|&x| x.is_finite() && x > 0.0) && s.median < 1_000_000.0,
+            "{s:?}"
+        );
     }
 }
