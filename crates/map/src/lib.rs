@@ -36,6 +36,7 @@ pub mod request;
 mod rng;
 pub mod scotch;
 mod strategy;
+mod subtree;
 mod target;
 
 pub use baseline::{baseline_order, Baseline};
