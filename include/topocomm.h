@@ -162,6 +162,12 @@ int tc_alltoallv(const void *sbuf, const size_t *slens, const size_t *sdispls, v
  * call, one call at a time (an overlapping call fails with
  * TC_ERR_INVALID_ARGUMENT). */
 int tc_init_fd_shared(int fd, int rank);
+/* promise != 0: the caller promises that its calls on the process-wide
+ * communicator never overlap and that whatever hands them from one thread
+ * to another orders them (a mutex, release/acquire, a join); the overlap
+ * check (a locked instruction per call) is then skipped, and an overlapping
+ * call is a data race instead of an error. 0 withdraws it. Returns 0. */
+int tc_set_serialized(int promise);
 /* How long a wait may see no progress before TC_ERR_TIMEOUT; seconds <= 0:
  * never (dead or finalized peers are still detected). */
 int tc_set_timeout(double seconds);

@@ -20,6 +20,7 @@ mod error;
 mod lanes;
 mod map;
 mod shared;
+pub use shared::tc_set_serialized;
 mod topo;
 mod transport;
 mod transport_x;

@@ -96,6 +96,12 @@ static void setup(int provided) {
     /* An MPI receive may wait for hours: no deadline, dead peers are still
      * detected by the transport. */
     tc_set_timeout(0);
+    /* Our calls never overlap: one application thread at a time (no
+     * MPI_THREAD_MULTIPLE here), and the helper thread of block.c takes
+     * over only through its acquire/release hand-over. So the transport
+     * skips its overlap check, a locked instruction per call (a two-rank
+     * barrier 0.235 -> 0.207 us on the 2-vCPU Xeon VM). */
+    tc_set_serialized(1);
     acc.on = 1;
     acc.note_blocked = tc_beats_watched_x() != 0;
     acc_coll_init();
