@@ -87,8 +87,15 @@ pub(crate) fn cost_at(
     s
 }
 
+/// Whether changing an objective of `total` by `delta` is a gain worth
+/// making, not rounding noise. Shared by the swap and subtree refinements.
+#[inline]
+pub(crate) fn is_gain(delta: f64, total: f64) -> bool {
+    delta < -1e-12 * total.max(1e-300)
+}
+
 /// Runs up to `passes` sweeps; stops early when a sweep gains less than
-/// 0.05 % of the objective. Returns the new objective.
+/// 0.1 % of the objective. Returns the new objective.
 pub(crate) fn refine(
     t: &Target,
     g: &Graph,
@@ -167,7 +174,7 @@ pub(crate) fn refine(
                     best = (d, b);
                 }
             }
-            if best.1 != u32::MAX && best.0 < -1e-12 * total.max(1e-300) {
+            if best.1 != u32::MAX && is_gain(best.0, total) {
                 let b = best.1;
                 let w = p.vertex_at_leaf[b as usize];
                 p.vertex_at_leaf[a as usize] = w;

@@ -15,7 +15,7 @@
 
 use crate::graph::Graph;
 use crate::objective::Obj;
-use crate::refine::Placement;
+use crate::refine::{is_gain, Placement};
 use crate::rng::Rng;
 use crate::target::Target;
 
@@ -109,7 +109,7 @@ pub(crate) fn refine_subtrees(
                         best = (d, y);
                     }
                 }
-                if best.1 != u32::MAX && best.0 < -1e-12 * total.max(1e-300) {
+                if best.1 != u32::MAX && is_gain(best.0, total) {
                     trade(p, xn.lo, t.tree[best.1 as usize].lo, size);
                     total += best.0;
                 }
