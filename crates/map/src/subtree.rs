@@ -40,64 +40,12 @@ pub(crate) fn refine_subtrees(
     let mut cands: Vec<u32> = Vec::new();
     for _ in 0..passes {
         let before = total;
-        for (depth, nodes) in levels.iter().enumerate() {
-            if nodes.len() < 2 {
-                continue;
-            }
+        for (depth, nodes) in levels.iter().enumerate().filter(|(_, n)| n.len() >= 2) {
             for &x in nodes {
                 let xn = &t.tree[x as usize];
+                heavy_groups(t, g, ob, p, x, depth as u32, &mut heavy);
+                candidates(t, nodes, xn.lo, &heavy, &mut rng, &mut cands);
                 let size = xn.hi - xn.lo;
-                // The cost of x's ranks' edges that leave x, by the subtree
-                // of this depth the other end sits in.
-                heavy.clear();
-                for l in xn.lo..xn.hi {
-                    let v = p.vertex_at_leaf[l as usize] as usize;
-                    if v >= g.n {
-                        continue;
-                    }
-                    for k in g.neighbours(v) {
-                        let lu = p.leaf_of[g.adj[k] as usize];
-                        if (xn.lo..xn.hi).contains(&lu) {
-                            continue;
-                        }
-                        let Some(z) = ancestor_at(t, lu, depth as u32) else {
-                            continue;
-                        };
-                        let c = ob.pair(t, l, lu, g.bytes[k], g.msgs[k]);
-                        match heavy.iter_mut().find(|h| h.0 == z) {
-                            Some(h) => h.1 += c,
-                            None => heavy.push((z, c)),
-                        }
-                    }
-                }
-                if heavy.is_empty() {
-                    continue;
-                }
-                heavy.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                heavy.truncate(2);
-                // Around each heavy group: subtrees of this depth in the
-                // ever larger subtrees above it, up to the one holding x.
-                cands.clear();
-                for &(z, _) in &heavy {
-                    let mut n = t.tree[z as usize].parent;
-                    while n != u32::MAX {
-                        let nn = &t.tree[n as usize];
-                        if (nn.lo..nn.hi).contains(&xn.lo) {
-                            break;
-                        }
-                        let inside = within(t, nodes, nn.lo, nn.hi);
-                        if inside.len() <= SAMPLES {
-                            cands.extend_from_slice(inside);
-                        } else {
-                            for _ in 0..SAMPLES {
-                                cands.push(inside[rng.below(inside.len())]);
-                            }
-                        }
-                        n = nn.parent;
-                    }
-                }
-                cands.sort_unstable();
-                cands.dedup();
                 let mut best = (0.0f64, u32::MAX);
                 for &y in &cands {
                     let yn = &t.tree[y as usize];
@@ -120,6 +68,78 @@ pub(crate) fn refine_subtrees(
         }
     }
     total
+}
+
+/// Into `heavy`: the two subtrees of `depth` (other than `x`) that the
+/// ranks of `x` talk to most, by the cost of the edges that leave `x`.
+fn heavy_groups(
+    t: &Target,
+    g: &Graph,
+    ob: &Obj,
+    p: &Placement,
+    x: u32,
+    depth: u32,
+    heavy: &mut Vec<(u32, f64)>,
+) {
+    let xn = &t.tree[x as usize];
+    heavy.clear();
+    for l in xn.lo..xn.hi {
+        let v = p.vertex_at_leaf[l as usize] as usize;
+        if v >= g.n {
+            continue;
+        }
+        for k in g.neighbours(v) {
+            let lu = p.leaf_of[g.adj[k] as usize];
+            if (xn.lo..xn.hi).contains(&lu) {
+                continue;
+            }
+            let Some(z) = ancestor_at(t, lu, depth) else {
+                continue;
+            };
+            let c = ob.pair(t, l, lu, g.bytes[k], g.msgs[k]);
+            match heavy.iter_mut().find(|h| h.0 == z) {
+                Some(h) => h.1 += c,
+                None => heavy.push((z, c)),
+            }
+        }
+    }
+    heavy.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    heavy.truncate(2);
+}
+
+/// Into `cands` (sorted, no repeats): around each heavy group, the
+/// subtrees of its depth (`nodes`) in the ever larger subtrees above it,
+/// up to the one holding leaf `x_lo`; all of them up to [`SAMPLES`], else
+/// [`SAMPLES`] drawn.
+fn candidates(
+    t: &Target,
+    nodes: &[u32],
+    x_lo: u32,
+    heavy: &[(u32, f64)],
+    rng: &mut Rng,
+    cands: &mut Vec<u32>,
+) {
+    cands.clear();
+    for &(z, _) in heavy {
+        let mut n = t.tree[z as usize].parent;
+        while n != u32::MAX {
+            let nn = &t.tree[n as usize];
+            if (nn.lo..nn.hi).contains(&x_lo) {
+                break;
+            }
+            let inside = within(t, nodes, nn.lo, nn.hi);
+            if inside.len() <= SAMPLES {
+                cands.extend_from_slice(inside);
+            } else {
+                for _ in 0..SAMPLES {
+                    cands.push(inside[rng.below(inside.len())]);
+                }
+            }
+            n = nn.parent;
+        }
+    }
+    cands.sort_unstable();
+    cands.dedup();
 }
 
 /// The tree nodes of each depth with at least two leaves below them, in
