@@ -258,6 +258,17 @@ static int fan_in(const struct grp *g) {
 
 static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
     int n = g->n, vr = (g->me - root + n) % n, rc = 0;
+    if (n > 2 && n <= FLAT_ALL_MAX && len <= XFER_EAGER && crowded()) {
+        /* On a node with more ranks than CPUs, a small broadcast goes from
+         * the root straight to every member (each send complete when
+         * posted): one hop, where the tree's second hop waits for an inner
+         * member to be scheduled (8 B with 4 ranks on the dev VM's 2
+         * vCPUs: 1.6-3.3 us by the tree against Open MPI's 0.4-0.6). */
+        if (g->me != root) return recv_from(g, data, len, root, T_BCAST);
+        for (int k = 1; k < n && rc == 0; k++)
+            rc = xfer(g, data, len, (root + k) % n, NULL, 0, -1, T_BCAST);
+        return rc;
+    }
     int mask = 1;
     while (mask < n) {
         if (vr & mask) {
