@@ -492,6 +492,8 @@ impl Comm {
             let d = o.slots.add(slot as usize);
             // An eager message's slot (a whole message in one slot), two
             // messages on, if the receiver has released it (cached count).
+            // The lines asked for lie inside that slot: at most 16 lines,
+            // and a fragment is at least 4096 bytes.
             if total == len
                 && len >= PREFETCH_SLOT_MIN
                 && o.frags + 2 - o.frags_done_cache < o.plan.depth
