@@ -405,7 +405,10 @@ pub fn demote_line(p: *const u8) {
 /// effect on what any load returns). The ring's cells are written once per
 /// lap, each last read by the receiving core, so every store to a cell
 /// first has to take the line back from it; without the hint a stream of
-/// small messages waits for those transfers one after the other.
+/// small messages waits for those transfers one after the other. Written
+/// as `asm!`: `_mm_prefetch` with `_MM_HINT_ET0` becomes a read prefetch
+/// unless the whole build enables the `prfchw` target feature, and CPUs
+/// without PREFETCHW execute its encoding as a no-op.
 #[inline(always)]
 pub fn prefetch_for_write(p: *const u8) {
     #[cfg(target_arch = "x86_64")]

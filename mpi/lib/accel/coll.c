@@ -222,7 +222,14 @@ static size_t bcast_limit(const acc_comm *c) {
 
 /* ---- Barrier: dissemination, ceil(log2 n) rounds of 0-byte messages ---- */
 
-enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier and allreduce at most */
+enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier, bcast and allreduce at most */
+
+/* Whether n members on this node take the one-hop forms (barrier, small
+ * bcast, small allreduce): more ranks than CPUs, 3 to FLAT_ALL_MAX members.
+ * The same answer on every member. */
+static int one_hop(int n) {
+    return n > 2 && n <= FLAT_ALL_MAX && crowded();
+}
 
 /* On a node with more ranks than CPUs, up to FLAT_ALL_MAX members: each
  * sends a 0-byte message to every other and waits for theirs, one hop
@@ -232,7 +239,7 @@ enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier and allreduce at mo
  * 0.87-1.20 -> 0.46-0.79, 8 ranks 0.87 -> 0.79-0.82). */
 static int barrier(const struct grp *g) {
     int n = g->n, r = g->me, rc = 0;
-    if (n > 2 && n <= FLAT_ALL_MAX && crowded()) {
+    if (one_hop(n)) {
         for (int k = 1; k < n && rc == 0; k++)
             rc = xfer(g, NULL, 0, (r + k) % n, NULL, 0, -1, T_BARRIER);
         for (int k = 1; k < n && rc == 0; k++) rc = recv_from(g, NULL, 0, (r - k + n) % n, T_BARRIER);
@@ -258,7 +265,7 @@ static int fan_in(const struct grp *g) {
 
 static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
     int n = g->n, vr = (g->me - root + n) % n, rc = 0;
-    if (n > 2 && n <= FLAT_ALL_MAX && len <= XFER_EAGER && crowded()) {
+    if (len <= XFER_EAGER && one_hop(n)) {
         /* On a node with more ranks than CPUs, a small broadcast goes from
          * the root straight to every member (each send complete when
          * posted): one hop, where the tree's second hop waits for an inner
@@ -1047,7 +1054,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
         return 1;
     }
     int err;
-    if (!c->mixed && c->size > 2 && c->size <= FLAT_ALL_MAX && crowded()) {
+    if (!c->mixed && one_hop(c->size)) {
         struct grp g = whole(c);
         err = allreduce_flat(&g, &d);
     } else if (!c->mixed) {
