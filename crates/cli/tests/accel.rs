@@ -392,6 +392,36 @@ fn the_job_falls_back_to_plain_mpi_together_with_one_line() {
     }
 }
 
+/// The accelerator sets glibc's malloc thresholds where its own adaptation
+/// ends (mpi/lib/accel/state.c, settle_malloc): a 24 MiB block then comes
+/// from the heap, where plain MPI, `TOPOCOMM_ACCEL_MALLOC=0` and a user's
+/// own `MALLOC_MMAP_THRESHOLD_` leave glibc's mmap for it.
+#[test]
+fn the_accelerator_settles_the_malloc_thresholds_unless_told_otherwise() {
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so"]);
+        let exe = check_program(imp, "malloc", "malloc_state")
+            .display()
+            .to_string();
+        let launch = mpirun(imp, 2, &[&exe]);
+        plain_verdict(&launch, "malloc_state: mmap", &format!("{imp} plain"));
+        let runs: [(&[(&str, &str)], &str); 3] = [
+            (&[], "malloc_state: heap"),
+            (&[("TOPOCOMM_ACCEL_MALLOC", "0")], "malloc_state: mmap"),
+            (
+                &[("MALLOC_MMAP_THRESHOLD_", "131072")],
+                "malloc_state: mmap",
+            ),
+        ];
+        for (env, want) in runs {
+            let o = accel(&[], &launch, env);
+            let t = assert_ok(&o, &format!("{imp} {env:?}"));
+            assert!(t.contains(want), "{imp} {env:?}: want {want}:\n{t}");
+        }
+        let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
+    }
+}
+
 #[test]
 fn bad_arguments_are_refused_with_the_reason() {
     let o = accel(

@@ -8,6 +8,9 @@
 #include "../../include/topocomm_mpi.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,37 @@ void acc_mpi_progress(void) {
 static void say_plain(const char *why) {
     if (acc.world_rank == 0)
         fprintf(stderr, "topocomm accel: running plain MPI: %s\n", why);
+}
+
+/* glibc's malloc serves blocks of 128 KiB and more by mmap and gives the
+ * free top of the heap back beyond 128 KiB, until the free of an mmapped
+ * block raises both thresholds to that block's size (mmap) and twice it
+ * (trim), at most 32 MiB and 64 MiB. Until a process's history has done
+ * that, every call that allocates and frees a large temporary buffer
+ * faults its pages in again; Open MPI's reduce does, once per call. So
+ * whether a job's large reductions run at one speed or half of it
+ * depended on what the program (or the accelerator, whose working buffers
+ * are kept) had freed before: 8 ranks on the 2-vCPU AMD EPYC VM, Open
+ * MPI's own 1 MiB reduce took 0.97-1.16 ms plain, 1.34-1.71 ms under the
+ * accelerator (1.3-1.6x the page faults per call) and 0.44-0.56 ms under
+ * it with the thresholds at those ends (docs/commands/accel.md, "Memory
+ * allocator"). The accelerator sets them there, where glibc's own
+ * adaptation ends, unless the user chose them (MALLOC_*_ variables or a
+ * glibc.malloc tunable) or set TOPOCOMM_ACCEL_MALLOC=0. */
+enum { MMAP_FROM = 32 << 20, TRIM_FROM = 64 << 20 };
+
+static void settle_malloc(void) {
+#ifdef __GLIBC__
+    if (env_int("TOPOCOMM_ACCEL_MALLOC", 1) == 0) return;
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_") ||
+        getenv("MALLOC_TOP_PAD_") || getenv("MALLOC_MMAP_MAX_") || (t && strstr(t, "glibc.malloc.")))
+        return;
+    if (!mallopt(M_MMAP_THRESHOLD, MMAP_FROM) || !mallopt(M_TRIM_THRESHOLD, TRIM_FROM)) {
+        if (acc.verbose && acc.world_rank == 0)
+            fprintf(stderr, "topocomm accel: malloc thresholds not set (mallopt refused)\n");
+    }
+#endif
 }
 
 /* Where every world rank runs: its node (the world rank of the node's
@@ -103,6 +137,7 @@ static void setup(int provided) {
      * barrier 0.235 -> 0.207 us on the 2-vCPU Xeon VM). */
     tc_set_serialized(1);
     acc.on = 1;
+    settle_malloc();
     acc.note_blocked = tc_beats_watched_x() != 0;
     acc_coll_init();
     acc_comm_register(MPI_COMM_WORLD);

@@ -12,9 +12,10 @@ use std::process::{Command, ExitCode};
 /// Variables read by the accelerator (mpi/lib/accel/state.c).
 const NODES_ENV: &str = "TOPOCOMM_ACCEL_NODES";
 const VERBOSE_ENV: &str = "TOPOCOMM_ACCEL_VERBOSE";
-const PASSED_ENV: [&str; 6] = [
+const PASSED_ENV: [&str; 7] = [
     "TOPOCOMM_ACCEL",
     "TOPOCOMM_ACCEL_ALLREDUCE2",
+    "TOPOCOMM_ACCEL_MALLOC",
     "TOPOCOMM_ACCEL_COLL_MAX",
     "TOPOCOMM_ACCEL_COLL_HIER",
     "TOPOCOMM_ACCEL_COLL_LANES",
