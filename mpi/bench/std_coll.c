@@ -11,9 +11,16 @@
  * Every rank of MPI_COMM_WORLD takes part. For each (test, size) the value
  * is the median over --reps timed batches (default 5) of the batch's mean
  * latency per call, averaged over the ranks as osu_allreduce does, in us.
- * A batch: MPI_Barrier, then N calls back to back timed by each rank with
+ * A batch: a barrier, then N calls back to back timed by each rank with
  * MPI_Wtime (bcast and reduce: each call timed alone between untimed
- * barriers, as osu_bcast). N is chosen by rank 0 from a probe batch so that a batch lasts
+ * barriers, as osu_bcast). Those untimed barriers are PMPI_Barrier, the
+ * MPI's own under an interposed library too: which rank leaves a barrier
+ * first decides how long the others wait in a rooted call after it (with
+ * 4 ranks on 2 CPUs, the accelerator's one-hop barrier let rank 1 leave
+ * first and wait 5-6 us for the root in the 8-byte bcast, where Open MPI's
+ * let the root leave first), so with MPI_Barrier the ratio of two
+ * configurations mixed their barriers into the timed call. The barrier
+ * test itself times MPI_Barrier. N is chosen by rank 0 from a probe batch so that a batch lasts
  * about --time-ms (default 20 ms), at least 2 and at most --max-iters
  * (default 100000), and sent to all ranks before the timed batches.
  *
@@ -186,13 +193,13 @@ static void call(int test, uint64_t size) {
  * synchronize by themselves and run back to back. */
 static double batch(int test, uint64_t size, long n) {
     double mine = 0, sum = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
+    PMPI_Barrier(MPI_COMM_WORLD);
     if (test == T_BCAST || test == T_REDUCE || test == T_GATHER || test == T_SCATTER) {
         for (long i = 0; i < n; i++) {
             double t0 = MPI_Wtime();
             call(test, size);
             mine += MPI_Wtime() - t0;
-            MPI_Barrier(MPI_COMM_WORLD);
+            PMPI_Barrier(MPI_COMM_WORLD);
         }
     } else {
         double t0 = MPI_Wtime();

@@ -32,6 +32,11 @@ pub(crate) const WATCH_EVERY_SHARED: u32 = 32;
 /// Bytes from which a copy inside a wait leaves the wait while it runs
 /// (`Comm::before_long_copy`).
 pub(crate) const LONG_COPY: usize = 16 << 10;
+/// Scheduled looks in a row that find the awaited peer out of any wait,
+/// its word unmoved, before the waiter takes it for busy elsewhere
+/// (computing, or inside another library's call) and gives its CPU away
+/// (`PeerWatch::stalled`): a few microseconds when CPUs may be shared.
+pub(crate) const QUIET_LOOKS: u32 = 2;
 
 /// Where a wait stands in the waiting policy. Kept across the slices of a
 /// sliced wait ([`Comm::wait_for`] called again on the same request), so
@@ -79,13 +84,17 @@ pub(crate) struct PeerWatch {
     stalled: bool,
     /// Turns between scheduled looks (`Comm::watch_every`).
     every: u32,
+    /// Scheduled looks in a row that found the peer away (out of any
+    /// wait), its word unmoved.
+    away_looks: u32,
 }
 
 /// The heartbeat word (`RankSlot::beat`): bit 0 set while the rank is in a
 /// wait, bit 1 while that wait yields or sleeps instead of spinning, bits
 /// 2..16 one plus the rank it waits for (0: any or unknown), bits 17..28
-/// one plus the CPU it ran on when it last wrote the word (0: unknown), the
-/// rest a counter that moves while it spins.
+/// one plus the CPU it ran on when it last wrote the word (0: unknown), bit
+/// 29 while it left its wait for a long copy (it answers when the copy
+/// ends), the rest a counter that moves while it spins.
 mod beat {
     pub const WAITING: u64 = 1;
     pub const IDLE: u64 = 2;
@@ -93,7 +102,8 @@ mod beat {
     const AWAITS_MASK: u64 = 0x7fff << AWAITS_SHIFT;
     const CPU_SHIFT: u32 = 17;
     const CPU_MASK: u64 = 0xfff << CPU_SHIFT;
-    const COUNT: u64 = 1 << 29;
+    pub const BUSY: u64 = 1 << 29;
+    const COUNT: u64 = 1 << 30;
     const _: () = assert!(crate::segment::MAX_RANKS < 0x7fff);
 
     /// `w` saying that its rank runs on `cpu` (CPUs from 4095 up: unknown).
@@ -120,6 +130,18 @@ mod beat {
     /// The word of a rank out of any wait.
     pub fn out(prev: u64) -> u64 {
         prev & !(COUNT - 1)
+    }
+
+    /// The word of a rank that left its wait for a long copy, after which
+    /// it goes on with the transfer.
+    pub fn busy(prev: u64) -> u64 {
+        out(prev) | BUSY
+    }
+
+    /// Whether the word's rank is out of any wait and not in a long copy
+    /// of one: busy with something else, or about to start a wait.
+    pub fn away(v: u64) -> bool {
+        v & (WAITING | BUSY) == 0
     }
 
     /// Whether the word's rank, waiting, will not send `me` anything soon:
@@ -167,6 +189,7 @@ impl PeerWatch {
             last: 0,
             stalled: false,
             every,
+            away_looks: 0,
         }
     }
 
@@ -174,10 +197,20 @@ impl PeerWatch {
     /// idle (yielding or sleeping), or waiting for a rank other than `me`
     /// (it must hear from that one first), or its heartbeat has not moved
     /// since the previous scheduled look (descheduled), or it waits on the
-    /// CPU this thread runs on (descheduled too: `on_my_cpu`). Looked at on the
-    /// first turn and every `every` turns; once stalled, every turn,
-    /// so the waiter spins again as soon as the peer's word moves and
-    /// says nothing against it.
+    /// CPU this thread runs on (descheduled too: `on_my_cpu`); or it has
+    /// been out of any wait (and not in a long copy of one) for
+    /// [`QUIET_LOOKS`] looks in a row. Looked at on the first turn and
+    /// every `every` turns; once stalled, every turn, so the waiter spins
+    /// again as soon as the peer's word moves and says nothing against it.
+    ///
+    /// Why the last: a rank out of any wait is computing, or inside a call
+    /// of another library that the accelerator does not wrap (a program's
+    /// own `PMPI_Barrier`), so its message is not about to come, and when
+    /// CPUs are shared it may be the very process that needs this CPU.
+    /// Spinning the whole phase for it (4000 turns, about 100 us on the
+    /// 2-vCPU AMD EPYC VM, where a `pause` takes 26 ns) made an 8-byte
+    /// reduce after `PMPI_Barrier` take 42 us with 4 ranks on 2 vCPUs,
+    /// against 2 us for plain Open MPI (docs/transport.md).
     pub(crate) fn stalled(&mut self, seg: &Segment, me: usize, turn: u32) -> bool {
         let scheduled = turn == 1 || turn % self.every == 0;
         if !scheduled && !self.stalled {
@@ -185,9 +218,17 @@ impl PeerWatch {
         }
         let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
         if scheduled {
-            self.stalled = stalled_at_sight(v, me) || (v & beat::WAITING != 0 && v == self.last);
+            self.away_looks = if beat::away(v) && v == self.last && turn != 1 {
+                self.away_looks + 1
+            } else {
+                0
+            };
+            self.stalled = stalled_at_sight(v, me)
+                || (v & beat::WAITING != 0 && v == self.last)
+                || self.away_looks >= QUIET_LOOKS;
             self.last = v;
         } else if v != self.last {
+            self.away_looks = 0;
             self.stalled = stalled_at_sight(v, me);
             self.last = v;
         }
@@ -428,15 +469,20 @@ impl Comm {
     /// over 2 CPUs: median 8.7-10.3 us without this, 5.5-6.9 with it). The
     /// wait's next spin turn says it waits again.
     pub(crate) fn before_long_copy(&mut self, len: usize) {
-        if len >= LONG_COPY {
-            self.beat_leave();
+        if len >= LONG_COPY && self.beat & beat::WAITING != 0 {
+            // Marked busy, not away: a watcher keeps spinning for it.
+            self.beat = beat::busy(self.beat);
+            self.seg
+                .rank_slot(self.rank)
+                .beat
+                .store(self.beat, Ordering::Relaxed);
         }
     }
 
     /// Publishes that this rank left its wait (even), if it had said it
-    /// was in one.
+    /// was in one or in a long copy of one.
     pub(crate) fn beat_leave(&mut self) {
-        if self.beat & beat::WAITING != 0 {
+        if self.beat & (beat::WAITING | beat::BUSY) != 0 {
             self.beat = beat::out(self.beat);
             self.seg
                 .rank_slot(self.rank)
@@ -587,10 +633,43 @@ mod tests {
         );
         comm.before_long_copy(LONG_COPY);
         assert_eq!(word(&comm) & beat::WAITING, 0, "a long copy leaves it");
-        // Watching the rank then never concludes it is descheduled.
+        assert_ne!(word(&comm) & beat::BUSY, 0, "marked busy, not away");
+        // Watching the rank then never concludes it is descheduled or away,
+        // however long the copy.
         let mut w = PeerWatch::new(comm.rank, WATCH_EVERY_SHARED);
-        assert!(!w.stalled(&comm.seg, comm.rank + 1, 1));
-        assert!(!w.stalled(&comm.seg, comm.rank + 1, WATCH_EVERY_SHARED));
+        for look in 0..=QUIET_LOOKS + 1 {
+            assert!(!w.stalled(&comm.seg, comm.rank + 1, 1 + look * WATCH_EVERY_SHARED));
+        }
+        // Leaving the wait clears the mark.
+        comm.beat_leave();
+        assert_eq!(word(&comm) & (beat::WAITING | beat::BUSY), 0);
+    }
+
+    #[test]
+    fn a_peer_away_from_any_wait_is_stalled_after_a_few_looks() {
+        let plan = crate::plan::Plan::alone("self", crate::startup::singleton_params());
+        let seg = Segment::create(2, &vec![plan; 4]).expect("segment");
+        let word = &seg.rank_slot(1).beat;
+        // Rank 1 left its last wait and does something else (computes, or
+        // sits in another library's call): its word stops moving.
+        word.store(beat::out(beat::spinning(0, Some(0))), Ordering::Relaxed);
+        let mut w = PeerWatch::new(1, WATCH_EVERY_SHARED);
+        assert!(!w.stalled(&seg, 0, 1), "not at the first look");
+        for look in 1..QUIET_LOOKS {
+            assert!(!w.stalled(&seg, 0, look * WATCH_EVERY_SHARED));
+        }
+        assert!(w.stalled(&seg, 0, QUIET_LOOKS * WATCH_EVERY_SHARED));
+        // It enters a wait for rank 0 and spins: the very next turn says so.
+        word.store(
+            beat::spinning(word.load(Ordering::Relaxed), Some(0)),
+            Ordering::Relaxed,
+        );
+        assert!(!w.stalled(&seg, 0, QUIET_LOOKS * WATCH_EVERY_SHARED + 1));
+        // Away again, but its word moved in between: the count starts over.
+        word.store(beat::out(word.load(Ordering::Relaxed)), Ordering::Relaxed);
+        assert!(!w.stalled(&seg, 0, (QUIET_LOOKS + 1) * WATCH_EVERY_SHARED));
+        assert!(!w.stalled(&seg, 0, (QUIET_LOOKS + 2) * WATCH_EVERY_SHARED));
+        assert!(w.stalled(&seg, 0, (QUIET_LOOKS + 3) * WATCH_EVERY_SHARED));
     }
 
     #[test]
