@@ -224,8 +224,8 @@ static size_t bcast_limit(const acc_comm *c) {
 
 enum { FLAT_ALL_MAX = 8 }; /* members of the one-hop barrier, bcast and allreduce at most */
 
-/* Whether n members on this node take the one-hop forms (barrier, small
- * bcast, small allreduce): more ranks than CPUs, 3 to FLAT_ALL_MAX members.
+/* Whether n members on this node take the one-hop forms (barrier, bcast,
+ * small allreduce): more ranks than CPUs, 3 to FLAT_ALL_MAX members.
  * The same answer on every member. */
 static int one_hop(int n) {
     return n > 2 && n <= FLAT_ALL_MAX && crowded();
@@ -265,38 +265,45 @@ static int fan_in(const struct grp *g) {
 
 static int bcast_bytes(const struct grp *g, void *data, size_t len, int root) {
     int n = g->n, vr = (g->me - root + n) % n, rc = 0;
-    if (len <= XFER_EAGER && one_hop(n)) {
-        /* On a node with more ranks than CPUs, a small broadcast goes from
-         * the root straight to every member (each send complete when
-         * posted): one hop, where the tree's second hop waits for an inner
-         * member to be scheduled (8 B with 4 ranks on the dev VM's 2
-         * vCPUs: 1.6-3.3 us by the tree against Open MPI's 0.4-0.6). */
-        if (g->me != root) return recv_from(g, data, len, root, T_BCAST);
-        for (int k = 1; k < n && rc == 0; k++)
-            rc = xfer(g, data, len, (root + k) % n, NULL, 0, -1, T_BCAST);
-        return rc;
-    }
+    /* On a node with more ranks than CPUs the root sends to every member
+     * itself (one hop), where the tree's second hop waits for an inner
+     * member to be scheduled: 8 B with 4 ranks on the Xeon dev VM's 2
+     * vCPUs 1.6-3.3 us by the tree against Open MPI's 0.4-0.6. Larger
+     * ones too since 2026-11-28, on the 2-vCPU AMD EPYC VM (lib-ab.py, 8
+     * rounds, medians): 8 ranks 16 KiB 22.3 -> 14.5 us (Open MPI 29.2), 4
+     * ranks 1 MiB 132 -> 115 (Open MPI 228), 64-256 KiB level with the
+     * tree (docs/collectives.md, "Crowded nodes: broadcast from the
+     * root"). The sends go out together and are waited for at the end. */
+    int flat = one_hop(n);
+    if (flat && vr != 0) return recv_from(g, data, len, root, T_BCAST);
     int mask = 1;
-    while (mask < n) {
-        if (vr & mask) {
-            rc = xfer(g, NULL, 0, -1, data, len, (vr - mask + root) % n, T_BCAST);
-            break;
+    if (!flat) {
+        while (mask < n) {
+            if (vr & mask) {
+                rc = xfer(g, NULL, 0, -1, data, len, (vr - mask + root) % n, T_BCAST);
+                break;
+            }
+            mask <<= 1;
         }
-        mask <<= 1;
     }
-    /* Children in decreasing subtree size, sent concurrently. */
+    /* Children (binomial: in decreasing subtree size), sent concurrently. */
+    int kids[32], nk = 0;
+    if (flat)
+        for (int j = 1; j < n; j++) kids[nk++] = j;
+    else
+        for (mask >>= 1; mask > 0; mask >>= 1)
+            if (vr + mask < n) kids[nk++] = vr + mask;
     tc_request reqs[32];
     int k = 0;
-    for (mask >>= 1; mask > 0 && rc == 0; mask >>= 1)
-        if (vr + mask < n) {
-            static char none;
-            int child = g->tc[(vr + mask + root) % n];
-            /* A small message goes out complete, with no request (the
-             * latency path of a send), unless the channel is full. */
-            if (len <= XFER_EAGER && tc_send_now_x(len ? data : &none, len, child, T_BCAST, g->ctx) == 1)
-                continue;
-            rc = tc_isend_x(len ? data : &none, len, child, T_BCAST, g->ctx, 0, &reqs[k++]);
-        }
+    for (int i = 0; i < nk && rc == 0; i++) {
+        static char none;
+        int child = g->tc[(kids[i] + root) % n];
+        /* A small message goes out complete, with no request (the
+         * latency path of a send), unless the channel is full. */
+        if (len <= XFER_EAGER && tc_send_now_x(len ? data : &none, len, child, T_BCAST, g->ctx) == 1)
+            continue;
+        rc = tc_isend_x(len ? data : &none, len, child, T_BCAST, g->ctx, 0, &reqs[k++]);
+    }
     for (int i = 0; i < k && rc == 0; i++) rc = acc_wait_tc(&reqs[i], NULL);
     return rc;
 }
