@@ -115,6 +115,18 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
         order,
         [(0, "plain"), (0, "accel"), (1, "accel"), (1, "plain")]
     );
+    // Bound ranks: a cache-line probe between their CPUs after every job
+    // and before every job but the first (real measurements, in us).
+    for (i, j) in jobs.iter().enumerate() {
+        let probes = j["probe_us"].as_array().expect("probe_us");
+        assert_eq!(probes.len(), if i == 0 { 1 } else { 2 }, "{j}");
+        assert!(probes.iter().all(|v| v.as_f64().unwrap() > 0.0), "{j}");
+    }
+    let pl = &doc["meta"]["placement"];
+    assert!(pl["cut_us"].as_f64().unwrap() > 0.0, "{pl}");
+    let classed = pl["near_jobs"].as_u64().unwrap() + pl["distant_jobs"].as_u64().unwrap();
+    assert_eq!(classed, jobs.len() as u64, "{pl}");
+    assert!(stdout.contains("placement: cache-line probe"), "{stdout}");
     for j in jobs {
         assert_eq!(j["status"], "ok", "{j}");
         assert_eq!(j["meta"]["np"], 2, "{j}");

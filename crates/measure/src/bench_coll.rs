@@ -315,6 +315,40 @@ pub struct JobRecord {
     #[serde(default)]
     pub meta: serde_json::Value,
     pub results: Vec<Point>,
+    /// Where the host had the CPUs of ranks 0 and 1 around the job: the
+    /// one-way time (us) of an 8-byte cache-line ping-pong between them,
+    /// just before the job (from the second job on) and just after it
+    /// ([`probe`]); ranks bound one per core only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_us: Vec<f64>,
+}
+
+/// The CPUs of ranks 0 and 1 in std_coll's `meta`, when they differ.
+pub fn probe_pair(meta: &serde_json::Value) -> Option<(u32, u32)> {
+    let cpu =
+        |r: usize| -> Option<u32> { u32::try_from(meta["ranks"].get(r)?["cpu"].as_u64()?).ok() };
+    let (a, b) = (cpu(0)?, cpu(1)?);
+    (a != b).then_some((a, b))
+}
+
+/// The one-way time (us, median of 5 samples of about 2 ms) of an 8-byte
+/// cache-line ping-pong between two CPUs now; `None` when it cannot be
+/// measured (a CPU this process may not use). A virtual machine's host
+/// moves its vCPUs between near and distant physical cores from second to
+/// second (on the 2-vCPU AMD EPYC VM: 0.02-0.05 us or 0.2-0.3 us, and
+/// collectives 2-3x slower in the distant placement for every MPI), so a
+/// job is classed by the probes around it ([`crate::coll_summary::placement`]).
+pub fn probe(pair: (u32, u32)) -> Option<f64> {
+    let p = crate::limits::LimitParams {
+        pair,
+        cold: false,
+        llc: 0,
+        samples: 5,
+        min_time: Duration::from_millis(2),
+    };
+    let mut v = crate::limits::latency(&p, 8).ok()?.samples;
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 /// The order of the configurations in job `j`: plain first in even jobs,
@@ -387,6 +421,7 @@ pub fn run_job(p: &Plan, argv: &[String], job: u32, which: MpiImpl, config: &str
         stderr_tail: None,
         meta: serde_json::Value::Null,
         results: Vec::new(),
+        probe_us: Vec::new(),
     };
     match run_bounded(cmd, &what, Duration::from_secs(p.timeout_s)) {
         Err(e) => rec.reason = Some(e.to_string()),
@@ -437,10 +472,19 @@ pub fn run(p: &Plan, progs: &Programs, progress: &mut dyn FnMut(Progress)) -> Ve
         }
     }
     let mut jobs = Vec::new();
+    // The pair to probe: ranks 0 and 1's CPUs, as the first job that ran
+    // reported them (bound ranks take the same CPUs in every job).
+    let mut pair: Option<(u32, u32)> = None;
     for j in 0..p.jobs {
         for &m in &p.impls {
             for c in order(j) {
-                let rec = run_job(p, &command(p, progs, m, c), j, m, c);
+                let before = pair.and_then(probe);
+                let mut rec = run_job(p, &command(p, progs, m, c), j, m, c);
+                if !p.oversubscribe && pair.is_none() && rec.status == "ok" {
+                    pair = probe_pair(&rec.meta);
+                }
+                let after = pair.and_then(probe);
+                rec.probe_us = before.into_iter().chain(after).collect();
                 progress(Progress::Job(&rec));
                 jobs.push(rec);
             }

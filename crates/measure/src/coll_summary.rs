@@ -24,6 +24,100 @@ pub const RATIO_METHOD: &str = "topocomm = `topocomm accel` over the better MPI 
      MPI's plain and accel runs succeeded (an MPI with no plain or no accel value is not compared); 95% CI: paired percentile bootstrap over job indices (a job's runs \
      resampled together), the better MPI re-chosen in each resample; medians' CIs: order statistics";
 
+/// A probe above this many times the probes' 10th percentile reads the
+/// distant placement (as `scripts/p2p-jobs.py --far`).
+pub const FAR_FACTOR: f64 = 2.0;
+/// Job indices that ran near in every job, at least, for the ratios to
+/// leave the others out.
+pub const MIN_NEAR: usize = 3;
+
+/// Where the host had ranks 0 and 1 during the jobs, from the probes
+/// around each job (`JobRecord::probe_us`): a job is near when all its
+/// probes are at or under `cut_us`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Probes above this (us) read distant: [`FAR_FACTOR`] x the 10th
+    /// percentile of all probes.
+    pub cut_us: f64,
+    /// Jobs (runs) that ran near, and the others with probes.
+    pub near_jobs: usize,
+    pub distant_jobs: usize,
+    /// The ratios are over the near jobs only (some jobs were distant, and
+    /// every MPI has at least [`MIN_NEAR`] near runs of each
+    /// configuration): the host moves a VM's vCPUs between placements
+    /// from second to second, a plain run and an accelerated run of one
+    /// job index were often in different ones, and the placements differ
+    /// 2-3x for every MPI on the 2-vCPU AMD EPYC VM.
+    pub ratios_over_near: bool,
+}
+
+/// Whether a job ran near by its probes (`None`: no probes).
+pub fn ran_near(r: &JobRecord, cut_us: f64) -> Option<bool> {
+    (!r.probe_us.is_empty()).then(|| r.probe_us.iter().all(|&v| v <= cut_us))
+}
+
+/// The jobs' placement; `None` without probes (ranks unbound).
+pub fn placement(plan: &Plan, jobs: &[JobRecord]) -> Option<Placement> {
+    let mut all: Vec<f64> = jobs
+        .iter()
+        .flat_map(|r| r.probe_us.iter().copied())
+        .collect();
+    if all.len() < 2 {
+        return None;
+    }
+    all.sort_by(f64::total_cmp);
+    let cut_us = FAR_FACTOR * all[(all.len() - 1) / 10];
+    let ok: Vec<&JobRecord> = jobs.iter().filter(|r| r.status == "ok").collect();
+    let count = |mpi: Option<&str>, cfg: Option<&str>, near: bool| -> usize {
+        ok.iter()
+            .filter(|r| mpi.is_none_or(|m| r.mpi == m) && cfg.is_none_or(|c| r.config == c))
+            .filter(|r| ran_near(r, cut_us) == Some(near))
+            .count()
+    };
+    let (near_jobs, distant_jobs) = (count(None, None, true), count(None, None, false));
+    let enough = plan.impls.iter().all(|m| {
+        let runs = |cfg: &str| {
+            ok.iter()
+                .filter(|r| r.mpi == m.name() && r.config == cfg)
+                .count()
+        };
+        // An MPI with no runs of a configuration is not compared anyway.
+        runs("plain") == 0
+            || runs("accel") == 0
+            || (count(Some(m.name()), Some("plain"), true) >= MIN_NEAR
+                && count(Some(m.name()), Some("accel"), true) >= MIN_NEAR)
+    });
+    Some(Placement {
+        cut_us,
+        near_jobs,
+        distant_jobs,
+        ratios_over_near: distant_jobs > 0 && enough,
+    })
+}
+
+/// One line on the placement, as the tables say it.
+pub fn placement_line(pl: &Placement) -> String {
+    let (n, d) = (pl.near_jobs, pl.distant_jobs);
+    let head = format!(
+        "placement: cache-line probe between the CPUs of ranks 0 and 1 before and after each job; \
+         {n} jobs near (every probe <= {:.3} us), {d} distant",
+        pl.cut_us
+    );
+    if pl.ratios_over_near {
+        format!(
+            "{head}: medians and ratios over the near jobs (ratio CI: bootstrap of the plain and \
+             accel jobs apart)"
+        )
+    } else if d == 0 {
+        format!("{head}: over all jobs")
+    } else {
+        format!(
+            "{head}: fewer than {MIN_NEAR} near runs of some MPI and configuration, over all \
+             jobs (mixed placements)"
+        )
+    }
+}
+
 /// One MPI at one point: its plain and accelerated medians over jobs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MpiCell {
@@ -52,7 +146,9 @@ pub struct Row {
     pub ci95: Option<[f64; 2]>,
     /// The CI's upper end is above [`SLOWER_ABOVE`].
     pub slower: bool,
-    /// Jobs in which every MPI's plain and accel runs have this point.
+    /// Jobs in which every MPI's plain and accel runs have this point; with
+    /// the placement's near jobs only (`Placement::ratios_over_near`), the
+    /// better MPI's near runs (the fewer of plain and accel).
     pub paired_jobs: usize,
 }
 
@@ -116,6 +212,50 @@ pub fn paired_ratio(
     (k, point, [lo, hi])
 }
 
+/// [`paired_ratio`] for runs that are not paired: `plain[m]` and
+/// `accel[m]` hold MPI m's values in any number of jobs each (the near
+/// ones), and each resample draws every list on its own.
+pub fn unpaired_ratio(
+    plain: &[Vec<f64>],
+    accel: &[Vec<f64>],
+    resamples: u32,
+    seed: u64,
+) -> (usize, f64, [f64; 2]) {
+    let ratio = |p: &[Vec<f64>], a: &[Vec<f64>]| -> (usize, f64) {
+        let (k, best) = p
+            .iter()
+            .map(|v| median(&mut v.clone()))
+            .enumerate()
+            .min_by(|x, y| x.1.total_cmp(&y.1))
+            .expect("at least one MPI");
+        (k, median(&mut a[k].clone()) / best)
+    };
+    let (k, point) = ratio(plain, accel);
+    if resamples < 1 {
+        return (k, point, [point, point]);
+    }
+    let mut rng = Rng(seed);
+    let mut draw =
+        |v: &Vec<f64>| -> Vec<f64> { (0..v.len()).map(|_| v[rng.below(v.len())]).collect() };
+    let mut rs: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let p: Vec<Vec<f64>> = plain.iter().map(&mut draw).collect();
+            let a: Vec<Vec<f64>> = accel.iter().map(&mut draw).collect();
+            ratio(&p, &a).1
+        })
+        .collect();
+    rs.sort_by(|a, b| a.total_cmp(b));
+    let r = (resamples - 1) as f64;
+    (
+        k,
+        point,
+        [
+            rs[(0.025 * r).floor() as usize],
+            rs[(0.975 * r).ceil() as usize],
+        ],
+    )
+}
+
 /// The value of `mpi`/`config` at (collective, size) in job `j`, if it ran.
 fn value(
     jobs: &[JobRecord],
@@ -136,6 +276,20 @@ fn value(
 /// The summary rows, collectives in std_coll's order, sizes ascending.
 pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
     let mpis: Vec<&str> = plan.impls.iter().map(|m| m.name()).collect();
+    // The near jobs only, when the placement says so (`Placement`): their
+    // runs are not paired by job index then.
+    let near_cut = placement(plan, jobs)
+        .filter(|pl| pl.ratios_over_near)
+        .map(|pl| pl.cut_us);
+    let jobs: Vec<JobRecord> = match near_cut {
+        Some(cut) => jobs
+            .iter()
+            .filter(|r| ran_near(r, cut) == Some(true))
+            .cloned()
+            .collect(),
+        None => jobs.to_vec(),
+    };
+    let jobs = &jobs[..];
     let mut keys: Vec<(usize, String, u64)> = Vec::new();
     for r in jobs {
         for p in &r.results {
@@ -207,7 +361,20 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
             slower: false,
             paired_jobs: paired.len(),
         };
-        if !compared.is_empty() && !paired.is_empty() {
+        if let (Some(_), false) = (near_cut, compared.is_empty()) {
+            // Near jobs: each configuration's runs on their own.
+            let vals =
+                |cfg: &str| -> Vec<Vec<f64>> { compared.iter().map(|m| col(m, cfg)).collect() };
+            let (plain, accel) = (vals("plain"), vals("accel"));
+            let (k, ratio, ci) = unpaired_ratio(&plain, &accel, plan.resamples, plan.seed);
+            row.better = Some(compared[k].to_string());
+            row.topocomm_us = Some(median(&mut accel[k].clone()));
+            row.better_us = Some(median(&mut plain[k].clone()));
+            row.ratio = Some(ratio);
+            row.ci95 = Some(ci);
+            row.slower = ci[1] > SLOWER_ABOVE;
+            row.paired_jobs = plain[k].len().min(accel[k].len());
+        } else if !compared.is_empty() && !paired.is_empty() {
             let (plain, accel) = (series("plain"), series("accel"));
             let (k, ratio, ci) = paired_ratio(&plain, &accel, plan.resamples, plan.seed);
             let all: Vec<usize> = (0..paired.len()).collect();
@@ -366,6 +533,10 @@ pub fn to_json(
         );
         o.insert("commands".into(), commands);
         o.insert("ratio".into(), RATIO_METHOD.into());
+        o.insert(
+            "placement".into(),
+            serde_json::to_value(placement(plan, jobs)).unwrap_or_default(),
+        );
         o.insert("slower_above".into(), SLOWER_ABOVE.into());
         o.insert("finished".into(), finished.into());
     }
@@ -495,6 +666,7 @@ mod tests {
             reason: v.is_none().then(|| "killed".into()),
             stderr_tail: None,
             meta: serde_json::Value::Null,
+            probe_us: Vec::new(),
             results: v
                 .map(|v| Point {
                     collective: "allreduce".into(),
@@ -524,6 +696,105 @@ mod tests {
         assert!((r.ratio.unwrap() - 1.0 / 3.0).abs() < 1e-12);
         assert!(r.mpis[1].plain.is_none() && r.mpis[1].accel.is_some());
         assert_eq!(failures(&jobs).len(), 2);
+    }
+
+    #[test]
+    fn ratios_leave_out_the_jobs_that_ran_in_the_distant_placement() {
+        use crate::bench_coll::{plan, Options, Point};
+        let p = plan(
+            &Options {
+                jobs: 6,
+                vs: "openmpi".into(),
+                ..Options::default()
+            },
+            2,
+        )
+        .unwrap();
+        let job = |j: u32, config: &str, probe: f64| {
+            // Near (probe 0.04 us): plain 0.24, accel 0.09. Distant (0.25
+            // us): plain 0.55, accel 0.28.
+            let near = probe < 0.1;
+            let v = match (config, near) {
+                ("plain", true) => 0.24,
+                ("plain", false) => 0.55,
+                (_, true) => 0.09,
+                _ => 0.28,
+            };
+            JobRecord {
+                job: j,
+                mpi: "openmpi".into(),
+                config: config.into(),
+                status: "ok".into(),
+                wall_s: 1.0,
+                reason: None,
+                stderr_tail: None,
+                meta: serde_json::Value::Null,
+                probe_us: vec![0.04, probe],
+                results: vec![Point {
+                    collective: "allreduce".into(),
+                    size: 8,
+                    value_us: v,
+                    samples_us: vec![v],
+                }],
+            }
+        };
+        // Distant: the plain run of job 1, the accel runs of jobs 3 and 4
+        // (paired by index, only jobs 0, 2 and 5 would be near in both).
+        let far = |j: u32, c: &str| matches!((j, c), (1, "plain") | (3, "accel") | (4, "accel"));
+        let jobs: Vec<JobRecord> = (0..6u32)
+            .flat_map(|j| {
+                ["plain", "accel"].map(|c| job(j, c, if far(j, c) { 0.25 } else { 0.04 }))
+            })
+            .collect();
+        let pl = placement(&p, &jobs).expect("probes");
+        assert!((pl.cut_us - 0.08).abs() < 1e-12, "{pl:?}");
+        assert_eq!((pl.near_jobs, pl.distant_jobs), (9, 3));
+        assert!(pl.ratios_over_near);
+        assert!(placement_line(&pl).contains("over the near jobs"));
+        let r = &summarize(&p, &jobs)[0];
+        // 5 near plain runs, 4 near accel runs: the ratio of the near medians.
+        assert_eq!(r.paired_jobs, 4);
+        assert!((r.ratio.unwrap() - 0.09 / 0.24).abs() < 1e-12, "{r:?}");
+        assert_eq!(r.ci95, Some([0.09 / 0.24, 0.09 / 0.24]));
+        // Mixed over all jobs, the same data read 0.09 / 0.24 .. 0.28 / 0.24.
+        // Fewer than MIN_NEAR near accel runs: over all jobs, paired.
+        let few: Vec<JobRecord> = (0..6u32)
+            .flat_map(|j| {
+                ["plain", "accel"]
+                    .map(|c| job(j, c, if c == "accel" && j > 1 { 0.25 } else { 0.04 }))
+            })
+            .collect();
+        let pl = placement(&p, &few).unwrap();
+        assert!(!pl.ratios_over_near);
+        assert!(placement_line(&pl).contains("over all jobs (mixed placements)"));
+        assert_eq!(summarize(&p, &few)[0].paired_jobs, 6);
+        // No probes (ranks unbound): no placement, every job, paired.
+        let none: Vec<JobRecord> = jobs
+            .into_iter()
+            .map(|mut r| {
+                r.probe_us.clear();
+                r
+            })
+            .collect();
+        assert!(placement(&p, &none).is_none());
+        assert_eq!(summarize(&p, &none)[0].paired_jobs, 6);
+    }
+
+    #[test]
+    fn unpaired_ratio_draws_each_list_on_its_own() {
+        let plain = vec![vec![2.0, 2.2, 1.8], vec![1.0, 1.1, 0.9, 1.0, 1.05]];
+        let accel = vec![vec![9.0], vec![0.5, 0.6]];
+        let (k, r, [lo, hi]) = unpaired_ratio(&plain, &accel, 2000, 3);
+        assert_eq!(k, 1);
+        assert!((r - 0.55 / 1.0).abs() < 1e-12, "{r}");
+        assert!(
+            lo <= r && r <= hi && lo >= 0.5 / 1.1 && hi <= 0.6 / 0.9,
+            "[{lo}, {hi}]"
+        );
+        assert_eq!(
+            unpaired_ratio(&plain, &accel, 300, 9),
+            unpaired_ratio(&plain, &accel, 300, 9)
+        );
     }
 
     #[test]

@@ -166,6 +166,9 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "{RATIO_METHOD}; slower: upper CI end > {}",
         coll_summary::SLOWER_ABOVE
     );
+    if let Some(pl) = coll_summary::placement(&p, &jobs) {
+        println!("{}", coll_summary::placement_line(&pl));
+    }
     for (title, h, lines) in tables(&p, &rows) {
         let hr: Vec<&str> = h.iter().map(String::as_str).collect();
         print!("\n# {title}\n{}", text_table(&hr, &lines));
