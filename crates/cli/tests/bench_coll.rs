@@ -217,6 +217,7 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
         html.contains("<h3>alltoall</h3>") && html.contains("<svg"),
         "no table/plot"
     );
+    assert!(html.contains("placement: cache-line probe"), "no placement");
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(rep.join("report.json")).unwrap()).unwrap();
     assert_eq!(r["coll"]["schema"], "topocomm.bench.coll/1");

@@ -570,6 +570,10 @@ pub fn html_from_json(doc: &serde_json::Value) -> Result<String, String> {
         esc(plan["bind"].as_str().unwrap_or("?")),
         esc(RATIO_METHOD)
     );
+    // Older documents have no placement; `null` without probes.
+    if let Ok(pl) = serde_json::from_value::<Placement>(doc["meta"]["placement"].clone()) {
+        h.push_str(&format!("<p>{}.</p>", esc(&placement_line(&pl))));
+    }
     let mut colls: Vec<&str> = Vec::new();
     for r in &rows {
         if !colls.contains(&r.collective.as_str()) {
