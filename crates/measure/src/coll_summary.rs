@@ -199,17 +199,23 @@ pub fn paired_ratio(
         return (k, point, [point, point]);
     }
     let mut rng = Rng(seed);
-    let mut rs: Vec<f64> = (0..resamples)
+    let rs: Vec<f64> = (0..resamples)
         .map(|_| {
             let idx: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
             ratio_of(plain, accel, &idx).1
         })
         .collect();
+    (k, point, percentile_ci(rs))
+}
+
+/// The 2.5th and 97.5th percentiles of bootstrap resamples (at least one).
+fn percentile_ci(mut rs: Vec<f64>) -> [f64; 2] {
     rs.sort_by(|a, b| a.total_cmp(b));
-    let r = (resamples - 1) as f64;
-    let lo = rs[(0.025 * r).floor() as usize];
-    let hi = rs[(0.975 * r).ceil() as usize];
-    (k, point, [lo, hi])
+    let r = (rs.len() - 1) as f64;
+    [
+        rs[(0.025 * r).floor() as usize],
+        rs[(0.975 * r).ceil() as usize],
+    ]
 }
 
 /// [`paired_ratio`] for runs that are not paired: `plain[m]` and
@@ -237,23 +243,14 @@ pub fn unpaired_ratio(
     let mut rng = Rng(seed);
     let mut draw =
         |v: &Vec<f64>| -> Vec<f64> { (0..v.len()).map(|_| v[rng.below(v.len())]).collect() };
-    let mut rs: Vec<f64> = (0..resamples)
+    let rs: Vec<f64> = (0..resamples)
         .map(|_| {
             let p: Vec<Vec<f64>> = plain.iter().map(&mut draw).collect();
             let a: Vec<Vec<f64>> = accel.iter().map(&mut draw).collect();
             ratio(&p, &a).1
         })
         .collect();
-    rs.sort_by(|a, b| a.total_cmp(b));
-    let r = (resamples - 1) as f64;
-    (
-        k,
-        point,
-        [
-            rs[(0.025 * r).floor() as usize],
-            rs[(0.975 * r).ceil() as usize],
-        ],
-    )
+    (k, point, percentile_ci(rs))
 }
 
 /// The value of `mpi`/`config` at (collective, size) in job `j`, if it ran.
@@ -628,6 +625,30 @@ pub fn html_from_json(doc: &serde_json::Value) -> Result<String, String> {
 mod tests {
     use super::*;
 
+    /// A job's record with an 8-byte allreduce of `v` us (`None`: failed).
+    fn record(job: u32, mpi: &str, config: &str, v: Option<f64>, probe_us: Vec<f64>) -> JobRecord {
+        JobRecord {
+            job,
+            mpi: mpi.into(),
+            config: config.into(),
+            status: if v.is_some() { "ok" } else { "failed" }.into(),
+            wall_s: 1.0,
+            reason: v.is_none().then(|| "killed".into()),
+            stderr_tail: None,
+            meta: serde_json::Value::Null,
+            probe_us,
+            results: v
+                .map(|v| crate::bench_coll::Point {
+                    collective: "allreduce".into(),
+                    size: 8,
+                    value_us: v,
+                    samples_us: vec![v],
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
     #[test]
     fn ratio_against_the_better_mpi() {
         // MPI 0 plain 2.0, MPI 1 plain 1.0 (better), accel over 1: 0.5.
@@ -652,7 +673,7 @@ mod tests {
 
     #[test]
     fn an_mpi_whose_plain_jobs_failed_is_not_compared() {
-        use crate::bench_coll::{plan, Options, Point};
+        use crate::bench_coll::{plan, Options};
         let p = plan(
             &Options {
                 jobs: 2,
@@ -661,26 +682,8 @@ mod tests {
             2,
         )
         .unwrap();
-        let job = |j: u32, mpi: &str, config: &str, v: Option<f64>| JobRecord {
-            job: j,
-            mpi: mpi.into(),
-            config: config.into(),
-            status: if v.is_some() { "ok" } else { "failed" }.into(),
-            wall_s: 1.0,
-            reason: v.is_none().then(|| "killed".into()),
-            stderr_tail: None,
-            meta: serde_json::Value::Null,
-            probe_us: Vec::new(),
-            results: v
-                .map(|v| Point {
-                    collective: "allreduce".into(),
-                    size: 8,
-                    value_us: v,
-                    samples_us: vec![v],
-                })
-                .into_iter()
-                .collect(),
-        };
+        let job =
+            |j: u32, mpi: &str, config: &str, v: Option<f64>| record(j, mpi, config, v, vec![]);
         let jobs = vec![
             job(0, "openmpi", "plain", Some(2.0)),
             job(0, "openmpi", "accel", Some(1.0)),
@@ -704,7 +707,7 @@ mod tests {
 
     #[test]
     fn ratios_leave_out_the_jobs_that_ran_in_the_distant_placement() {
-        use crate::bench_coll::{plan, Options, Point};
+        use crate::bench_coll::{plan, Options};
         let p = plan(
             &Options {
                 jobs: 6,
@@ -724,23 +727,7 @@ mod tests {
                 (_, true) => 0.09,
                 _ => 0.28,
             };
-            JobRecord {
-                job: j,
-                mpi: "openmpi".into(),
-                config: config.into(),
-                status: "ok".into(),
-                wall_s: 1.0,
-                reason: None,
-                stderr_tail: None,
-                meta: serde_json::Value::Null,
-                probe_us: vec![0.04, probe],
-                results: vec![Point {
-                    collective: "allreduce".into(),
-                    size: 8,
-                    value_us: v,
-                    samples_us: vec![v],
-                }],
-            }
+            record(j, "openmpi", config, Some(v), vec![0.04, probe])
         };
         // Distant: the plain run of job 1, the accel runs of jobs 3 and 4
         // (paired by index, only jobs 0, 2 and 5 would be near in both).
