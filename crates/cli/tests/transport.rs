@@ -1315,3 +1315,66 @@ fn c_example_builds_warning_free_and_runs() {
     }
     let _ = std::fs::remove_file(exe);
 }
+
+/// On a node with more ranks than CPUs, unbound ranks start spread: rank
+/// `r` on the `r`-th CPU of its affinity mask (modulo its size), the mask
+/// itself unchanged (the binding asked for, none, is kept). The scheduler
+/// may move a rank between the start-up nudge and its report, so one
+/// launch of three must show the exact placement; with `TOPOCOMM_SPREAD=0`
+/// nothing moves ranks, and a bad value is a one-line error.
+#[test]
+fn crowded_unbound_ranks_start_spread_over_the_cpus() {
+    let allowed = topocomm_transport::launch::allowed_cpus();
+    if allowed.len() < 2 || allowed.len() > 16 {
+        eprintln!("skipped: {} CPUs (the check wants 2 to 16)", allowed.len());
+        return;
+    }
+    let n = 2 * allowed.len();
+    let mask: Vec<String> = allowed.iter().map(u32::to_string).collect();
+    let mask = mask.join(",");
+    let n_arg = n.to_string();
+    let args = [
+        "run",
+        "-n",
+        &n_arg,
+        "--bind",
+        "none",
+        "--",
+        bin(),
+        "selftest",
+        "where",
+    ];
+    let launch = |env: &[(&str, &str)]| topocomm_with(&args, env);
+    let mut exact = false;
+    for _ in 0..3 {
+        let o = launch(&[]);
+        let out = text(&o);
+        assert!(o.status.success(), "{out}");
+        let mut seen = 0;
+        let mut here = true;
+        for l in out.lines().filter(|l| l.starts_with("rank ")) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 6, "{l}");
+            let (rank, cpu): (usize, String) = (f[1].parse().unwrap(), f[3].to_string());
+            assert_eq!(f[5], mask, "rank {rank}: the affinity mask changed:\n{out}");
+            here &= cpu == allowed[rank % allowed.len()].to_string();
+            seen += 1;
+        }
+        assert_eq!(seen, n, "{out}");
+        if here {
+            exact = true;
+            break;
+        }
+    }
+    assert!(
+        exact,
+        "no launch of 3 started rank r on CPU r mod {}",
+        allowed.len()
+    );
+    let o = launch(&[("TOPOCOMM_SPREAD", "0")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = launch(&[("TOPOCOMM_SPREAD", "yes")]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("TOPOCOMM_SPREAD='yes'"), "{e}");
+}

@@ -287,6 +287,11 @@ impl Comm {
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
         comm.watch_peers = policy != crate::wait::Policy::Dedicated;
         comm.crowded = size > cpus;
+        // TOPOCOMM_SPREAD=0: leave an unbound rank where the kernel put it.
+        let spread = crate::startup::spread_enabled().map_err(Error::Setup)?;
+        if comm.crowded && bound[rank].is_none() && spread {
+            crate::spread::nudge(rank).map_err(Error::Setup)?;
+        }
         // Every rank of the node chooses from the same bindings, so each
         // knows whether any of them reads heartbeats at all.
         comm.beats_watched = (0..size).any(|r| {

@@ -47,6 +47,12 @@ pub const FLAT_MAX: usize = 16;
 /// Turns of a lane wait that only poll the words (waiting.rs's peer
 /// watching and the engine start after them).
 const QUIET_TURNS: u32 = 64;
+/// The same when CPUs may be shared (`Comm::watch_peers`): the member
+/// waited for may be descheduled on this very CPU, and 64 turns of
+/// `pause` (2.5 us on the Intel Xeon dev VM, whose `pause` takes about 40
+/// ns) before the first look at its heartbeat were most of a crowded
+/// barrier (4 ranks on 2 CPUs: a `sched_yield` hand-over takes 1 us there).
+const QUIET_TURNS_SHARED: u32 = 2;
 
 /// Per-lane state of this rank.
 #[derive(Clone, Debug, Default)]
@@ -92,6 +98,9 @@ pub(crate) struct LaneWait {
     target: u64,
     next: usize,
     b: Backoff,
+    /// Whether the last look found a missing member on this CPU
+    /// (`Comm::missing_member_here`).
+    here: bool,
     i: u32,
     start: Option<Instant>,
     watch: PeerWatch,
@@ -208,7 +217,7 @@ impl Comm {
         let e = self.lanes[lane].epoch + 1;
         if !data.is_empty() && self.lanes[lane].finished + 2 < e {
             // Slot e % 2 last held epoch e - 2: wait for its readers.
-            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget);
+            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget, false);
             if !self.lane_put(lane, members, r)? {
                 return Ok(None);
             }
@@ -217,6 +226,9 @@ impl Comm {
             self.lanes[lane].members = members;
         }
         self.lanes[lane].epoch = e;
+        if self.watch_peers {
+            self.beat_note_cpu();
+        }
         let (arrival, done, base) = self.seg.lane(self.rank, lane);
         if !data.is_empty() {
             // SAFETY: this rank's own slot or block e % 2, large enough
@@ -255,8 +267,8 @@ impl Comm {
             Some(m) if !all.contains(&m) => Err(Error::Invalid(format!(
                 "lane {lane}: rank {m} is not a member"
             ))),
-            Some(_) => self.lane_wait_until(lane, &one, Word::Arrival, e, budget),
-            None => self.lane_wait_until(lane, &all, Word::Arrival, e, budget),
+            Some(_) => self.lane_wait_until(lane, &one, Word::Arrival, e, budget, false),
+            None => self.lane_wait_until(lane, &all, Word::Arrival, e, budget, true),
         };
         let arrived = self.lane_put(lane, all, r)?;
         if arrived && only.is_none() {
@@ -292,7 +304,7 @@ impl Comm {
         }
         let e = s.epoch;
         // On success the members stay taken: the lane serves none.
-        let r = self.lane_wait_until(lane, &members, Word::Done, e, None);
+        let r = self.lane_wait_until(lane, &members, Word::Done, e, None, false);
         if r.is_err() {
             self.lanes[lane].members = members;
         }
@@ -303,7 +315,11 @@ impl Comm {
     /// under the waiting policy of request waits (waiting.rs): spin, watch
     /// the awaited member's heartbeat, drive the point-to-point engine (a
     /// member may wait for this rank's messages before it arrives), run the
-    /// health and deadline checks on the slow path.
+    /// health and deadline checks on the slow path. `everyone`: `members`
+    /// are all the lane's members, each waiting for the others' arrival
+    /// (a barrier, an allreduce, an allgather): then, with CPUs shared,
+    /// only a missing member on this CPU makes the wait yield
+    /// ([`Comm::missing_member_here`]).
     fn lane_wait_until(
         &mut self,
         lane: usize,
@@ -311,6 +327,7 @@ impl Comm {
         word: Word,
         target: u64,
         budget: Option<Duration>,
+        everyone: bool,
     ) -> Result<bool> {
         let mut w = match self.lane_resume.take() {
             Some(w) if w.lane == lane && w.word == word && w.target == target => w,
@@ -325,11 +342,17 @@ impl Comm {
                     Backoff::new()
                 },
                 i: 0,
+                here: false,
                 start: None,
                 watch: PeerWatch::new(members.first().copied().unwrap_or(0), self.watch_every()),
             },
         };
         let mut began: Option<Instant> = None;
+        let quiet = if self.watch_peers {
+            QUIET_TURNS_SHARED
+        } else {
+            QUIET_TURNS
+        };
         loop {
             // Acquire: the member's slot, or its reads, before its word
             // (orderings 1 and 2).
@@ -352,7 +375,7 @@ impl Comm {
                 w.watch = PeerWatch::new(peer, self.watch_every());
             }
             w.i = w.i.wrapping_add(1);
-            if w.i < QUIET_TURNS {
+            if w.i < quiet {
                 // Most lane waits end within a line transfer or two: no
                 // heartbeat read (a cache miss on the peer's line), no
                 // engine pass before these turns are over.
@@ -368,11 +391,20 @@ impl Comm {
             }
             let mut stalled = false;
             if w.b.spinning() {
-                stalled = w.watch.stalled(&self.seg, self.rank, w.i);
-                if !self.watch_peers && w.i % crate::waiting::WATCH_EVERY == 0 {
-                    self.note_preemption();
+                if self.watch_peers && everyone {
+                    // Once a member needed this CPU, look on every turn
+                    // (each one a yield): spin again as soon as none does.
+                    if w.here || w.i == quiet || w.i % self.watch_every() == 0 {
+                        w.here = self.missing_member_here(lane, &members[w.next..], word, target);
+                    }
+                    stalled = w.here;
+                } else {
+                    stalled = w.watch.stalled(&self.seg, self.rank, w.i);
+                    if !self.watch_peers && w.i % crate::waiting::WATCH_EVERY == 0 {
+                        self.note_preemption();
+                    }
+                    stalled &= self.watch_peers || self.preempted;
                 }
-                stalled &= self.watch_peers || self.preempted;
                 if !stalled && w.i % crate::waiting::BEAT_EVERY == 0 {
                     self.beat_bump(Some(peer));
                 }
@@ -400,6 +432,34 @@ impl Comm {
                 w.b.snooze();
             }
         }
+    }
+
+    /// Whether a member of `rest` that has not reached `target` last ran
+    /// on the CPU this thread runs on now: it cannot run while this thread
+    /// spins, so the wait gives the CPU away. Members elsewhere are not
+    /// reasons to yield, even idle ones: every member of a lane collective
+    /// waits for the same thing, and a member descheduled on another CPU
+    /// runs as soon as its CPU's current rank arrives and yields there.
+    /// Yielding for it instead (what the one-peer watch did) handed this
+    /// CPU to a member with nothing to do yet, which handed it back: 3.5
+    /// context switches per barrier of 4 ranks on 2 CPUs where one per
+    /// CPU is the least. The spin phase still bounds the wait for a member
+    /// that does not come (a CPU hog beside it).
+    fn missing_member_here(&self, lane: usize, rest: &[usize], word: Word, target: u64) -> bool {
+        let Some(cpu) = crate::waiting::current_cpu() else {
+            return false;
+        };
+        rest.iter().any(|&m| {
+            let (arrival, done, _) = self.seg.lane(m, lane);
+            let at = match word {
+                Word::Arrival => arrival,
+                Word::Done => done,
+            };
+            // Relaxed: a hint for the waiting policy; the Acquire loads of
+            // the wait loop decide completion.
+            at.load(Ordering::Relaxed) < target
+                && crate::waiting::beat_cpu(&self.seg, m) == Some(cpu)
+        })
     }
 
     /// Publishes this rank's part and waits for the others in one call (one call

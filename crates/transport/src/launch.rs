@@ -58,6 +58,11 @@ impl FromStr for Bind {
     }
 }
 
+/// The CPU the calling thread runs on now, if the kernel says.
+pub fn running_cpu() -> Option<usize> {
+    crate::waiting::current_cpu()
+}
+
 /// PUs this process may run on.
 pub fn allowed_cpus() -> Vec<u32> {
     // SAFETY: sched_getaffinity into a zeroed cpu_set_t of the right size.

@@ -37,6 +37,7 @@ mod segment;
 pub mod selftest;
 mod send;
 mod spare;
+mod spread;
 mod startup;
 #[cfg(test)]
 mod threads_job;
@@ -61,5 +62,6 @@ pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
 pub use segment::{LANES, LANE_DATA};
 pub use startup::{
-    demote_enabled, duplex_enabled, parse_timeout, rules_from_env, RULES_ENV, TIMEOUT_RANGE,
+    demote_enabled, duplex_enabled, parse_timeout, rules_from_env, spread_enabled, RULES_ENV,
+    TIMEOUT_RANGE,
 };

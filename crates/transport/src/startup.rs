@@ -249,12 +249,25 @@ impl Comm {
 /// `TOPOCOMM_DUPLEX`: `0` sends every message through the rings (for
 /// comparison), `1` or unset uses the pairs' duplex lines.
 pub fn duplex_enabled() -> std::result::Result<bool, String> {
-    match std::env::var("TOPOCOMM_DUPLEX") {
-        Err(_) => Ok(true),
+    env_switch("TOPOCOMM_DUPLEX", true)
+}
+
+/// `TOPOCOMM_SPREAD`: `0` leaves unbound ranks of a crowded node where
+/// the kernel put them, `1` or unset spreads them at start-up
+/// (`spread.rs`).
+pub fn spread_enabled() -> std::result::Result<bool, String> {
+    env_switch("TOPOCOMM_SPREAD", true)
+}
+
+/// An on/off switch from the environment: `0` off, `1` on, `default`
+/// when unset; anything else is an error that names the variable.
+pub(crate) fn env_switch(name: &str, default: bool) -> std::result::Result<bool, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
         Ok(v) => match v.trim() {
             "1" => Ok(true),
             "0" => Ok(false),
-            _ => Err(format!("TOPOCOMM_DUPLEX='{v}': expected 0 (off) or 1 (on)")),
+            _ => Err(format!("{name}='{v}': expected 0 (off) or 1 (on)")),
         },
     }
 }
@@ -263,15 +276,7 @@ pub fn duplex_enabled() -> std::result::Result<bool, String> {
 /// (for comparison), `1` or unset demotes them to the shared cache where
 /// the CPU has CLDEMOTE (`copy::demote_line`).
 pub fn demote_enabled() -> std::result::Result<bool, String> {
-    let on = match std::env::var("TOPOCOMM_DEMOTE") {
-        Err(_) => true,
-        Ok(v) => match v.trim() {
-            "1" => true,
-            "0" => false,
-            _ => return Err(format!("TOPOCOMM_DEMOTE='{v}': expected 0 (off) or 1 (on)")),
-        },
-    };
-    Ok(on && crate::copy::demote_supported())
+    Ok(env_switch("TOPOCOMM_DEMOTE", true)? && crate::copy::demote_supported())
 }
 
 pub(crate) fn endpoints(

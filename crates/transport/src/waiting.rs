@@ -87,6 +87,10 @@ pub(crate) struct PeerWatch {
     /// Scheduled looks in a row that found the peer away (out of any
     /// wait), its word unmoved.
     away_looks: u32,
+    /// Whether the peer's word was read yet: the first call looks whatever
+    /// the turn, so a wait that moves on to another peer (a lane wait,
+    /// member by member) sees at once that the new one is descheduled.
+    looked: bool,
 }
 
 /// The heartbeat word (`RankSlot::beat`): bit 0 set while the rank is in a
@@ -165,6 +169,11 @@ pub(crate) fn current_cpu() -> Option<usize> {
     usize::try_from(c).ok()
 }
 
+/// The CPU rank `r` last said it ran on (its heartbeat word), if known.
+pub(crate) fn beat_cpu(seg: &Segment, r: usize) -> Option<usize> {
+    beat::cpu(seg.rank_slot(r).beat.load(Ordering::Relaxed))
+}
+
 /// Whether the word's rank last said it runs on the CPU this thread runs
 /// on now: then it cannot be running at this moment (we are), so a rank
 /// in a wait there is descheduled, whatever its counter says. Decides at
@@ -190,6 +199,7 @@ impl PeerWatch {
             stalled: false,
             every,
             away_looks: 0,
+            looked: false,
         }
     }
 
@@ -199,7 +209,7 @@ impl PeerWatch {
     /// since the previous scheduled look (descheduled), or it waits on the
     /// CPU this thread runs on (descheduled too: `on_my_cpu`); or it has
     /// been out of any wait (and not in a long copy of one) for
-    /// [`QUIET_LOOKS`] looks in a row. Looked at on the first turn and
+    /// [`QUIET_LOOKS`] looks in a row. Looked at on the first call and
     /// every `every` turns; once stalled, every turn, so the waiter spins
     /// again as soon as the peer's word moves and says nothing against it.
     ///
@@ -212,13 +222,13 @@ impl PeerWatch {
     /// reduce after `PMPI_Barrier` take 42 us with 4 ranks on 2 vCPUs,
     /// against 2 us for plain Open MPI (docs/transport.md).
     pub(crate) fn stalled(&mut self, seg: &Segment, me: usize, turn: u32) -> bool {
-        let scheduled = turn == 1 || turn % self.every == 0;
+        let scheduled = !self.looked || turn % self.every == 0;
         if !scheduled && !self.stalled {
             return false;
         }
         let v = seg.rank_slot(self.peer).beat.load(Ordering::Relaxed);
         if scheduled {
-            self.away_looks = if beat::away(v) && v == self.last && turn != 1 {
+            self.away_looks = if beat::away(v) && v == self.last && self.looked {
                 self.away_looks + 1
             } else {
                 0
@@ -227,6 +237,7 @@ impl PeerWatch {
                 || (v & beat::WAITING != 0 && v == self.last)
                 || self.away_looks >= QUIET_LOOKS;
             self.last = v;
+            self.looked = true;
         } else if v != self.last {
             self.away_looks = 0;
             self.stalled = stalled_at_sight(v, me);
@@ -447,6 +458,22 @@ impl Comm {
             .rank_slot(self.rank)
             .beat
             .store(self.beat, Ordering::Relaxed);
+    }
+
+    /// Keeps the CPU in this rank's heartbeat current without entering a
+    /// wait: a rank that arrives at lane collectives and never waits in
+    /// one (a reduction's non-root member) would otherwise show the CPU of
+    /// its last wait, or none, to members deciding whether it needs their
+    /// CPU (`Comm::missing_member_here`). A store only when it moved.
+    pub(crate) fn beat_note_cpu(&mut self) {
+        let now = beat::on_cpu(self.beat, current_cpu());
+        if now != self.beat {
+            self.beat = now;
+            self.seg
+                .rank_slot(self.rank)
+                .beat
+                .store(self.beat, Ordering::Relaxed);
+        }
     }
 
     /// Publishes that this rank spins in a wait for `awaits`. Short waits

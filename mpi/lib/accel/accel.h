@@ -515,8 +515,9 @@ void acc_coll_init(void);
 /* Hierarchical collectives on communicators spanning nodes (opt-in:
  * TOPOCOMM_ACCEL_COLL_HIER=1, docs/collectives.md). */
 extern int acc_coll_hier;
-/* Small collectives through the transport's lanes (TOPOCOMM_ACCEL_COLL_LANES=1;
- * default off). */
+/* Which communicators take the transport's lanes for small collectives
+ * (TOPOCOMM_ACCEL_COLL_LANES: unset, crowded nodes only; 1 all; 0 none). */
+enum { LANES_OFF, LANES_CROWDED, LANES_ALL };
 extern int acc_coll_lanes;
 /* Gives c its lane when it qualifies (collective over c's members). */
 void acc_coll_lane_setup(acc_comm *c);

@@ -12,9 +12,10 @@
  * bits on every run for a given communicator size, and the same bits on
  * every rank.
  *
- * With TOPOCOMM_ACCEL_COLL_LANES=1, small ones (up to TC_LANE_DATA bytes
- * per rank, communicators of up to TC_LANE_FLAT_MAX members all on this
- * node) skip the messages: each member
+ * On a node with more ranks than CPUs (or everywhere with
+ * TOPOCOMM_ACCEL_COLL_LANES=1), small ones (up to TC_LANE_DATA bytes per
+ * rank, communicators of up to TC_LANE_FLAT_MAX members all on this node)
+ * skip the messages: each member
  * publishes its contribution in its block of the communicator's lane in the
  * segment and reads the others' (the transport's lanes.rs).
  *
@@ -84,10 +85,26 @@ void acc_coll_init(void) {
     }
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
-    /* Opt-in: on the 2-vCPU dev VM the lanes were not faster than the
-     * message algorithms at 2 ranks (docs/collectives.md, "Lanes"). */
+    /* Unset: barriers and reductions on crowded nodes only. With a CPU per
+     * rank the lanes were not faster than the message algorithms at 2
+     * ranks on the 2-vCPU dev VM; with 4 and 8 ranks on its 2 vCPUs they
+     * took 0.5-0.7x their time (barrier, allreduce), and one flag per
+     * member beat n - 1 messages each. Broadcasts keep the messages there
+     * (8 B with 4 ranks: 0.23-0.26 against 0.40 us; docs/collectives.md,
+     * "Lanes"). 1: every small collective on every node; 0: none. */
     const char *l = getenv("TOPOCOMM_ACCEL_COLL_LANES");
-    acc_coll_lanes = l && !strcmp(l, "1");
+    acc_coll_lanes = !l || !*l            ? LANES_CROWDED
+                     : !strcmp(l, "1")    ? LANES_ALL
+                     : !strcmp(l, "0")    ? LANES_OFF
+                                          : -1;
+    if (acc_coll_lanes < 0) {
+        if (acc.world_rank == 0)
+            fprintf(stderr,
+                    "topocomm accel: TOPOCOMM_ACCEL_COLL_LANES='%s': expected 0 (off) or 1 (every "
+                    "node); using the lanes on crowded nodes only\n",
+                    l);
+        acc_coll_lanes = LANES_CROWDED;
+    }
     const char *v = getenv("TOPOCOMM_ACCEL_COLL_MAX");
     if (!v || !*v) return;
     char *end;
@@ -625,7 +642,9 @@ void acc_coll_lane_setup(acc_comm *c) {
     c->lane = -1;
     /* The same on every member: mixed, ctx and size are agreed, and the
      * switch comes from the job's environment. */
-    if (!acc_coll_lanes || c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
+    if (acc_coll_lanes == LANES_OFF || (acc_coll_lanes == LANES_CROWDED && !crowded()) ||
+        c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX)
+        return;
     /* Counting on from the members' largest epoch on this lane (its words
      * only grow); a member that cannot read its epoch turns them off. */
     uint64_t mine[2] = {0, 0}, all[2];
@@ -753,7 +772,7 @@ static int bcast_run(acc_comm *c, struct acc_msg *m, void *buf, int count, MPI_D
                      int root, MPI_Comm comm) {
     int me = my_comm_rank(c), err;
     void *data = (void *)m->data;
-    if (lane_fits(c, m->len)) {
+    if (lane_fits(c, m->len) && acc_coll_lanes == LANES_ALL) {
         err = lane_bcast(c, data, m->len, root);
         acc.stats.coll_lane++;
     } else if (!c->mixed) {

@@ -11,7 +11,7 @@ use topocomm_transport::{Comm, Error};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// stress | pingpong | truncate | die | hang | plan
+    /// stress | pingpong | truncate | die | hang | plan | where
     pub scenario: String,
     /// Seed of the random message plan
     #[arg(long, default_value_t = 1)]
@@ -116,8 +116,19 @@ pub fn run(_g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 }
             }
         }
+        "where" => {
+            // Where the rank runs right after start-up, and on how many
+            // CPUs it may run (the spread of crowded unbound ranks).
+            let cpu = topocomm_transport::launch::running_cpu()
+                .map_or_else(|| "unknown".to_string(), |c| c.to_string());
+            let allowed = topocomm_transport::launch::allowed_cpus();
+            let list: Vec<String> = allowed.iter().map(u32::to_string).collect();
+            println!("rank {} cpu {cpu} allowed {}", c.rank(), list.join(","));
+        }
         o => {
-            bail!("unknown scenario '{o}' (expected stress, pingpong, truncate, die, hang or plan)")
+            bail!(
+                "unknown scenario '{o}' (expected stress, pingpong, truncate, die, hang, plan or where)"
+            )
         }
     }
     c.finalize()?;
