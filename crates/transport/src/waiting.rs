@@ -731,5 +731,17 @@ mod tests {
         // CPUs the word cannot hold are unknown.
         assert_eq!(beat::cpu(beat::on_cpu(w, Some(5000))), None);
         assert_eq!(beat::cpu(beat::on_cpu(w, None)), None);
+        // A watch made in the middle of a wait (a lane wait moving on to
+        // its next missing member) looks at its first call, whatever the
+        // turn, and not again before its next scheduled look.
+        word.store(w, Ordering::Relaxed);
+        let mut late = PeerWatch::new(1, WATCH_EVERY_SHARED);
+        assert!(late.stalled(&seg, 0, WATCH_EVERY_SHARED + 5));
+        word.store(beat::on_cpu(w, Some(here + 1)), Ordering::Relaxed);
+        let mut late = PeerWatch::new(1, WATCH_EVERY_SHARED);
+        assert!(!late.stalled(&seg, 0, WATCH_EVERY_SHARED + 5));
+        word.store(w, Ordering::Relaxed);
+        assert!(!late.stalled(&seg, 0, WATCH_EVERY_SHARED + 6));
+        assert!(late.stalled(&seg, 0, 2 * WATCH_EVERY_SHARED));
     }
 }
