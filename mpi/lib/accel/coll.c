@@ -964,9 +964,16 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     struct red d;
     if (!c || root < 0 || root >= c->size || count < 0) return 0;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    /* Large: by blocks, gathered at the root (as the allreduce). */
+    /* Large: by blocks, gathered at the root (as the allreduce). On a
+     * crowded node, not while the straight-to-the-root path below takes
+     * the size (up to red_max, the transport's eager size by default):
+     * its senders' blocks complete into the root's slots without waiting
+     * for it, where the blocks' exchange waits for every member to be
+     * scheduled. 16 KiB on the Xeon dev VM's 2 vCPUs, 4 alternating jobs:
+     * 4.2-5.9 against 30-39 us with 8 ranks (Open MPI 27-30), 4.2-5.5
+     * against 9.8-14 with 4 (Open MPI 14-16; docs/collectives.md). */
     if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
-        acc_coll_split_ok(d.bytes)) {
+        acc_coll_split_ok(d.bytes) && !(c->size > 2 && crowded() && d.bytes <= red_max)) {
         if (reduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
         d.count = count;
