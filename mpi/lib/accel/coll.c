@@ -87,11 +87,12 @@ void acc_coll_init(void) {
     acc_coll_hier = h && !strcmp(h, "1");
     /* Unset: barriers and reductions on crowded nodes only. With a CPU per
      * rank the lanes were not faster than the message algorithms at 2
-     * ranks on the 2-vCPU dev VM; with 4 and 8 ranks on its 2 vCPUs they
-     * took 0.5-0.7x their time (barrier, allreduce), and one flag per
-     * member beat n - 1 messages each. Broadcasts keep the messages there
-     * (8 B with 4 ranks: 0.23-0.26 against 0.40 us; docs/collectives.md,
-     * "Lanes"). 1: every small collective on every node; 0: none. */
+     * ranks on the 2-vCPU AMD EPYC VM; with 4 and 8 ranks on the 2 vCPUs
+     * of the Intel Xeon VM they took 0.3-0.7x their time (barrier,
+     * allreduce): one flag per member beat n - 1 messages each. Broadcasts
+     * keep the messages there (8 B with 4 ranks: 0.23-0.26 against 0.40
+     * us; docs/collectives.md, "Lanes"). 1: every small collective on
+     * every node; 0: none. */
     const char *l = getenv("TOPOCOMM_ACCEL_COLL_LANES");
     acc_coll_lanes = !l || !*l            ? LANES_CROWDED
                      : !strcmp(l, "1")    ? LANES_ALL
