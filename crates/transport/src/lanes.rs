@@ -357,12 +357,7 @@ impl Comm {
             // Acquire: the member's slot, or its reads, before its word
             // (orderings 1 and 2).
             while let Some(&m) = members.get(w.next) {
-                let (arrival, done, _) = self.seg.lane(m, lane);
-                let at = match word {
-                    Word::Arrival => arrival,
-                    Word::Done => done,
-                };
-                if at.load(Ordering::Acquire) < target {
+                if self.lane_word(m, lane, word).load(Ordering::Acquire) < target {
                     break;
                 }
                 w.next += 1;
@@ -434,6 +429,15 @@ impl Comm {
         }
     }
 
+    /// Member `m`'s `word` of `lane`.
+    fn lane_word(&self, m: usize, lane: usize, word: Word) -> &std::sync::atomic::AtomicU64 {
+        let (arrival, done, _) = self.seg.lane(m, lane);
+        match word {
+            Word::Arrival => arrival,
+            Word::Done => done,
+        }
+    }
+
     /// Whether a member of `rest` that has not reached `target` last ran
     /// on the CPU this thread runs on now: it cannot run while this thread
     /// spins, so the wait gives the CPU away. Members elsewhere are not
@@ -450,14 +454,9 @@ impl Comm {
             return false;
         };
         rest.iter().any(|&m| {
-            let (arrival, done, _) = self.seg.lane(m, lane);
-            let at = match word {
-                Word::Arrival => arrival,
-                Word::Done => done,
-            };
             // Relaxed: a hint for the waiting policy; the Acquire loads of
             // the wait loop decide completion.
-            at.load(Ordering::Relaxed) < target
+            self.lane_word(m, lane, word).load(Ordering::Relaxed) < target
                 && crate::waiting::beat_cpu(&self.seg, m) == Some(cpu)
         })
     }

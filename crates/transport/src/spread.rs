@@ -18,25 +18,22 @@
 /// one CPU or cannot be read; a failure to restore it is returned (the
 /// thread would otherwise stay pinned).
 pub(crate) fn nudge(index: usize) -> Result<(), String> {
-    // SAFETY: sched_getaffinity fills a zeroed cpu_set_t of the size given.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: as above; pid 0 is the calling thread.
-    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
-        return Ok(());
-    }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: c is below CPU_SETSIZE, within the set.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) })
-        .collect();
+    // The mask as `launch::allowed_cpus` reads it (empty when unreadable).
+    let cpus = crate::launch::allowed_cpus();
     if cpus.len() < 2 {
         return Ok(());
     }
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET of a CPU below
-    // CPU_SETSIZE; sched_setaffinity reads the set we own.
+    // SAFETY: zeroed cpu_set_t values are empty sets; CPU_SET of CPUs the
+    // kernel reported (below CPU_SETSIZE); sched_setaffinity reads the
+    // sets we own, of the size given.
     unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
         let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpus[index % cpus.len()], &mut one);
+        libc::CPU_SET(cpus[index % cpus.len()] as usize, &mut one);
+        let mut mask: libc::cpu_set_t = std::mem::zeroed();
+        for &c in &cpus {
+            libc::CPU_SET(c as usize, &mut mask);
+        }
         // The kernel moves a running thread off a CPU its new mask lacks
         // before the call returns; a refusal (a cpuset that changed) only
         // means no nudge.
