@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{build_mpi, have, mpi_impls, MPI_TIMEOUT_S as TIMEOUT_S};
+use common::{build_mpi, have, mpi_impls, output_isolated, MPI_TIMEOUT_S as TIMEOUT_S};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -45,7 +45,7 @@ fn accel(args: &[&str], launch: &[String], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().expect("spawn topocomm accel")
+    output_isolated(&mut c).expect("spawn topocomm accel")
 }
 
 fn text(o: &Output) -> String {
@@ -222,13 +222,14 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
 /// its own verdict line: the program must be right before it can judge the
 /// accelerator.
 fn plain_verdict(launch: &[String], ok_line: &str, what: &str) {
-    let plain = Command::new("timeout")
-        .args(["-k", "5", TIMEOUT_S])
-        .args(launch)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+    let plain = output_isolated(
+        Command::new("timeout")
+            .args(["-k", "5", TIMEOUT_S])
+            .args(launch)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    )
+    .unwrap();
     let t = assert_ok(&plain, what);
     assert!(t.contains(ok_line), "{what}:\n{t}");
 }

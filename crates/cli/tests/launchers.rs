@@ -80,13 +80,14 @@ fn launch(
             _ => w.to_string(),
         })
         .collect();
-    let out = Command::new("timeout")
-        .args(["-k", "5", TIMEOUT_S])
-        .args(&argv)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("timeout runs");
+    let out = common::output_isolated(
+        Command::new("timeout")
+            .args(["-k", "5", TIMEOUT_S])
+            .args(&argv)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    )
+    .expect("timeout runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

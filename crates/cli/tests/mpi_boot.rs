@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{build_mpi, mpi_impls};
+use common::{build_mpi, mpi_impls, output_isolated};
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -48,7 +48,7 @@ fn shm_check(imp: &str, np: usize, env: &[(&str, &str)], args: &[&str]) -> (Outp
         c.env(k, v);
     }
     let t = Instant::now();
-    let out = c.output().expect("timeout/mpirun runs");
+    let out = output_isolated(&mut c).expect("timeout/mpirun runs");
     (out, t.elapsed())
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails_with, have, ok, topocomm_env};
+use common::{fails_with, have, ok, output_isolated, topocomm_env};
 use std::process::Command;
 use topocomm_topo::testdata::shared_topology;
 
@@ -351,20 +351,21 @@ fn mpirun_openmpi_ranks_get_their_variables() {
         return;
     };
     let run = |topo: &str, pu: &str| -> String {
-        let o = Command::new("timeout")
-            .args(["-k", "5", "120", "mpirun.openmpi", "-np", "2"])
-            .args([
-                "-x",
-                &format!("TOPOCOMM_TOPOLOGY={topo}"),
-                "-x",
-                &format!("TOPOCOMM_RAILS_PU={pu}"),
-            ])
-            .args([env!("CARGO_BIN_EXE_topocomm"), "rails", "exec"])
-            .args(["--stack", "openmpi", "--", "env"])
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .expect("mpirun runs");
+        let o = output_isolated(
+            Command::new("timeout")
+                .args(["-k", "5", "120", "mpirun.openmpi", "-np", "2"])
+                .args([
+                    "-x",
+                    &format!("TOPOCOMM_TOPOLOGY={topo}"),
+                    "-x",
+                    &format!("TOPOCOMM_RAILS_PU={pu}"),
+                ])
+                .args([env!("CARGO_BIN_EXE_topocomm"), "rails", "exec"])
+                .args(["--stack", "openmpi", "--", "env"])
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        )
+        .expect("mpirun runs");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         text(&o)
     };

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod matrix;
 pub mod matrix_report;
 pub mod meta;
+pub mod ompi_session;
 pub mod p2p;
 pub mod pin;
 pub mod placement;

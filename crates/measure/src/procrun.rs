@@ -1,7 +1,9 @@
 //! Runs a benchmark job (mpirun, `topocomm run`) as its own process group,
 //! collecting stdout and stderr, and kills the whole job tree if it outlives
-//! its time bound: a stuck peer is an error, never a hang.
+//! its time bound: a stuck peer is an error, never a hang. Each job gets
+//! its own Open MPI session-directory base (`ompi_session`).
 
+use crate::ompi_session::SessionBase;
 use crate::{Error, Result};
 use std::io::{BufRead, Read};
 use std::os::unix::process::CommandExt;
@@ -36,6 +38,9 @@ pub fn run_bounded_with(
         .stderr(Stdio::piped())
         // Own process group: the timeout kills mpirun and every rank.
         .process_group(0);
+    // Lives until the job has ended (or been killed), then goes with
+    // whatever the job left in it.
+    let _session = SessionBase::isolate(&mut cmd);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|cause| Error::Spawn {
         what: what.into(),

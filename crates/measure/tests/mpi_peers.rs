@@ -108,6 +108,15 @@ fn tc_mpibench_under_both_mpis() {
     }
 }
 
+/// Runs an MPI job (Open MPI allowed as root) with its own Open MPI
+/// session directory: the other tests here start mpiruns at the same time.
+fn isolated(cmd: &mut Command) -> std::process::Output {
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let _session = topocomm_measure::ompi_session::SessionBase::isolate(cmd);
+    cmd.output().unwrap()
+}
+
 /// `--probe N` follows every sample with N 8-byte ping-pongs and prints their
 /// one-way time per sample (`probe_us`), under both MPIs.
 #[test]
@@ -116,16 +125,14 @@ fn tc_mpibench_probe_tags_every_sample() {
         return;
     };
     for which in present_mpis() {
-        let o = Command::new(which.mpirun())
-            .args(["-np", "2"])
-            .args(which.bind_args(pus))
-            .arg(build.join(which.name()).join("tc_mpibench"))
-            .args(["--tests", "latency,bw", "--sizes", "8", "--samples", "3"])
-            .args(["--min-time-ms", "0.5", "--window", "4", "--probe", "10"])
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .unwrap();
+        let o = isolated(
+            Command::new(which.mpirun())
+                .args(["-np", "2"])
+                .args(which.bind_args(pus))
+                .arg(build.join(which.name()).join("tc_mpibench"))
+                .args(["--tests", "latency,bw", "--sizes", "8", "--samples", "3"])
+                .args(["--min-time-ms", "0.5", "--window", "4", "--probe", "10"]),
+        );
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
             o.status.success(),
@@ -143,14 +150,12 @@ fn tc_mpibench_probe_tags_every_sample() {
             assert!(p.iter().all(|x| x.is_finite() && *x > 0.0), "{p:?}");
         }
         // A bad count is one line naming the argument.
-        let o = Command::new(which.mpirun())
-            .args(["-np", "2"])
-            .arg(build.join(which.name()).join("tc_mpibench"))
-            .args(["--probe", "-1"])
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .unwrap();
+        let o = isolated(
+            Command::new(which.mpirun())
+                .args(["-np", "2"])
+                .arg(build.join(which.name()).join("tc_mpibench"))
+                .args(["--probe", "-1"]),
+        );
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success() && err.contains("--probe"), "{err}");
     }

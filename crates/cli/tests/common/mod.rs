@@ -6,6 +6,16 @@
 #![allow(dead_code)]
 
 use std::process::{Command, Output};
+use topocomm_measure::ompi_session::SessionBase;
+
+/// Runs `cmd` to its end with an Open MPI session directory of its own:
+/// tests run in parallel, and Open MPI 4.1's mpiruns of one user race on
+/// the shared one (`topocomm_measure::ompi_session` says how). Every test
+/// that starts an mpirun, directly or under `topocomm`, goes through here.
+pub fn output_isolated(cmd: &mut Command) -> std::io::Result<Output> {
+    let _session = SessionBase::isolate(cmd);
+    cmd.output()
+}
 
 /// Runs `topocomm ARGS` and returns its output.
 pub fn topocomm(args: &[&str]) -> Output {
@@ -137,11 +147,9 @@ pub fn mpirun_argv(imp: &str, np: usize, env: &[(&str, &str)], prog: &[String]) 
 
 /// Runs a command (Open MPI allowed as root), asserting success.
 pub fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("spawn");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let out = output_isolated(cmd).expect("spawn");
     assert!(
         out.status.success(),
         "{:?} failed ({}):\n{}{}",
