@@ -321,10 +321,16 @@ fn collectives_run_over_the_transport_in_rank_order() {
                             "{what}: blocks to Open MPI:\n{t}"
                         );
                         // The 64 KiB broadcasts: picked by trials, once
-                        // per communicator that runs them.
+                        // per communicator that runs them (so are the
+                        // 32 KiB reduces, under both MPIs: below).
                         let picked =
                             format!("crowded broadcast of 65536-131071 bytes over {np} members: ");
                         assert!(t.contains(&picked), "{what}: no pick:\n{t}");
+                    }
+                    if np > cpus {
+                        let picked =
+                            format!("crowded reduce of 32768-65535 bytes over {np} members: ");
+                        assert!(t.contains(&picked), "{what}: no reduce pick:\n{t}");
                     }
                     let small = |v: &(u64, u64, u64)| {
                         if lanes == "1" {

@@ -104,6 +104,10 @@ typedef struct acc_comm {
      * tree (0) or Open MPI's own (1), timed on the first calls
      * (coll.c, bcast_trial). */
     struct acc_pick pickb[64];
+    /* Crowded reduces above the transport's eager size, per size class:
+     * straight to the root (0) or by blocks (1), timed on the first calls
+     * (coll.c, reduce_trial). */
+    struct acc_pick pickr[64];
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */

@@ -627,7 +627,7 @@ static int allreduce_two(acc_comm *c, const struct grp *g, struct red *d, const 
 
 /* Small reduce straight to the root on crowded nodes (reduce_flat, after
  * the request helpers below). */
-static int reduce_flat(const struct grp *g, struct red *d, int root);
+static int reduce_flat(const struct grp *g, struct red *d, const char *own, char *out, int root);
 static int allreduce_flat(const struct grp *g, struct red *d);
 
 /* Allreduce (root < 0) and reduce by blocks from SPLIT_MIN bytes
@@ -959,6 +959,83 @@ static int reduce_to_mpi(int members, size_t bytes) {
 #endif
 }
 
+/* Largest crowded reduce whose way is picked by trials (reduce_picks):
+ * beyond it the root alone would fold n - 1 whole vectors (and hold them:
+ * n slots) of a size where the blocks spread that work over the CPUs. At
+ * 1 MiB the trials already came out for the blocks with 8 ranks on the
+ * 2-vCPU Intel Xeon VM (1.16 ms a call straight to the root, 1.02 by
+ * blocks) and even with 4 (414 and 417 us). */
+enum { REDUCE_PICK_MAX = 1u << 20 };
+
+/* Whether a reduce of `bytes` over c picks its way by trials: on a node
+ * with more ranks than CPUs, three or more members, above the size that
+ * goes straight to the root anyway (red_max). Straight to the root, every
+ * sender's message completes without waiting for another member, where
+ * the blocks' exchange waits for every member to be scheduled; but the
+ * root folds everything itself. Which wins depends on the machine and the
+ * size: 8 ranks on the 2-vCPU Intel Xeon VM, 32 KiB took 9-12 us
+ * straight to the root against 51-54 by blocks, 64 KiB 20-23 against
+ * 70-74, 128 KiB 57-97 against 111-153, 1 MiB lost (above).
+ * Both ways fold every element in member order, x_0 (op) (x_1 (op) (...
+ * (op) x_{n-1})): the same bits whichever is picked. The same answer on
+ * every member. */
+static int reduce_picks(const acc_comm *c, size_t bytes) {
+    return !coll_max_set && !c->mixed && c->size > 2 && crowded() && bytes > red_max &&
+           bytes <= REDUCE_PICK_MAX;
+}
+
+/* A reduce straight to the root (reduce_flat) from the user's buffers. */
+static int reduce_flat_run(acc_comm *c, struct red *d, const void *src, void *rbuf, int root) {
+    struct grp g = whole(c);
+    acc.stats.coll_tc++;
+    return reduce_flat(&g, d, (const char *)src + d->lb, (char *)rbuf + d->lb, root);
+}
+
+/* A large reduce by blocks (reduce_split), or by the MPI's own where
+ * reduce_to_mpi says so. */
+static int reduce_large(acc_comm *c, struct red *d, const void *sbuf, const void *src, void *rbuf,
+                        int root, MPI_Comm comm) {
+    if (reduce_to_mpi(c->size, d->bytes)) {
+        acc.stats.coll_plain++;
+        return ACC_BLOCKING(PMPI_Reduce(sbuf, rbuf, d->count, d->type, d->op, root, comm));
+    }
+    struct grp g = whole(c);
+    acc.stats.coll_tc++;
+    return c->size == 2 ? reduce_pair(&g, d, src, rbuf, root) : reduce_split(&g, d, src, rbuf, root);
+}
+
+/* One call of a reduce picked by trials (reduce_picks), per size class, as
+ * the broadcast's (bcast_trial): BCAST_RUN calls straight to the root,
+ * then BCAST_RUN by blocks, each run's first BCAST_WARM not counted;
+ * member 0 sums every member's times of each way and broadcasts the way
+ * with the lower sum, which every member keeps for the class. */
+static int reduce_trial(acc_comm *c, int k, struct red *d, const void *sbuf, const void *src,
+                        void *rbuf, int root, MPI_Comm comm) {
+    struct acc_pick *p = &c->pickr[k];
+    int alg = p->calls / BCAST_RUN, counted = p->calls % BCAST_RUN >= BCAST_WARM;
+    double t0 = PMPI_Wtime();
+    int err = alg ? reduce_large(c, d, sbuf, src, rbuf, root, comm)
+                  : reduce_flat_run(c, d, src, rbuf, root);
+    double t = PMPI_Wtime() - t0;
+    if (err != MPI_SUCCESS) return err;
+    if (counted) p->best[alg] += t;
+    if (++p->calls < 2 * BCAST_RUN) return MPI_SUCCESS;
+    double sum[2] = {0, 0};
+    err = ACC_BLOCKING(PMPI_Reduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm));
+    int choice = sum[1] < sum[0];
+    if (err == MPI_SUCCESS) err = ACC_BLOCKING(PMPI_Bcast(&choice, 1, MPI_INT, 0, comm));
+    p->choice = (unsigned char)choice;
+    if (err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
+        fprintf(stderr,
+                "topocomm accel: crowded reduce of %zu-%zu bytes over %d members: %s "
+                "(straight to the root %.2f us, by blocks %.2f us: mean call of every member's "
+                "trials)\n",
+                (size_t)1 << k, ((size_t)2 << k) - 1, c->size,
+                choice ? "by blocks" : "straight to the root",
+                sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
+    return err;
+}
+
 int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                     int root, MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
@@ -972,17 +1049,28 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
      * for it, where the blocks' exchange waits for every member to be
      * scheduled. 16 KiB on the Xeon dev VM's 2 vCPUs, 4 alternating jobs:
      * 4.2-5.9 against 30-39 us with 8 ranks (Open MPI 27-30), 4.2-5.5
-     * against 9.8-14 with 4 (Open MPI 14-16; docs/collectives.md). */
+     * against 9.8-14 with 4 (Open MPI 14-16; docs/collectives.md).
+     * Above that, up to REDUCE_PICK_MAX, the first calls of each size
+     * class pick between the two (reduce_picks). */
     if (!c->mixed && count >= c->size && acc_contiguous(count, type, &d.lb, &d.bytes) == 1 &&
         acc_coll_split_ok(d.bytes) && !(c->size > 2 && crowded() && d.bytes <= red_max)) {
-        if (reduce_to_mpi(c->size, d.bytes)) return 0;
-        struct grp g = whole(c);
         d.count = count;
         d.type = type;
         d.op = op;
-        *rc = acc_error(comm, c->size == 2 ? reduce_pair(&g, &d, src, rbuf, root)
-                                           : reduce_split(&g, &d, src, rbuf, root));
-        acc.stats.coll_tc++;
+        if (reduce_picks(c, d.bytes)) {
+            int k = 0;
+            while (k < 63 && ((size_t)2 << k) <= d.bytes) k++;
+            if (c->pickr[k].calls < 2 * BCAST_RUN) {
+                *rc = acc_error(comm, reduce_trial(c, k, &d, sbuf, src, rbuf, root, comm));
+                return 1;
+            }
+            if (!c->pickr[k].choice) {
+                *rc = acc_error(comm, reduce_flat_run(c, &d, src, rbuf, root));
+                return 1;
+            }
+        }
+        if (reduce_to_mpi(c->size, d.bytes)) return 0;
+        *rc = acc_error(comm, reduce_large(c, &d, sbuf, src, rbuf, root, comm));
         return 1;
     }
     if (!red_ok(&d, count, type)) return 0;
@@ -999,7 +1087,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     int err, holder; /* comm rank that ends with the result in d.acc */
     if (!c->mixed && c->size > 2 && crowded()) {
         struct grp g = whole(c);
-        err = reduce_flat(&g, &d, root);
+        err = reduce_flat(&g, &d, d.acc, d.acc, root);
         holder = root;
     } else if (!c->mixed) {
         struct grp g = whole(c);
@@ -1296,21 +1384,23 @@ static int flat_slots(size_t slot, int n) {
     return flat_area != NULL;
 }
 
-/* d->acc := the fold of the n slots of flat_area (slot j: member j's
+/* out := the fold of the n slots of flat_area (slot j: member j's
  * block; the caller's own copied into its slot), from the top. */
-static int fold_slots(struct red *d, int n, size_t slot) {
+static int fold_slots(struct red *d, int n, size_t slot, char *out) {
     char *t = flat_area + (size_t)(n - 1) * slot;
     int err = MPI_SUCCESS;
     for (int j = n - 2; j >= 0 && err == MPI_SUCCESS; j--)
         err = acc_reduce_local(flat_area + (size_t)j * slot - d->lb, t - d->lb, d->count, d->type,
                                d->op);
-    if (err == MPI_SUCCESS) memcpy(d->acc, t, d->bytes);
+    if (err == MPI_SUCCESS) memcpy(out, t, d->bytes);
     return err;
 }
 
-static int reduce_flat(const struct grp *g, struct red *d, int root) {
+/* d->bytes from `own` (this member's contribution) to the root, which
+ * folds all n into `out` (own and out may be one buffer). */
+static int reduce_flat(const struct grp *g, struct red *d, const char *own, char *out, int root) {
     int n = g->n, me = g->me;
-    if (me != root) return tc_err(xfer(g, d->acc, d->bytes, root, NULL, 0, -1, T_REDUCE));
+    if (me != root) return tc_err(xfer(g, own, d->bytes, root, NULL, 0, -1, T_REDUCE));
     size_t slot = round64(d->bytes);
     if (!flat_slots(slot, n)) return MPI_ERR_NO_MEM;
     struct reqs q;
@@ -1321,8 +1411,8 @@ static int reduce_flat(const struct grp *g, struct red *d, int root) {
     int werr = reqs_wait(&q);
     if (terr == 0) terr = werr;
     if (terr != 0) return tc_err(terr);
-    memcpy(flat_area + (size_t)me * slot, d->acc, d->bytes);
-    return fold_slots(d, n, slot);
+    memcpy(flat_area + (size_t)me * slot, own, d->bytes);
+    return fold_slots(d, n, slot, out);
 }
 
 /* A small allreduce with every member's block sent straight to every
@@ -1353,7 +1443,7 @@ static int allreduce_flat(const struct grp *g, struct red *d) {
     if (terr == 0) terr = werr;
     if (terr != 0) return tc_err(terr);
     memcpy(flat_area + (size_t)me * slot, d->acc, d->bytes);
-    return fold_slots(d, n, slot);
+    return fold_slots(d, n, slot, d->acc);
 }
 
 /* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes. */

@@ -125,6 +125,30 @@ static void check_comm(MPI_Comm comm, const char *name) {
         free(b);
     }
 
+    /* Reduces of one size class, more calls than the trials of a crowded
+     * node (straight to the root, by blocks, then the way picked), root
+     * and in place moving: every call's sum arrives, whichever way. The
+     * same bits from both ways is the determinism check's business. */
+    {
+        enum { MID = 4099 }; /* 32 KiB and 3 doubles: uneven blocks */
+        double *in = malloc(MID * sizeof(double)), *out = malloc(MID * sizeof(double));
+        for (int it = 0; it < 30; it++) {
+            int root = it % n, ip = r == root && it % 3 == 1;
+#ifndef OPEN_MPI
+            ip = ip && root == 0; /* plain MPICH 4.0.2: see the reduces below */
+#endif
+            for (int i = 0; i < MID; i++) in[i] = (double)((i + it) % 100 * (r + 1));
+            for (int i = 0; i < MID; i++) out[i] = ip ? in[i] : -1.0;
+            MPI_Reduce(ip ? MPI_IN_PLACE : in, r == root ? out : NULL, MID, MPI_DOUBLE, MPI_SUM,
+                       root, comm);
+            for (int i = 0; i < MID && r == root; i++)
+                CHECK(out[i] == (double)((i + it) % 100 * (n * (n + 1) / 2)),
+                      "%s reduce %d of %d doubles to %d: %g at %d", name, it, MID, root, out[i], i);
+        }
+        free(in);
+        free(out);
+    }
+
     /* Reduce to every root: long sum, MINLOC, MPI_IN_PLACE at the root. */
     for (int root = 0; root < n; root++) {
         long s[3] = {r, 2L * r, 1}, out[3] = {0, 0, 0};
