@@ -103,6 +103,7 @@ fn check_program(imp: &str, test: &str, name: &str) -> PathBuf {
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&exe)
         .arg(&src)
+        .arg("-lm")
         .output()
         .expect("mpicc runs");
     assert!(

@@ -977,11 +977,13 @@ enum { REDUCE_PICK_MAX = 1u << 20 };
  * straight to the root against 51-54 by blocks, 64 KiB 20-23 against
  * 70-74, 128 KiB 57-97 against 111-153, 1 MiB lost (above).
  * Both ways fold every element in member order, x_0 (op) (x_1 (op) (...
- * (op) x_{n-1})): the same bits whichever is picked. The same answer on
+ * (op) x_{n-1})): the same bits whichever is picked, run after run (which
+ * is why the MPI's own, another order, is not among them: where
+ * reduce_to_mpi gives it the size, nothing is picked). The same answer on
  * every member. */
 static int reduce_picks(const acc_comm *c, size_t bytes) {
     return !coll_max_set && !c->mixed && c->size > 2 && crowded() && bytes > red_max &&
-           bytes <= REDUCE_PICK_MAX;
+           bytes <= REDUCE_PICK_MAX && !reduce_to_mpi(c->size, bytes);
 }
 
 /* A reduce straight to the root (reduce_flat) from the user's buffers. */
@@ -991,17 +993,11 @@ static int reduce_flat_run(acc_comm *c, struct red *d, const void *src, void *rb
     return reduce_flat(&g, d, (const char *)src + d->lb, (char *)rbuf + d->lb, root);
 }
 
-/* A large reduce by blocks (reduce_split), or by the MPI's own where
- * reduce_to_mpi says so. */
-static int reduce_large(acc_comm *c, struct red *d, const void *sbuf, const void *src, void *rbuf,
-                        int root, MPI_Comm comm) {
-    if (reduce_to_mpi(c->size, d->bytes)) {
-        acc.stats.coll_plain++;
-        return ACC_BLOCKING(PMPI_Reduce(sbuf, rbuf, d->count, d->type, d->op, root, comm));
-    }
+/* A reduce by blocks (reduce_split) over every member. */
+static int reduce_blocks_run(acc_comm *c, struct red *d, const void *src, void *rbuf, int root) {
     struct grp g = whole(c);
     acc.stats.coll_tc++;
-    return c->size == 2 ? reduce_pair(&g, d, src, rbuf, root) : reduce_split(&g, d, src, rbuf, root);
+    return reduce_split(&g, d, src, rbuf, root);
 }
 
 /* One call of a reduce picked by trials (reduce_picks), per size class, as
@@ -1009,13 +1005,12 @@ static int reduce_large(acc_comm *c, struct red *d, const void *sbuf, const void
  * then BCAST_RUN by blocks, each run's first BCAST_WARM not counted;
  * member 0 sums every member's times of each way and broadcasts the way
  * with the lower sum, which every member keeps for the class. */
-static int reduce_trial(acc_comm *c, int k, struct red *d, const void *sbuf, const void *src,
-                        void *rbuf, int root, MPI_Comm comm) {
+static int reduce_trial(acc_comm *c, int k, struct red *d, const void *src, void *rbuf, int root,
+                        MPI_Comm comm) {
     struct acc_pick *p = &c->pickr[k];
     int alg = p->calls / BCAST_RUN, counted = p->calls % BCAST_RUN >= BCAST_WARM;
     double t0 = PMPI_Wtime();
-    int err = alg ? reduce_large(c, d, sbuf, src, rbuf, root, comm)
-                  : reduce_flat_run(c, d, src, rbuf, root);
+    int err = alg ? reduce_blocks_run(c, d, src, rbuf, root) : reduce_flat_run(c, d, src, rbuf, root);
     double t = PMPI_Wtime() - t0;
     if (err != MPI_SUCCESS) return err;
     if (counted) p->best[alg] += t;
@@ -1061,7 +1056,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
             int k = 0;
             while (k < 63 && ((size_t)2 << k) <= d.bytes) k++;
             if (c->pickr[k].calls < 2 * BCAST_RUN) {
-                *rc = acc_error(comm, reduce_trial(c, k, &d, sbuf, src, rbuf, root, comm));
+                *rc = acc_error(comm, reduce_trial(c, k, &d, src, rbuf, root, comm));
                 return 1;
             }
             if (!c->pickr[k].choice) {
@@ -1070,7 +1065,10 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
             }
         }
         if (reduce_to_mpi(c->size, d.bytes)) return 0;
-        *rc = acc_error(comm, reduce_large(c, &d, sbuf, src, rbuf, root, comm));
+        struct grp g = whole(c);
+        *rc = acc_error(comm, c->size == 2 ? reduce_pair(&g, &d, src, rbuf, root)
+                                           : reduce_split(&g, &d, src, rbuf, root));
+        acc.stats.coll_tc++;
         return 1;
     }
     if (!red_ok(&d, count, type)) return 0;
