@@ -52,6 +52,11 @@ fn shm_check(imp: &str, np: usize, env: &[(&str, &str)], args: &[&str]) -> (Outp
     (out, t.elapsed())
 }
 
+/// Held by each test for its whole run: the protocol test's check that its
+/// jobs left nothing in /dev/shm would otherwise see the segments of the
+/// failure test's jobs, running at the same time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn shm_names() -> BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
@@ -72,6 +77,7 @@ fn text(o: &Output) -> (String, String) {
 
 #[test]
 fn mpi_bootstrap_carries_every_protocol_on_every_node_rank() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for imp in mpi_impls() {
         for np in [2usize, 4] {
             let before = shm_names();
@@ -125,6 +131,7 @@ fn failed_in_time(imp: &str, o: &Output, took: Duration, max: Duration) {
 
 #[test]
 fn mpi_bootstrap_failures_end_the_job_on_every_rank_with_the_cause() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for imp in mpi_impls() {
         // Node rank 0 cannot create the segment: every rank reports why.
         let (o, took) = shm_check(imp, 4, &[("TOPOCOMM_RULES", "/nonexistent/r.toml")], &[]);
