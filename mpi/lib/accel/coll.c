@@ -835,6 +835,25 @@ static int bcast_picks(const acc_comm *c, size_t len) {
  * BCAST_TRIALS timed, in a row. */
 enum { BCAST_WARM = 6, BCAST_TRIALS = 6, BCAST_RUN = BCAST_WARM + BCAST_TRIALS };
 
+/* Records one call of way `alg` taking t seconds in a size class's trials
+ * (p->calls of BCAST_RUN per way, each run's first BCAST_WARM not
+ * counted); after the last, member 0 sums every member's counted times of
+ * each way into sum[] and broadcasts the way with the lower sum, which
+ * every member keeps in p->choice. Returns an MPI error class and, in
+ * *done, whether the class has just picked. */
+static int trial_record(struct acc_pick *p, int alg, double t, MPI_Comm comm, double sum[2],
+                        int *done) {
+    if (p->calls % BCAST_RUN >= BCAST_WARM) p->best[alg] += t;
+    *done = ++p->calls == 2 * BCAST_RUN;
+    if (!*done) return MPI_SUCCESS;
+    sum[0] = sum[1] = 0;
+    int err = ACC_BLOCKING(PMPI_Reduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm));
+    int choice = sum[1] < sum[0];
+    if (err == MPI_SUCCESS) err = ACC_BLOCKING(PMPI_Bcast(&choice, 1, MPI_INT, 0, comm));
+    p->choice = (unsigned char)choice;
+    return err;
+}
+
 /* One call of a broadcast picked by trials (bcast_picks), per size class
  * (log2 of the bytes): a run of BCAST_RUN calls by the transport, then one
  * by Open MPI, each run's first BCAST_WARM not counted (a run's calls in a
@@ -850,7 +869,7 @@ enum { BCAST_WARM = 6, BCAST_TRIALS = 6, BCAST_RUN = BCAST_WARM + BCAST_TRIALS }
 static int bcast_trial(acc_comm *c, int k, struct acc_msg *m, void *buf, int count,
                        MPI_Datatype type, int root, MPI_Comm comm) {
     struct acc_pick *p = &c->pickb[k];
-    int alg = p->calls / BCAST_RUN, counted = p->calls % BCAST_RUN >= BCAST_WARM, err;
+    int alg = p->calls / BCAST_RUN, err, done;
     double t0 = PMPI_Wtime();
     if (alg) {
         acc_tmp_free(m->tmp);
@@ -859,21 +878,15 @@ static int bcast_trial(acc_comm *c, int k, struct acc_msg *m, void *buf, int cou
     } else {
         err = bcast_run(c, m, buf, count, type, root, comm);
     }
-    double t = PMPI_Wtime() - t0;
+    double t = PMPI_Wtime() - t0, sum[2];
     if (err != MPI_SUCCESS) return err;
-    if (counted) p->best[alg] += t;
-    if (++p->calls < 2 * BCAST_RUN) return MPI_SUCCESS;
-    double sum[2] = {0, 0};
-    err = ACC_BLOCKING(PMPI_Reduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm));
-    int choice = sum[1] < sum[0];
-    if (err == MPI_SUCCESS) err = ACC_BLOCKING(PMPI_Bcast(&choice, 1, MPI_INT, 0, comm));
-    p->choice = (unsigned char)choice;
-    if (err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
+    err = trial_record(p, alg, t, comm, sum, &done);
+    if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded broadcast of %zu-%zu bytes over %d members: %s "
                 "(transport %.2f us, Open MPI %.2f us: mean call of every member's trials)\n",
                 (size_t)1 << k, ((size_t)2 << k) - 1, c->size,
-                choice ? "Open MPI's own" : "the transport",
+                p->choice ? "Open MPI's own" : "the transport",
                 sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
     return err;
 }
@@ -1008,25 +1021,19 @@ static int reduce_blocks_run(acc_comm *c, struct red *d, const void *src, void *
 static int reduce_trial(acc_comm *c, int k, struct red *d, const void *src, void *rbuf, int root,
                         MPI_Comm comm) {
     struct acc_pick *p = &c->pickr[k];
-    int alg = p->calls / BCAST_RUN, counted = p->calls % BCAST_RUN >= BCAST_WARM;
+    int alg = p->calls / BCAST_RUN, done;
     double t0 = PMPI_Wtime();
     int err = alg ? reduce_blocks_run(c, d, src, rbuf, root) : reduce_flat_run(c, d, src, rbuf, root);
-    double t = PMPI_Wtime() - t0;
+    double t = PMPI_Wtime() - t0, sum[2];
     if (err != MPI_SUCCESS) return err;
-    if (counted) p->best[alg] += t;
-    if (++p->calls < 2 * BCAST_RUN) return MPI_SUCCESS;
-    double sum[2] = {0, 0};
-    err = ACC_BLOCKING(PMPI_Reduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm));
-    int choice = sum[1] < sum[0];
-    if (err == MPI_SUCCESS) err = ACC_BLOCKING(PMPI_Bcast(&choice, 1, MPI_INT, 0, comm));
-    p->choice = (unsigned char)choice;
-    if (err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
+    err = trial_record(p, alg, t, comm, sum, &done);
+    if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded reduce of %zu-%zu bytes over %d members: %s "
                 "(straight to the root %.2f us, by blocks %.2f us: mean call of every member's "
                 "trials)\n",
                 (size_t)1 << k, ((size_t)2 << k) - 1, c->size,
-                choice ? "by blocks" : "straight to the root",
+                p->choice ? "by blocks" : "straight to the root",
                 sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
     return err;
 }
