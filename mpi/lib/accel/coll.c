@@ -981,7 +981,8 @@ static int reduce_to_mpi(int members, size_t bytes) {
 enum { REDUCE_PICK_MAX = 1u << 20 };
 
 /* Whether a reduce of `bytes` over c picks its way by trials: on a node
- * with more ranks than CPUs, three or more members, above the size that
+ * with more ranks than CPUs, three to FLAT_ALL_MAX members (the root holds
+ * a copy from each: at most 8 MiB; beyond, not measured), above the size that
  * goes straight to the root anyway (red_max). Straight to the root, every
  * sender's message completes without waiting for another member, where
  * the blocks' exchange waits for every member to be scheduled; but the
@@ -995,8 +996,8 @@ enum { REDUCE_PICK_MAX = 1u << 20 };
  * reduce_to_mpi gives it the size, nothing is picked). The same answer on
  * every member. */
 static int reduce_picks(const acc_comm *c, size_t bytes) {
-    return !coll_max_set && !c->mixed && c->size > 2 && crowded() && bytes > red_max &&
-           bytes <= REDUCE_PICK_MAX && !reduce_to_mpi(c->size, bytes);
+    return !coll_max_set && !c->mixed && c->size > 2 && c->size <= FLAT_ALL_MAX && crowded() &&
+           bytes > red_max && bytes <= REDUCE_PICK_MAX && !reduce_to_mpi(c->size, bytes);
 }
 
 /* A reduce straight to the root (reduce_flat) from the user's buffers. */
