@@ -102,18 +102,16 @@ fn tour_commands_run_and_print_what_the_readme_shows() {
             continue;
         }
         let t = Instant::now();
-        let mut c = Command::new("timeout");
-        c.args(["60", "bash", "-c", &format!("{{ {}\n}} 2>&1", s.cmd)])
+        let out = Command::new("timeout")
+            .args(["60", "bash", "-c", &format!("{{ {}\n}} 2>&1", s.cmd)])
             .current_dir(&root)
             .env("PATH", &path)
             .env("TOPOCOMM_AUTOTUNE", "0")
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .env_remove("TOPOCOMM_TOPOLOGY");
-        // Its own Open MPI session directory: the other test runs mpirun too.
-        let session = topocomm_measure::ompi_session::SessionBase::isolate(&mut c);
-        let out = c.output().unwrap();
-        drop(session);
+            .env_remove("TOPOCOMM_TOPOLOGY")
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         eprintln!("{:5.1} s  $ {}", t.elapsed().as_secs_f64(), s.cmd);
         let got: Vec<String> = text.lines().map(str::to_string).collect();

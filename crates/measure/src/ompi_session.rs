@@ -8,9 +8,10 @@
 //! with "A call to mkdir was unable to create the desired directory ...
 //! File exists" (seen in CI with two tests launching at once; a user
 //! running two benchmarks at once hits it alike). Giving each job its own
-//! `orte_tmpdir_base` removes the shared directory from the picture. The
-//! variable is Open MPI's own; MPICH and topocomm's launcher ignore it, so
-//! setting it on any job is harmless.
+//! `orte_tmpdir_base` removes the shared directory from the picture. Only
+//! jobs that run Open MPI's launcher get one; a base left by a process
+//! killed mid-job (SIGKILL runs no destructor) is removed by the next job
+//! of any topocomm process once that process is gone.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,10 +36,12 @@ impl SessionBase {
     pub fn isolate(cmd: &mut Command) -> SessionBase {
         let chosen = std::env::var_os(TMPDIR_BASE_VAR).is_some()
             || cmd.get_envs().any(|(k, _)| k == TMPDIR_BASE_VAR);
-        if chosen {
+        if chosen || !runs_open_mpi(cmd) {
             return SessionBase { dir: None };
         }
-        match fresh_dir(&std::env::temp_dir()) {
+        let tmp = std::env::temp_dir();
+        sweep_orphans(&tmp);
+        match fresh_dir(&tmp) {
             Some(dir) => {
                 cmd.env(TMPDIR_BASE_VAR, &dir);
                 SessionBase { dir: Some(dir) }
@@ -57,6 +60,40 @@ impl Drop for SessionBase {
     fn drop(&mut self) {
         if let Some(d) = &self.dir {
             let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Whether `cmd` runs Open MPI's launcher: as its program, or behind a
+/// wrapper that takes the launch command as arguments (`topocomm accel --
+/// mpirun.openmpi ...`, `timeout 60 mpirun.openmpi ...`).
+fn runs_open_mpi(cmd: &Command) -> bool {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .filter_map(|a| Path::new(a).file_name())
+        .any(|n| {
+            ["mpirun.openmpi", "mpiexec.openmpi", "orterun"]
+                .iter()
+                .any(|l| n == *l)
+        })
+}
+
+/// Removes the bases of processes that are gone (`/proc/<pid>` absent):
+/// what a SIGKILL mid-job left.
+fn sweep_orphans(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("topocomm-ompi-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }
@@ -87,8 +124,9 @@ mod tests {
 
     #[test]
     fn each_job_gets_its_own_base_and_it_goes_with_the_guard() {
-        let mut a = Command::new("true");
-        let mut b = Command::new("true");
+        let mut a = Command::new("mpirun.openmpi");
+        let mut b = Command::new("timeout");
+        b.args(["60", "/usr/bin/mpirun.openmpi", "-n", "2", "true"]);
         let (ga, gb) = (SessionBase::isolate(&mut a), SessionBase::isolate(&mut b));
         let (da, db) = (ga.dir().unwrap().to_owned(), gb.dir().unwrap().to_owned());
         assert_ne!(da, db);
@@ -109,8 +147,35 @@ mod tests {
     }
 
     #[test]
+    fn jobs_without_open_mpi_get_none() {
+        for (prog, args) in [("true", vec![]), ("mpirun.mpich", vec!["-n", "2", "true"])] {
+            let mut c = Command::new(prog);
+            c.args(&args);
+            assert!(SessionBase::isolate(&mut c).dir().is_none(), "{prog}");
+            assert!(c.get_envs().all(|(k, _)| k != TMPDIR_BASE_VAR), "{prog}");
+        }
+    }
+
+    #[test]
+    fn bases_of_gone_processes_are_swept() {
+        let tmp = std::env::temp_dir().join(format!("tc-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        // No process has pid 4194304 (above Linux's pid_max limit).
+        let dead = tmp.join("topocomm-ompi-4194304-0");
+        let alive = tmp.join(format!("topocomm-ompi-{}-0", std::process::id()));
+        let other = tmp.join("topocomm-ompi-notapid-0");
+        for d in [&dead, &alive, &other] {
+            std::fs::create_dir_all(d.join("ompi.host.0")).unwrap();
+        }
+        sweep_orphans(&tmp);
+        assert!(!dead.exists());
+        assert!(alive.is_dir() && other.is_dir());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
     fn a_base_the_caller_chose_is_kept() {
-        let mut c = Command::new("true");
+        let mut c = Command::new("mpirun.openmpi");
         c.env(TMPDIR_BASE_VAR, "/somewhere/else");
         let g = SessionBase::isolate(&mut c);
         assert!(g.dir().is_none());
