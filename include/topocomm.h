@@ -259,6 +259,16 @@ int tc_lane_start(int lane, uint64_t epoch, const int *members, int n);
  * member's len bytes lie, in the communicator's rank order. */
 int tc_lane_exchange(int lane, const void *data, size_t len, int reads, int only,
                      double budget_s, int *flag, const void **blocks);
+/* Payload bytes per member of a pair collective. */
+#define TC_PAIR_DATA 12
+/* The next collective of a 2-member lane on its pair line (both members'
+ * words and payloads on one cache line): publishes len bytes of data (at
+ * most TC_PAIR_DATA; 0: a barrier), waits at most budget_s seconds (<= 0:
+ * no limit) for the other member's, then copies its len bytes into out.
+ * *flag = 1 when complete, else 0 (call again with the same arguments: it
+ * publishes once). */
+int tc_pair_exchange(int lane, const void *data, size_t len, void *out, double budget_s,
+                     int *flag);
 /* This rank has read the others' data of the current collective. */
 int tc_lane_done(int lane);
 /* Waits until every member has read this rank's blocks; frees the lane. */

@@ -107,6 +107,52 @@ pub extern "C" fn tc_lane_exchange(
     })
 }
 
+/// The next collective of a 2-member `lane` on its pair line (one cache
+/// line for both members' words and payloads): publishes `len` bytes of
+/// `data` (at most `TC_PAIR_DATA`; `len` 0: a barrier), waits at most
+/// `budget_s` seconds (<= 0: no limit) for the other member's, then copies
+/// its `len` bytes into `out`. `*flag` = 1 when complete, else 0: call
+/// again with the same arguments (it publishes once).
+#[no_mangle]
+pub extern "C" fn tc_pair_exchange(
+    lane: c_int,
+    data: *const c_void,
+    len: usize,
+    out: *mut c_void,
+    budget_s: f64,
+    flag: *mut c_int,
+) -> i32 {
+    with(|c| {
+        if flag.is_null() || (len > 0 && (data.is_null() || out.is_null())) {
+            return Err(Error::Invalid(format!(
+                "flag, data or out is NULL ({len} bytes)"
+            )));
+        }
+        if len > topocomm_transport::PAIR_DATA {
+            return Err(Error::Invalid(format!(
+                "lane {lane}: a pair collective takes at most {} bytes, not {len}",
+                topocomm_transport::PAIR_DATA
+            )));
+        }
+        let (bytes, room): (&[u8], &mut [u8]) = if len == 0 {
+            (&[], &mut [])
+        } else {
+            // SAFETY: non-NULL (checked), len readable bytes in data and
+            // len writable bytes in out (the contract), len <= PAIR_DATA.
+            unsafe {
+                (
+                    std::slice::from_raw_parts(data.cast(), len),
+                    std::slice::from_raw_parts_mut(out.cast(), len),
+                )
+            }
+        };
+        let done = c.pair_exchange(lane_arg(lane)?, bytes, room, budget_arg(budget_s))?;
+        // SAFETY: non-NULL (checked).
+        unsafe { *flag = c_int::from(done) };
+        Ok(TC_OK)
+    })
+}
+
 /// This rank has finished reading the blocks of the current collective.
 #[no_mangle]
 pub extern "C" fn tc_lane_done(lane: c_int) -> i32 {

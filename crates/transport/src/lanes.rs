@@ -30,10 +30,26 @@
 //!    its arrival word at `e + 1` (a member arrives only after finishing
 //!    the previous collective). An allreduce sees the latter on the way;
 //!    the others wait for it (`lane_arrive`).
+//!
+//! **Pairs.** A communicator of two members also has the pair line of its
+//! lower transport rank's lane ([`Comm::pair_exchange`]): both members'
+//! words and slots on one line, so a barrier or a small allreduce costs
+//! the transfers of that one line. With a word each on lines of their own
+//! both members' stores invalidate a line the other polls and each then
+//! misses on the other's: two processes on the 2-vCPU Intel Xeon VM
+//! storing an epoch and polling the other's took 0.13-0.21 us per round
+//! on two lines and 0.07-0.10 on one (docs/collectives.md, "Two members:
+//! one line"). The orderings are the lanes': a member writes its slot of
+//! epoch `e % 2`, then stores `e` in its word with Release; the other's
+//! Acquire load of that word `>= e` makes the slot visible (1). A member
+//! writes slot `e % 2` again at `e + 2`, once the other has finished `e`:
+//! known when the other's word reached `e + 1` (seen at the end of
+//! collective `e + 1`), else from its done word, which pair collectives
+//! store too (2).
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::segment::{LANES, LANE_DATA, LANE_INLINE};
+use crate::segment::{LANES, LANE_DATA, LANE_INLINE, PAIR_DATA};
 use crate::wait::Backoff;
 use crate::waiting::PeerWatch;
 use std::sync::atomic::Ordering;
@@ -83,11 +99,28 @@ impl LaneState {
     }
 }
 
-/// The two words of a member's lane.
+/// The words of a member's lane: its arrival and done words, or its word
+/// on the pair line of `owner` (the pair's lower transport rank).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Word {
     Arrival,
     Done,
+    Pair { owner: usize },
+}
+
+/// Member `m`'s word on the pair line at `line` owned by `owner`.
+fn pair_word<'a>(line: *mut u8, owner: usize, m: usize) -> &'a std::sync::atomic::AtomicU64 {
+    // SAFETY: word 0 (the owner's) or 1 of a 64-byte aligned pair line in
+    // the segment (segment.rs, LANE_BYTES), which lives as long as the
+    // communicator; only ever accessed atomically.
+    unsafe { &*(line.add(8 * usize::from(m != owner)) as *const std::sync::atomic::AtomicU64) }
+}
+
+/// Where member `i` (0: the owner) puts its payload of epoch `e` on the
+/// pair line at `line`.
+fn pair_slot(line: *mut u8, i: usize, e: u64) -> *mut u8 {
+    // SAFETY: 16 + 4 * PAIR_DATA <= 64 (segment.rs): inside the line.
+    unsafe { line.add(16 + (2 * i + (e % 2) as usize) * PAIR_DATA) }
 }
 
 /// Where a sliced wait on a lane stands (kept across slices, as
@@ -111,12 +144,13 @@ pub(crate) struct LaneWait {
 fn slot(base: *mut u8, e: u64, len: usize) -> *mut u8 {
     let i = (e % 2) as usize;
     // SAFETY: both offsets stay inside the lane (segment.rs, LANE_BYTES:
-    // the arrival line with the slots, the done line, the blocks).
+    // the arrival line with the slots, the done line, the pair line, the
+    // blocks).
     unsafe {
         if len <= LANE_INLINE {
             base.add(8 + i * LANE_INLINE)
         } else {
-            base.add(128 + i * LANE_DATA)
+            base.add(192 + i * LANE_DATA)
         }
     }
 }
@@ -431,10 +465,13 @@ impl Comm {
 
     /// Member `m`'s `word` of `lane`.
     fn lane_word(&self, m: usize, lane: usize, word: Word) -> &std::sync::atomic::AtomicU64 {
+        if let Word::Pair { owner } = word {
+            return pair_word(self.seg.lane_pair(owner, lane), owner, m);
+        }
         let (arrival, done, _) = self.seg.lane(m, lane);
         match word {
             Word::Arrival => arrival,
-            Word::Done => done,
+            _ => done,
         }
     }
 
@@ -515,6 +552,86 @@ impl Comm {
         Ok(true)
     }
 
+    /// The next collective of a 2-member `lane` on its pair line: publishes
+    /// `data` (at most [`PAIR_DATA`] bytes, empty for a barrier) and waits
+    /// for the other member's arrival, for at most `budget` (`None`: no
+    /// limit); then copies the other's `data.len()` bytes into `out`.
+    /// `Ok(false)` when the budget ran out first: call again with the same
+    /// arguments (it publishes once).
+    pub fn pair_exchange(
+        &mut self,
+        lane: usize,
+        data: &[u8],
+        out: &mut [u8],
+        budget: Option<Duration>,
+    ) -> Result<bool> {
+        let lane = lane_arg(lane)?;
+        if data.len() > PAIR_DATA || out.len() < data.len() {
+            return Err(Error::Invalid(format!(
+                "lane {lane}: a pair collective takes at most {PAIR_DATA} bytes and room for \
+                 them ({} bytes, room for {})",
+                data.len(),
+                out.len()
+            )));
+        }
+        let members = self.lane_members(lane)?;
+        let &[a, b] = &members[..] else {
+            let n = members.len();
+            self.lanes[lane].members = members;
+            return Err(Error::Invalid(format!(
+                "lane {lane} has {n} members; a pair collective takes 2"
+            )));
+        };
+        let (owner, peer) = (a.min(b), if a == self.rank { b } else { a });
+        let line = self.seg.lane_pair(owner, lane);
+        if !self.lanes[lane].pending {
+            let e = self.lanes[lane].epoch + 1;
+            if self.lanes[lane].finished + 2 < e {
+                // Slot e % 2 last held epoch e - 2, and the collective
+                // before this one did not show the peer past it (a rooted
+                // lane collective): wait for its done word (ordering 2).
+                let r = self.lane_wait_until(lane, &[peer], Word::Done, e - 2, budget, false);
+                if !self.lane_put(lane, members, r)? {
+                    return Ok(false);
+                }
+                self.lanes[lane].finished = e - 2;
+                return self.pair_exchange(lane, data, out, budget);
+            }
+            self.lanes[lane].epoch = e;
+            self.lanes[lane].pending = true;
+            if self.watch_peers {
+                self.beat_note_cpu();
+            }
+            let me = usize::from(self.rank != owner);
+            // SAFETY: this member's slot e % 2 on the pair line, PAIR_DATA
+            // bytes (checked length); the peer reads it only once the word
+            // says e, and finished epoch e - 2 (ordering 2).
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), pair_slot(line, me, e), data.len())
+            };
+            // Release: the slot before the word (ordering 1).
+            pair_word(line, owner, self.rank).store(e, Ordering::Release);
+        }
+        let e = self.lanes[lane].epoch;
+        let r = self.lane_wait_until(lane, &[peer], Word::Pair { owner }, e, budget, true);
+        if !self.lane_put(lane, members, r)? {
+            return Ok(false);
+        }
+        let s = &mut self.lanes[lane];
+        s.pending = false;
+        // The peer arrived at e, so it finished e - 1 (ordering 2).
+        s.finished = s.finished.max(e - 1);
+        let theirs = pair_slot(line, usize::from(peer != owner), e);
+        // SAFETY: the peer's slot e % 2, published (Acquire in the wait);
+        // it writes it again only after this member arrives at e + 1.
+        unsafe { std::ptr::copy_nonoverlapping(theirs, out.as_mut_ptr(), data.len()) };
+        let (_, done, _) = self.seg.lane(self.rank, lane);
+        // Release: the read above before the word, for lane collectives
+        // and the quiesce that go by done words (ordering 2).
+        done.store(e, Ordering::Release);
+        Ok(true)
+    }
+
     /// A barrier of the members of `lane`: every member publishes its
     /// arrival and waits for all others'.
     pub fn lane_barrier(&mut self, lane: usize) -> Result<()> {
@@ -525,9 +642,9 @@ impl Comm {
 
 #[cfg(test)]
 mod tests {
-    use super::slot;
+    use super::{pair_slot, slot};
     use crate::comm::Comm;
-    use crate::segment::{LANE_BYTES, LANE_DATA, LANE_INLINE};
+    use crate::segment::{LANE_BYTES, LANE_DATA, LANE_INLINE, PAIR_DATA};
 
     #[test]
     fn slots_blocks_and_words_never_overlap() {
@@ -542,13 +659,29 @@ mod tests {
             assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
             for r in [a, b] {
                 assert!(r.end <= LANE_BYTES, "{r:?}");
-                // Arrival word 0..8, done word 64..72.
+                // Arrival word 0..8, done word 64..72, pair line 128..192.
                 assert!(r.start >= 8 && !(r.start < 72 && r.end > 64), "{r:?}");
+                assert!(!(r.start < 192 && r.end > 128), "{r:?}");
             }
         }
         // Inline slots share the arrival word's line; blocks do not.
         assert!(range(1, LANE_INLINE).end <= 64);
-        assert!(range(0, LANE_INLINE + 1).start >= 128);
+        assert!(range(0, LANE_INLINE + 1).start >= 192);
+        // The pair line's words and slots: distinct, inside its line.
+        let line = base.wrapping_add(128);
+        let mut spans = vec![0..8, 8..16];
+        for i in 0..2 {
+            for e in 0..2 {
+                let at = pair_slot(line, i, e) as usize - line as usize;
+                spans.push(at..at + PAIR_DATA);
+            }
+        }
+        for (k, a) in spans.iter().enumerate() {
+            assert!(a.end <= 64, "{a:?}");
+            for b in &spans[k + 1..] {
+                assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub use plan::Plan;
 pub use recv::{Posted, Take};
 pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
-pub use segment::{LANES, LANE_DATA};
+pub use segment::{LANES, LANE_DATA, PAIR_DATA};
 pub use startup::{
     demote_enabled, duplex_enabled, parse_timeout, rules_from_env, spread_enabled, RULES_ENV,
     TIMEOUT_RANGE,

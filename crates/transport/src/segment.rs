@@ -9,14 +9,16 @@
 //!        | PlanRaw[n*n] | lane(0, 0) ... lane(0, LANES-1) | lane(1, 0) ...
 //!        | channel(0->0) | channel(0->1) | ... | channel(n-1->n-1)
 //! channel = RecvCtrl (64 B) | Cell[RING] | slots[depth * fragment]
-//! lane    = arrival word + inline slot[2] (64 B) | done word (64 B) | data block[2]
+//! lane    = arrival word + inline slot[2] (64 B) | done word (64 B)
+//!           | pair line (64 B) | data block[2]
+//! pair    = word[2] | slot[2 members][2 epochs] of PAIR_DATA bytes
 //! ```
 
 use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3976_6f63_6f70_6f74; // "topocov9" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted)
+pub const MAGIC: u64 = 0x3031_766f_636f_706f; // "opocov10" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted; v10: a pair line per lane)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -37,10 +39,14 @@ pub const LANE_DATA: usize = 1024;
 /// Bytes of one inline slot of a lane: payloads this small travel in the
 /// sequence word's own cache line (one line transfer per reader).
 pub const LANE_INLINE: usize = 24;
+/// Payload bytes per member of a pair collective (lanes.rs,
+/// `Comm::pair_exchange`): both members' words and slots share one line.
+pub const PAIR_DATA: usize = 12;
 /// Bytes of one lane: its arrival line (word and two inline slots), its
-/// done line and two data blocks.
-pub const LANE_BYTES: usize = 128 + 2 * LANE_DATA;
+/// done line, its pair line and two data blocks.
+pub const LANE_BYTES: usize = 192 + 2 * LANE_DATA;
 const _: () = assert!(8 + 2 * LANE_INLINE <= 64);
+const _: () = assert!(16 + 4 * PAIR_DATA <= 64);
 const _: () = assert!(LANE_BYTES % 64 == 0);
 
 /// Segment header, written once by the creator before any rank starts.
@@ -571,6 +577,12 @@ impl Segment {
                 base,
             )
         }
+    }
+
+    /// The pair line of rank `r`'s lane `l` (its third line): used by the
+    /// 2-member communicators whose lower transport rank is `r`.
+    pub fn lane_pair(&self, r: usize, l: usize) -> *mut u8 {
+        self.lane(r, l).2.wrapping_add(128)
     }
 
     /// Marks the job as aborted (launcher side).

@@ -80,8 +80,10 @@ typedef struct acc_comm {
     int *leader_of, *leaders_rank;
     MPI_Comm leaders;
     /* The transport's collective lane of this communicator (its context),
-     * or -1: small collectives through flags in the segment (coll.c). */
-    int lane;
+     * or -1: small collectives through flags in the segment (coll.c).
+     * lane_flat: the members' words (barriers, small reductions and
+     * broadcasts); lane_pair: two members' pair line (barriers). */
+    int lane, lane_flat, lane_pair;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
     unsigned nbc_seq; /* non-blocking collectives started on it (nbc.c) */
     /* Requests bound to it (acc_req_bind) and not released yet: a

@@ -641,11 +641,20 @@ static int my_comm_rank(const acc_comm *c) { return c->comm_rank[acc.node_rank];
 
 void acc_coll_lane_setup(acc_comm *c) {
     c->lane = -1;
+    c->lane_flat = c->lane_pair = 0;
     /* The same on every member: mixed, ctx and size are agreed, and the
-     * switch comes from the job's environment. */
-    if (acc_coll_lanes == LANES_OFF || (acc_coll_lanes == LANES_CROWDED && !crowded()) ||
-        c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX)
-        return;
+     * switch comes from the job's environment. Two members take their
+     * pair line for barriers on any node unless the lanes are off: one
+     * line for both words took a 2-rank barrier from 0.251 to 0.219 us on
+     * the 2-vCPU Intel Xeon VM (12 alternating jobs, medians), where the
+     * members' own words had been slower than the messages. Their small
+     * reductions stay on the messages: through the pair line the 8-byte
+     * allreduce was level (0.238 against 0.247 us) and the reduce slower
+     * (its non-root then waits for the root; docs/collectives.md, "Two
+     * members: one line"). */
+    int flat = acc_coll_lanes == LANES_ALL || (acc_coll_lanes == LANES_CROWDED && crowded());
+    int pair = c->size == 2 && acc_coll_lanes != LANES_OFF;
+    if ((!flat && !pair) || c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
     /* Counting on from the members' largest epoch on this lane (its words
      * only grow); a member that cannot read its epoch turns them off. */
     uint64_t mine[2] = {0, 0}, all[2];
@@ -658,6 +667,8 @@ void acc_coll_lane_setup(acc_comm *c) {
         PMPI_Abort(c->comm, 1);
     }
     c->lane = c->ctx;
+    c->lane_flat = flat;
+    c->lane_pair = pair;
 }
 
 /* One lane collective (tc_lane_exchange): publish `len` bytes of `data`,
@@ -679,6 +690,18 @@ static int lane_barrier(const acc_comm *c) {
     return lane_exchange(c->lane, NULL, 0, 0, -1, NULL);
 }
 
+/* One pair collective (tc_pair_exchange): publish `len` bytes of `data`,
+ * wait for the other member in slices with PMPI progress between (as
+ * lane_exchange), copy its `len` bytes into `out`. */
+static int pair_exchange(int lane, const void *data, size_t len, void *out) {
+    for (;;) {
+        int flag = 0, rc = tc_pair_exchange(lane, data, len, out, ACC_SLICE, &flag);
+        if (rc != 0 || flag) return rc;
+        acc_mpi_progress();
+        acc_progress();
+    }
+}
+
 /* out := x0 (op) (x1 (op) (... (op) x_{n-1})), x_i member i's bytes: the
  * same operations in the same order on every rank, so every rank gets the
  * same bits, run after run. `out` is a buffer as PMPI_Reduce_local takes
@@ -695,7 +718,7 @@ static int lane_reduce(const acc_comm *c, struct red *d, const void **x, char *o
 
 /* Whether d->bytes per rank can go through c's lane. */
 static int lane_fits(const acc_comm *c, size_t bytes) {
-    return c->lane >= 0 && bytes <= TC_LANE_DATA;
+    return c->lane_flat && bytes <= TC_LANE_DATA;
 }
 
 /* Every member publishes its contribution; `root` < 0: all reduce (an
@@ -750,7 +773,10 @@ int acc_coll_barrier(MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
     if (!c) return 0;
     int err;
-    if (c->lane >= 0) {
+    if (c->lane_pair) {
+        err = tc_err(pair_exchange(c->lane, NULL, 0, NULL));
+        acc.stats.coll_lane++;
+    } else if (c->lane_flat) {
         err = tc_err(lane_barrier(c));
         acc.stats.coll_lane++;
     } else if (!c->mixed) {

@@ -3,7 +3,8 @@
  * MPI_Allgather and MPI_Alltoall, their v variants (uneven and zero counts,
  * displacements out of order), MPI_Reduce_scatter(_block), MPI_Scan and
  * MPI_Exscan, MPI_Ibarrier, MPI_Ibcast and MPI_Iallreduce on MPI_COMM_WORLD,
- * a duplicate and a split, with every root, MPI_IN_PLACE, a non-contiguous
+ * a duplicate and a split (a barrier holds every member until the last
+ * comes), with every root, MPI_IN_PLACE, a non-contiguous
  * broadcast type, MINLOC, a user operation that is not commutative (2x2
  * integer matrix product: only the rank order gives the right answer), and
  * bitwise determinism of a double allreduce (the same bits on every rank
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank, size;
 
@@ -74,6 +76,15 @@ static void check_comm(MPI_Comm comm, const char *name) {
     MPI_Comm_rank(comm, &r);
     MPI_Comm_size(comm, &n);
     for (int i = 0; i < 3; i++) MPI_Barrier(comm);
+    /* A barrier holds every member until the last one comes (30 ms late). */
+    for (int i = 0; i < 2; i++) {
+        double t0 = MPI_Wtime();
+        if (r == n - 1) usleep(30000);
+        MPI_Barrier(comm);
+        double waited = MPI_Wtime() - t0;
+        CHECK(r == n - 1 || waited >= 0.025, "%s barrier %d: left after %.1f ms, before the last member",
+              name, i, waited * 1e3);
+    }
 
     /* Broadcast from every root: ints, then a strided vector type. */
     for (int root = 0; root < n; root++) {
