@@ -1,7 +1,8 @@
 //! Runs a benchmark job (mpirun, `topocomm run`) as its own process group,
 //! collecting stdout and stderr, and kills the whole job tree if it outlives
-//! its time bound: a stuck peer is an error, never a hang. Each job gets
-//! its own Open MPI session-directory base (`ompi_session`).
+//! its time bound: a stuck peer is an error, never a hang. Each job that
+//! runs Open MPI's mpirun (itself or behind a wrapper) gets its own Open
+//! MPI session-directory base (`ompi_session`).
 
 use crate::ompi_session::SessionBase;
 use crate::{Error, Result};

@@ -203,6 +203,14 @@ static int any_size(const acc_comm *c) {
     return !coll_max_set && !c->mixed && (c->size == 2 || crowded());
 }
 
+/* The size class of a picked-by-trials collective: floor(log2 bytes), at
+ * most 63 (class k holds 2^k to 2^(k+1) - 1 bytes; 0 and 1 byte share 0). */
+static int size_class(size_t bytes) {
+    int k = 0;
+    while (k < 63 && ((size_t)2 << k) <= bytes) k++;
+    return k;
+}
+
 /* Members beyond which a binomial tree takes more than three rounds. */
 enum { DEEP_TREE = 8 };
 
@@ -584,8 +592,7 @@ static int allreduce_two(acc_comm *c, const struct grp *g, struct red *d, const 
                          void *rbuf) {
     if (d->count < 2 || pick2_forced == 1) return allreduce_whole2(g, d, src, rbuf);
     if (pick2_forced == 2) return allreduce_pair(g, d, src, rbuf);
-    int k = 0;
-    while (k < 63 && ((size_t)2 << k) <= d->bytes) k++;
+    int k = size_class(d->bytes);
     struct acc_pick *p = &c->pick2[k];
     /* The halves' saving (half a combine) grows with the size and the
      * whole exchange's (one exchange fewer) does not: above a class that
@@ -938,8 +945,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
         return 0;
     }
     if (bcast_picks(c, m.len)) {
-        int k = 0;
-        while (k < 63 && ((size_t)2 << k) <= m.len) k++;
+        int k = size_class(m.len);
         struct acc_pick *p = &c->pickb[k];
         if (p->calls < 2 * BCAST_RUN) {
             *rc = acc_error(comm, bcast_trial(c, k, &m, buf, count, type, root, comm));
@@ -1087,8 +1093,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         d.type = type;
         d.op = op;
         if (reduce_picks(c, d.bytes)) {
-            int k = 0;
-            while (k < 63 && ((size_t)2 << k) <= d.bytes) k++;
+            int k = size_class(d.bytes);
             if (c->pickr[k].calls < 2 * BCAST_RUN) {
                 *rc = acc_error(comm, reduce_trial(c, k, &d, src, rbuf, root, comm));
                 return 1;

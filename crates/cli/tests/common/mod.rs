@@ -10,8 +10,11 @@ use topocomm_measure::ompi_session::SessionBase;
 
 /// Runs `cmd` to its end with an Open MPI session directory of its own:
 /// tests run in parallel, and Open MPI 4.1's mpiruns of one user race on
-/// the shared one (`topocomm_measure::ompi_session` says how). Every test
-/// that starts an mpirun, directly or under `topocomm`, goes through here.
+/// the shared one (`topocomm_measure::ompi_session` says how). Tests that
+/// start mpirun themselves or behind `topocomm accel`/`trace` (which exec
+/// it) go through here; `topocomm` commands that start their jobs through
+/// `topocomm_measure::procrun` (bench, tune, report) isolate each job
+/// themselves.
 pub fn output_isolated(cmd: &mut Command) -> std::io::Result<Output> {
     let _session = SessionBase::isolate(cmd);
     cmd.output()
