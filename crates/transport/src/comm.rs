@@ -359,10 +359,14 @@ impl Comm {
         Ok(())
     }
 
-    /// Blocks until every rank has entered the barrier: flags in lane 0
-    /// (lanes.rs) up to [`crate::lanes::FLAT_MAX`] ranks, else messages
-    /// through rank 0.
+    /// Blocks until every rank has entered the barrier: lane 0's pair line
+    /// with two ranks (one cache line for both words), its flags up to
+    /// [`crate::lanes::FLAT_MAX`] ranks (lanes.rs), else messages through
+    /// rank 0.
     pub fn barrier(&mut self) -> Result<()> {
+        if self.lane_size(0)? == 2 {
+            return self.pair_exchange(0, &[], &mut [], None).map(|_| ());
+        }
         if self.size <= crate::lanes::FLAT_MAX {
             return self.lane_barrier(0);
         }
