@@ -33,8 +33,8 @@
 //!
 //! **Pairs.** A communicator of two members also has the pair line of its
 //! lower transport rank's lane ([`Comm::pair_exchange`]): both members'
-//! words and slots on one line, so a barrier or a small allreduce costs
-//! the transfers of that one line. With a word each on lines of their own
+//! words and slots on one line, so a barrier (or an exchange of up to
+//! [`PAIR_DATA`] bytes) costs the transfers of that one line. With a word each on lines of their own
 //! both members' stores invalidate a line the other polls and each then
 //! misses on the other's: two processes on the 2-vCPU Intel Xeon VM
 //! storing an epoch and polling the other's took 0.13-0.21 us per round
