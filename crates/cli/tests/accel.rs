@@ -308,8 +308,10 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     // small ones through the lanes when turned on (the
                     // 1000-double ones and the 70 communicators beyond the
                     // 63 lanes through messages). Under Open MPI with more
-                    // ranks than CPUs, gather, scatter, allgather and
-                    // alltoall are left to Open MPI (docs/collectives.md).
+                    // ranks than CPUs some are left to Open MPI: the
+                    // trials' calls and the ways they pick (broadcasts,
+                    // allgathers and alltoalls of large blocks) and the
+                    // reduces coll.c's reduce_to_mpi gives it.
                     let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
                     let left = imp == "openmpi" && np > cpus;
                     assert!(
@@ -327,6 +329,14 @@ fn collectives_run_over_the_transport_in_rank_order() {
                         let picked =
                             format!("crowded broadcast of 65536-131071 bytes over {np} members: ");
                         assert!(t.contains(&picked), "{what}: no pick:\n{t}");
+                        // So are the allgathers and alltoalls of 8 KiB
+                        // blocks, once per communicator that runs them.
+                        for call in ["allgather", "alltoall"] {
+                            let picked = format!(
+                                "crowded {call} of 8192-16383-byte blocks over {np} members: "
+                            );
+                            assert!(t.contains(&picked), "{what}: no {call} pick:\n{t}");
+                        }
                     }
                     if np > cpus {
                         let picked =

@@ -110,6 +110,11 @@ typedef struct acc_comm {
      * straight to the root (0) or by blocks (1), timed on the first calls
      * (coll.c, reduce_trial). */
     struct acc_pick pickr[64];
+    /* Crowded allgathers and alltoalls of blocks beyond the transport's
+     * eager size under Open MPI, per size class of a block: the transport
+     * (0) or Open MPI's own (1), timed on the first calls (coll.c,
+     * block_picks). */
+    struct acc_pick pickg[64], picka[64];
 } acc_comm;
 
 /* The registered communicator `comm`, or NULL (then: plain MPI). */

@@ -1521,7 +1521,8 @@ static acc_comm *block_comm(MPI_Comm comm, size_t blk) {
      * for the alltoall from 8 B to 16 MiB with 4 ranks on the dev VM's 2
      * vCPUs, and with 8 ranks gather 0.09-0.29, scatter 0.22-0.51,
      * allgather 0.50-0.86 (8 B: 1.06), alltoall 0.60-0.93 (bench coll, 4
-     * jobs). */
+     * jobs); under Open MPI, blocks beyond XFER_EAGER of three or more
+     * members then take the way their trials pick (block_picks). */
     if (any_size(c)) return c;
     if (!coll_max_set && c->size > 2 && !crowded())
         return blk <= EXCHANGE_MAX / (size_t)c->size ? c : NULL;
@@ -1707,10 +1708,9 @@ static int exchange(const struct grp *g, const char *send, int per_dest, char *a
     return tc_err(terr ? terr : werr);
 }
 
-int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                       MPI_Datatype rtype, MPI_Comm comm, int *rc) {
-    acc_comm *c = block_comm(comm, block_bytes(rcount, rtype));
-    if (!c) return 0;
+/* The allgather over the transport (acc_coll_allgather): 1, *rc set. */
+static int allgather_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                        int rcount, MPI_Datatype rtype, MPI_Comm comm, int *rc) {
     struct grp g = whole(c);
     int me = g.me;
     size_t blk = block_bytes(rcount, rtype);
@@ -1748,10 +1748,9 @@ int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
     return 1;
 }
 
-int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                      MPI_Datatype rtype, MPI_Comm comm, int *rc) {
-    acc_comm *c = block_comm(comm, block_bytes(rcount, rtype));
-    if (!c) return 0;
+/* The alltoall over the transport (acc_coll_alltoall): 1, *rc set. */
+static int alltoall_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                       int rcount, MPI_Datatype rtype, MPI_Comm comm, int *rc) {
     struct grp g = whole(c);
     int me = g.me;
     size_t blk = block_bytes(rcount, rtype);
@@ -1801,6 +1800,102 @@ int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
         acc_tmp_free(area.tmp);
     *rc = acc_error(comm, err);
     acc.stats.coll_tc++;
+    return 1;
+}
+
+/* Whether a crowded allgather or alltoall of `blk`-byte blocks over c
+ * picks its way by trials (block_trial): on a node with more ranks than
+ * CPUs, three or more members, blocks beyond XFER_EAGER, under Open MPI.
+ * Which wins changes with the machine and its state from job to job: with
+ * 8 ranks on the 2-vCPU Intel Xeon VM the transport's alltoall took 1.2-1.4
+ * of Open MPI's time at 16 KiB in four alternating rounds and 1.07-1.47
+ * from 8 B to 16 MiB in a bench coll run of 5 jobs, and its allgather
+ * 0.56-0.99 in the same rounds but 1.11-1.24 at 1-16 MiB in that run, where
+ * on a 2-vCPU AMD EPYC VM both had taken 0.48-0.93 of Open MPI's time
+ * (block_comm). Up to XFER_EAGER every block goes out when posted and the
+ * transport stays (8 B: 0.82 of Open MPI's alltoall in those rounds).
+ * MPICH is never tried (its collectives poll without yielding on a crowded
+ * node). The same answer on every member. */
+static int block_picks(const acc_comm *c, size_t blk) {
+#ifdef OPEN_MPI
+    return !coll_max_set && !c->mixed && c->size > 2 && blk > XFER_EAGER && crowded();
+#else
+    (void)c;
+    (void)blk;
+    return 0;
+#endif
+}
+
+/* The way of this call of a block collective picked by trials: a run of
+ * BCAST_RUN calls by the transport (0), one by Open MPI (1), as the
+ * broadcast's (bcast_trial), then the picked way; *trial: whether this
+ * call is one of the trials (timed and recorded by block_trial_done). */
+static int block_way(const struct acc_pick *p, int *trial) {
+    *trial = p->calls < 2 * BCAST_RUN;
+    return *trial ? p->calls / BCAST_RUN : p->choice;
+}
+
+/* Records a trial call of `way` that took t seconds (trial_record); says
+ * which way the class picked once it has. Returns an MPI error class. */
+static int block_trial_done(acc_comm *c, struct acc_pick *p, int way, double t, size_t blk,
+                            const char *what, MPI_Comm comm) {
+    double sum[2];
+    int done, err = trial_record(p, way, t, comm, sum, &done);
+    if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
+        fprintf(stderr,
+                "topocomm accel: crowded %s of %zu-%zu-byte blocks over %d members: %s "
+                "(transport %.2f us, Open MPI %.2f us: mean call of every member's trials)\n",
+                what, (size_t)1 << size_class(blk), ((size_t)2 << size_class(blk)) - 1, c->size,
+                p->choice ? "Open MPI's own" : "the transport",
+                sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
+    return err;
+}
+
+int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                       MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+    size_t blk = block_bytes(rcount, rtype);
+    acc_comm *c = block_comm(comm, blk);
+    if (!c) return 0;
+    if (!block_picks(c, blk))
+        return allgather_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    struct acc_pick *p = &c->pickg[size_class(blk)];
+    int trial, way = block_way(p, &trial);
+    if (!trial)
+        return way ? 0 : allgather_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    double t0 = PMPI_Wtime();
+    if (way) {
+        *rc = ACC_BLOCKING(PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+        acc.stats.coll_plain++;
+    } else {
+        allgather_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    }
+    double t = PMPI_Wtime() - t0;
+    if (*rc == MPI_SUCCESS)
+        *rc = acc_error(comm, block_trial_done(c, p, way, t, blk, "allgather", comm));
+    return 1;
+}
+
+int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                      MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+    size_t blk = block_bytes(rcount, rtype);
+    acc_comm *c = block_comm(comm, blk);
+    if (!c) return 0;
+    if (!block_picks(c, blk))
+        return alltoall_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    struct acc_pick *p = &c->picka[size_class(blk)];
+    int trial, way = block_way(p, &trial);
+    if (!trial)
+        return way ? 0 : alltoall_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    double t0 = PMPI_Wtime();
+    if (way) {
+        *rc = ACC_BLOCKING(PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+        acc.stats.coll_plain++;
+    } else {
+        alltoall_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    }
+    double t = PMPI_Wtime() - t0;
+    if (*rc == MPI_SUCCESS)
+        *rc = acc_error(comm, block_trial_done(c, p, way, t, blk, "alltoall", comm));
     return 1;
 }
 

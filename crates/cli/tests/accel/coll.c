@@ -149,6 +149,37 @@ static void check_comm(MPI_Comm comm, const char *name) {
         free(b);
     }
 
+    /* Allgathers and alltoalls of one block size class (8 KiB and 3
+     * ints), more calls than the trials of a crowded node under Open MPI
+     * (the transport's run, Open MPI's run, then the way picked), every
+     * third one in place: every call's blocks arrive, whichever way. */
+    {
+        enum { BLK = 2051 };
+        int *s = malloc((size_t)n * BLK * sizeof(int)), *b = malloc((size_t)n * BLK * sizeof(int));
+        for (int it = 0; it < 30; it++) {
+            int ip = it % 3 == 2;
+            for (int e = 0; e < BLK; e++) s[e] = r * 7919 + e * 3 + it;
+            if (ip) memcpy(b + (size_t)r * BLK, s, BLK * sizeof(int));
+            MPI_Allgather(ip ? MPI_IN_PLACE : s, BLK, MPI_INT, b, BLK, MPI_INT, comm);
+            for (size_t e = 0; e < (size_t)n * BLK; e++) {
+                int from = (int)(e / BLK), k = (int)(e % BLK);
+                CHECK(b[e] == from * 7919 + k * 3 + it, "%s allgather %d: [%zu] = %d", name, it, e,
+                      b[e]);
+            }
+            for (size_t e = 0; e < (size_t)n * BLK; e++)
+                s[e] = r * 7919 + (int)(e / BLK) * 131 + (int)(e % BLK) + it;
+            if (ip) memcpy(b, s, (size_t)n * BLK * sizeof(int));
+            MPI_Alltoall(ip ? MPI_IN_PLACE : s, BLK, MPI_INT, b, BLK, MPI_INT, comm);
+            for (size_t e = 0; e < (size_t)n * BLK; e++) {
+                int from = (int)(e / BLK), k = (int)(e % BLK);
+                CHECK(b[e] == from * 7919 + r * 131 + k + it, "%s alltoall %d: [%zu] = %d", name, it,
+                      e, b[e]);
+            }
+        }
+        free(s);
+        free(b);
+    }
+
     /* Reduces of one size class, more calls than the trials of a crowded
      * node (straight to the root, by blocks, then the way picked), root
      * and in place moving, of sums that rounding makes depend on the
