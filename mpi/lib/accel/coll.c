@@ -1804,7 +1804,7 @@ static int alltoall_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype s
 }
 
 /* Whether a crowded allgather or alltoall of `blk`-byte blocks over c
- * picks its way by trials (block_trial): on a node with more ranks than
+ * picks its way by trials (block_call): on a node with more ranks than
  * CPUs, three or more members, blocks beyond XFER_EAGER, under Open MPI.
  * Which wins changes with the machine and its state from job to job: with
  * 8 ranks on the 2-vCPU Intel Xeon VM the transport's alltoall took 1.2-1.4
@@ -1851,52 +1851,47 @@ static int block_trial_done(acc_comm *c, struct acc_pick *p, int way, double t, 
     return err;
 }
 
-int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                       MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+/* One allgather (alltoall 0) or alltoall call: over the transport, or on
+ * a crowded node under Open MPI (block_picks) the trials' way of this call
+ * or the way its block size class picked. Returns 1 (handled, *rc set) or
+ * 0 (the MPI's own, by the caller). */
+static int block_call(int alltoall, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                      int rcount, MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+    /* The two ways: the same arguments for each collective. */
+    int (*tc)(acc_comm *, const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm,
+              int *) = alltoall ? alltoall_tc : allgather_tc;
+    int (*mpi)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm) =
+        alltoall ? PMPI_Alltoall : PMPI_Allgather;
     size_t blk = block_bytes(rcount, rtype);
     acc_comm *c = block_comm(comm, blk);
     if (!c) return 0;
-    if (!block_picks(c, blk))
-        return allgather_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
-    struct acc_pick *p = &c->pickg[size_class(blk)];
+    if (!block_picks(c, blk)) return tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    struct acc_pick *p = &(alltoall ? c->picka : c->pickg)[size_class(blk)];
     int trial, way = block_way(p, &trial);
-    if (!trial)
-        return way ? 0 : allgather_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+    if (!trial) return way ? 0 : tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
     double t0 = PMPI_Wtime();
     if (way) {
-        *rc = ACC_BLOCKING(PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+        *rc = ACC_BLOCKING(mpi(sbuf, scount, stype, rbuf, rcount, rtype, comm));
         acc.stats.coll_plain++;
     } else {
-        allgather_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
+        tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
     }
     double t = PMPI_Wtime() - t0;
-    if (*rc == MPI_SUCCESS)
-        *rc = acc_error(comm, block_trial_done(c, p, way, t, blk, "allgather", comm));
+    if (*rc == MPI_SUCCESS) {
+        const char *what = alltoall ? "alltoall" : "allgather";
+        *rc = acc_error(comm, block_trial_done(c, p, way, t, blk, what, comm));
+    }
     return 1;
+}
+
+int acc_coll_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                       MPI_Datatype rtype, MPI_Comm comm, int *rc) {
+    return block_call(0, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
 }
 
 int acc_coll_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                       MPI_Datatype rtype, MPI_Comm comm, int *rc) {
-    size_t blk = block_bytes(rcount, rtype);
-    acc_comm *c = block_comm(comm, blk);
-    if (!c) return 0;
-    if (!block_picks(c, blk))
-        return alltoall_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
-    struct acc_pick *p = &c->picka[size_class(blk)];
-    int trial, way = block_way(p, &trial);
-    if (!trial)
-        return way ? 0 : alltoall_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
-    double t0 = PMPI_Wtime();
-    if (way) {
-        *rc = ACC_BLOCKING(PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
-        acc.stats.coll_plain++;
-    } else {
-        alltoall_tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
-    }
-    double t = PMPI_Wtime() - t0;
-    if (*rc == MPI_SUCCESS)
-        *rc = acc_error(comm, block_trial_done(c, p, way, t, blk, "alltoall", comm));
-    return 1;
+    return block_call(1, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
 }
 
 /* ---- For collv.c (coll.h) ------------------------------------------------ */
