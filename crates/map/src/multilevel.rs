@@ -61,20 +61,7 @@ pub(crate) fn multisection(
     seed: u64,
     threads: usize,
 ) -> Option<Vec<u32>> {
-    let mut wg = Wg {
-        xadj: vec![0],
-        vw: vec![1; ranks],
-        ..Wg::default()
-    };
-    for v in 0..ranks {
-        for k in g.neighbours(v) {
-            if (g.adj[k] as usize) < ranks {
-                wg.adj.push(g.adj[k]);
-                wg.w.push(ob.weight(t, g.bytes[k], g.msgs[k]));
-            }
-        }
-        wg.xadj.push(wg.adj.len());
-    }
+    let wg = weighted(g, ranks, |k| ob.weight(t, g.bytes[k], g.msgs[k]));
     let kids = t.tree[t.root as usize].children.clone();
     // Ranks that never communicate cost nothing wherever they are: only
     // the others are placed (packed into the first subtrees), the silent
@@ -113,6 +100,26 @@ pub(crate) fn multisection(
         }
     }
     Some(leaf_of)
+}
+
+/// The graph of ranks `0..ranks` (edges to other vertices dropped), edge
+/// entry `k` weighted `weight(k)`, every vertex of weight 1.
+fn weighted(g: &Graph, ranks: usize, weight: impl Fn(usize) -> f64) -> Wg {
+    let mut wg = Wg {
+        xadj: vec![0],
+        vw: vec![1; ranks],
+        ..Wg::default()
+    };
+    for v in 0..ranks {
+        for k in g.neighbours(v) {
+            if (g.adj[k] as usize) < ranks {
+                wg.adj.push(g.adj[k]);
+                wg.w.push(weight(k));
+            }
+        }
+        wg.xadj.push(wg.adj.len());
+    }
+    wg
 }
 
 /// What every step of one multisection shares (read-only, so the two
@@ -659,7 +666,18 @@ mod tests {
     use super::*;
     use crate::cost::{Costs, Metric};
     use crate::gen;
+    use crate::matrix::CommMatrix;
     use crate::target::Cluster;
+
+    /// A random geometric graph of `ranks` ranks, about 10 neighbours each.
+    fn geometric(ranks: usize, seed: u64) -> CommMatrix {
+        gen::random_geometric(
+            ranks,
+            (10.0 / (std::f64::consts::PI * ranks as f64)).sqrt(),
+            1e5,
+            seed,
+        )
+    }
 
     /// Three trials keep the least cut: never more than the first trial
     /// alone (which is what one trial gives from the same generator
@@ -668,25 +686,9 @@ mod tests {
     #[test]
     fn more_bisection_trials_never_cut_more() {
         let ranks = 3000;
-        let m = gen::random_geometric(
-            ranks,
-            (10.0 / (std::f64::consts::PI * ranks as f64)).sqrt(),
-            1e5,
-            5,
-        );
+        let m = geometric(ranks, 5);
         let g = Graph::from_matrix(&m, ranks);
-        let mut wg = Wg {
-            xadj: vec![0],
-            vw: vec![1; ranks],
-            ..Wg::default()
-        };
-        for v in 0..ranks {
-            for k in g.neighbours(v) {
-                wg.adj.push(g.adj[k]);
-                wg.w.push(g.bytes[k]);
-            }
-            wg.xadj.push(wg.adj.len());
-        }
+        let wg = weighted(&g, ranks, |k| g.bytes[k]);
         let mut strictly_less = 0;
         for seed in 0..6 {
             let single = Effort::for_trials(1);
@@ -718,12 +720,7 @@ mod tests {
     #[test]
     fn the_mapping_does_not_depend_on_the_number_of_threads() {
         let ranks = 12_000;
-        let m = gen::random_geometric(
-            ranks,
-            (10.0 / (std::f64::consts::PI * ranks as f64)).sqrt(),
-            1e5,
-            7,
-        );
+        let m = geometric(ranks, 7);
         let node =
             topocomm_topo::load(&"synthetic:pack:2 l3:2 core:16 pu:1".parse().unwrap()).unwrap();
         let mut c = Cluster::uniform(node, ranks.div_ceil(64));
