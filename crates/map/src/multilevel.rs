@@ -567,9 +567,9 @@ fn grow(g: &Wg, t0: i64, rng: &mut Rng) -> Vec<u8> {
     side
 }
 
-/// The least cut of `trials` multilevel bisections (the first is the one
-/// a single trial gives: the same generator state). Every trial ends
-/// within the capacity window, so only the cut decides.
+/// The least cut of `trials` multilevel bisections, each with the effort
+/// that goes with that many trials ([`Effort::for_trials`]). Every trial
+/// ends within the capacity window, so only the cut decides.
 fn least_cut(g: &Wg, t0: i64, slack: i64, trials: usize, rng: &mut Rng) -> Vec<u8> {
     let effort = Effort::for_trials(trials);
     let mut side = bisect(g, t0, slack, effort, rng);
@@ -679,10 +679,10 @@ mod tests {
         )
     }
 
-    /// Three trials keep the least cut: never more than the first trial
-    /// alone (which is what one trial gives from the same generator
-    /// state), and on a random geometric graph of 3000 ranks strictly less
-    /// for some seed (else the extra trials are not used).
+    /// Three trials keep the least cut: never more than their first (the
+    /// same generator state and effort), and on a random geometric graph
+    /// of 3000 ranks strictly less for some seed (else the extra trials
+    /// are not used). Both efforts end within the capacity window.
     #[test]
     fn more_bisection_trials_never_cut_more() {
         let ranks = 3000;
