@@ -189,9 +189,13 @@ static int tc_err(int tc_rc) {
 /* Whether this node has more ranks than online CPUs: the same answer on
  * every member (one node, one machine). There, a round of a tree waits for
  * its partner to be scheduled, so the small collectives below take one hop. */
-static int crowded(void) {
+static long online_cpus(void) {
     static long cpus = -1;
     if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus;
+}
+static int crowded(void) {
+    long cpus = online_cpus();
     return cpus > 0 && acc.node_size > cpus;
 }
 
@@ -961,27 +965,38 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
 }
 
 /* Whether a large reduce stays with the MPI's own (under Open MPI only):
- * - three or more members above the broadcast limit: Open MPI's pipeline
- *   up a chain into the root reduces each segment while it is in the
- *   cache; on the dev VM it took 3.5 ms for 16 MiB at 2 ranks against 4.7
- *   by blocks, with the scalar combine of then. Two members send one
- *   message (reduce_pair) and, with the vectorized combine, won at every
- *   size (4 MiB 182-189 us against Open MPI's 309-337, 16 MiB 0.95 ms
- *   against 2.5-2.8);
+ * - with a CPU per rank, three or more members above the broadcast limit:
+ *   Open MPI's pipeline up a chain into the root reduces each segment
+ *   while it is in the cache; on the dev VM it took 3.5 ms for 16 MiB at
+ *   2 ranks against 4.7 by blocks, with the scalar combine of then. Two
+ *   members send one message (reduce_pair) and, with the vectorized
+ *   combine, won at every size (4 MiB 182-189 us against Open MPI's
+ *   309-337, 16 MiB 0.95 ms against 2.5-2.8);
  * - with a CPU per rank, more than DEEP_TREE members below the broadcast
  *   limit: the blocks' gather into the root funnels n - 1 messages into
  *   one rank, which Open MPI's chain beats there (16 ranks on the 16-core
  *   Intel Xeon VM, 5 jobs: 16 KiB 1.07, 64 KiB 1.13 of its time; 1 MiB
  *   0.82, kept; docs/collectives.md, "Uncrowded 8 and 16 ranks");
- * - on a node with more ranks than CPUs, three or more members whose
- *   blocks are larger than the transport pushes at once (the eager floor:
- *   there, a slot): each block is then a rendezvous into the root that
- *   waits for its sender to be scheduled. With the vectorized combine,
- *   blocks within the floor took 0.34-0.53 of Open MPI's time at 64-256
- *   KiB with 4 ranks on the dev VM's 2 vCPUs and 0.54-0.74 with 8, while 1
- *   MiB with 8 ranks (128 KiB blocks) took 1.20-1.39 of it in the far
- *   host state (bench coll, 6 jobs). Every reduce had gone to Open MPI
- *   there before.
+ * - on a node with more ranks than CPUs, up to the broadcast limit, three
+ *   or more members whose blocks are larger than the transport pushes at
+ *   once (the eager floor: there, a slot): each block is then a
+ *   rendezvous into the root that waits for its sender to be scheduled.
+ *   With the vectorized combine, blocks within the floor took 0.34-0.53 of
+ *   Open MPI's time at 64-256 KiB with 4 ranks on the dev VM's 2 vCPUs and
+ *   0.54-0.74 with 8, while 1 MiB with 8 ranks (128 KiB blocks) took
+ *   1.20-1.39 of it in the far host state (bench coll, 6 jobs).
+ * With two or more ranks per CPU the blocks take every size above the
+ * broadcast limit: Open MPI's own large reduce depends on where the ranks
+ * run, and under the accelerator they start spread (rank r on CPU r mod
+ * n, transport.md). With 8 ranks on the 2-vCPU Intel Xeon VM its 2, 4
+ * and 8 MiB reduce took 1.28, 1.25 and 1.08-1.30 of plain Open MPI's time
+ * in alternating jobs, the blocks 1.06, 0.80-0.98 and 0.87-1.28 (16 MiB
+ * even); with ranks 0-3 on one CPU and 4-7 on the other Open MPI's own
+ * 4 MiB took 0.84: the placement, not the accelerator, slows it. 4 ranks:
+ * 2-8 MiB 0.80-0.92 by blocks against 0.96-1.02, 16 MiB 1.03-1.10
+ * against 0.96. With fewer ranks per CPU Open MPI's own stays (3 ranks:
+ * 2-16 MiB 1.03, 0.90, 0.45 against 1.15, 1.09, 0.61 by blocks; 6-8
+ * rounds each, docs/collectives.md).
  * Under MPICH the blocks won at every size (16 MiB: 5.8 ms against 22.9):
  * its collectives poll without yielding on a crowded node and take
  * milliseconds per call there (docs/collectives.md), where Open MPI's
@@ -993,8 +1008,8 @@ static int reduce_to_mpi(int members, size_t bytes) {
 #ifdef OPEN_MPI
     static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
     if (members <= 2) return 0;
-    if (bytes > bcast_max) return 1;
-    if (!crowded()) return members > DEEP_TREE && bytes < bcast_max;
+    if (!crowded()) return bytes > bcast_max || (members > DEEP_TREE && bytes < bcast_max);
+    if (bytes > bcast_max) return acc.node_size < 2 * online_cpus(); /* two per CPU: blocks */
     if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
     return (bytes + (size_t)members - 1) / (size_t)members > eager_floor;
 #else

@@ -310,10 +310,12 @@ static void check_comm(MPI_Comm comm, const char *name) {
     /* Large allreduces (by blocks over the transport: one block per
      * member), counts that do not divide evenly included, in place and
      * not: exact sums of small integers as doubles, and the
-     * non-commutative product in rank order (each element on its own). */
+     * non-commutative product in rank order (each element on its own).
+     * 140001 doubles (1.07 MiB): beyond the broadcast limit, where a
+     * reduce with two ranks per CPU goes by blocks under Open MPI too. */
     {
-        const int counts[] = {4097, 16384, 100001};
-        for (int ci = 0; ci < 3; ci++) {
+        const int counts[] = {4097, 16384, 100001, 140001};
+        for (int ci = 0; ci < 4; ci++) {
             int m = counts[ci];
             double *in = malloc((size_t)m * sizeof(double)), *out = malloc((size_t)m * sizeof(double));
             for (int i = 0; i < m; i++) in[i] = (double)((i % 1000) * (r + 1));
