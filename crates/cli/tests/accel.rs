@@ -337,6 +337,17 @@ fn collectives_run_over_the_transport_in_rank_order() {
                             );
                             assert!(t.contains(&picked), "{what}: no {call} pick:\n{t}");
                         }
+                        // The world's 13 alltoalls of 4 MiB blocks: long
+                        // calls, so picked after 6 + 3 calls by the
+                        // transport and 1 + 3 by Open MPI.
+                        let picked = format!(
+                            "crowded alltoall of 4194304-8388607-byte blocks over {np} members: "
+                        );
+                        let line = t.lines().find(|l| l.contains(&picked));
+                        assert!(
+                            line.is_some_and(|l| l.ends_with("every member's 3 timed calls)")),
+                            "{what}: no short pick of the long alltoalls:\n{t}"
+                        );
                     }
                     if np > cpus {
                         let picked =

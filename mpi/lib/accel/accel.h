@@ -98,6 +98,7 @@ typedef struct acc_comm {
     struct acc_pick {
         double best[2]; /* per way: fastest trial (pick2) or their sum (pickb), seconds */
         unsigned char calls, choice;
+        unsigned char run[2]; /* calls of each way's trial run (coll.c run_of); 0: not set yet */
     } pick2[64];
     /* 1 + the smallest class picked "halves" and 1 + the largest picked
      * "whole" (0: none yet): the classes beyond them follow without trials. */

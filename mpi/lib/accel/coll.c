@@ -868,20 +868,60 @@ static int bcast_picks(const acc_comm *c, size_t len) {
 #endif
 }
 
-/* Calls of each way in a broadcast's trials: BCAST_WARM not counted, then
- * BCAST_TRIALS timed, in a row. */
+/* Calls of each way in a trial run (bcast_trial, reduce_trial,
+ * block_call): BCAST_WARM not counted, then BCAST_TRIALS timed, in a row.
+ * Where every member's first call took LONG_CALL_S or more (the fastest
+ * member's: a descheduled member's call of 0.1 ms can take a millisecond
+ * on a crowded node), LONG_TRIALS timed, and the MPI's own run warms up
+ * with LONG_WARM calls: its warm-up absorbs the other way's stragglers, a
+ * few microseconds to a few hundred, nothing against a call of
+ * milliseconds, where 24 calls of trials are most of what many programs
+ * make of a size (a 2 MiB-block alltoall of 8 crowded ranks takes about
+ * 0.1 s on the 2-vCPU Intel Xeon VM). A transport's run keeps BCAST_WARM:
+ * its receivers choose their protocol per size from the first messages'
+ * times (transport.md, "Choosing the rendezvous protocol per message"),
+ * and with one warm-up call its 4 MiB broadcast of 8 crowded ranks lost
+ * the trials it had won with six (6 alternating rounds). */
 enum { BCAST_WARM = 6, BCAST_TRIALS = 6, BCAST_RUN = BCAST_WARM + BCAST_TRIALS };
+enum { LONG_WARM = 1, LONG_TRIALS = 3 };
+#define LONG_CALL_S 1e-3
+
+/* Calls of way `way`'s trial run of p: BCAST_RUN until its first call has
+ * set p->run (that call is the first way's, either length). */
+static int run_of(const struct acc_pick *p, int way) {
+    return p->run[way] ? p->run[way] : BCAST_RUN;
+}
+/* Timed calls per way (the same for both: their sums are compared). */
+static int trial_timed(const struct acc_pick *p) { return run_of(p, 0) - BCAST_WARM; }
+/* Whether p's next call is one of its trials. */
+static int in_trials(const struct acc_pick *p) { return p->calls < run_of(p, 0) + run_of(p, 1); }
+/* The way of p's next trial call: 0 (the first run), 1 (the second). */
+static int trial_way(const struct acc_pick *p) { return p->calls >= run_of(p, 0); }
 
 /* Records one call of way `alg` taking t seconds in a size class's trials
- * (p->calls of BCAST_RUN per way, each run's first BCAST_WARM not
- * counted); after the last, member 0 sums every member's counted times of
- * each way into sum[] and broadcasts the way with the lower sum, which
- * every member keeps in p->choice. Returns an MPI error class and, in
- * *done, whether the class has just picked. */
-static int trial_record(struct acc_pick *p, int alg, double t, MPI_Comm comm, double sum[2],
-                        int *done) {
-    if (p->calls % BCAST_RUN >= BCAST_WARM) p->best[alg] += t;
-    *done = ++p->calls == 2 * BCAST_RUN;
+ * (each way's run in a row, its warm-up calls not counted); `mpi_second`:
+ * whether way 1 is the MPI's own. After the first call every member
+ * learns the fastest member's time of it (PMPI_Allreduce) and keeps the
+ * run lengths that follow from it in p->run; after the last, member 0
+ * sums every member's counted times of each way into sum[] and broadcasts
+ * the way with the lower sum, which every member keeps in p->choice.
+ * Returns an MPI error class and, in *done, whether the class has just
+ * picked. */
+static int trial_record(struct acc_pick *p, int alg, double t, int mpi_second, MPI_Comm comm,
+                        double sum[2], int *done) {
+    *done = 0;
+    if (!p->run[0]) {
+        double fastest = t;
+        int err = ACC_BLOCKING(PMPI_Allreduce(&t, &fastest, 1, MPI_DOUBLE, MPI_MIN, comm));
+        if (err != MPI_SUCCESS) return err;
+        int timed = fastest >= LONG_CALL_S ? LONG_TRIALS : BCAST_TRIALS;
+        p->run[0] = (unsigned char)(BCAST_WARM + timed);
+        p->run[1] = (unsigned char)((timed == LONG_TRIALS && mpi_second ? LONG_WARM : BCAST_WARM) +
+                                    timed);
+    }
+    int pos = alg ? p->calls - p->run[0] : p->calls;
+    if (pos >= run_of(p, alg) - trial_timed(p)) p->best[alg] += t;
+    *done = ++p->calls == p->run[0] + p->run[1];
     if (!*done) return MPI_SUCCESS;
     sum[0] = sum[1] = 0;
     int err = ACC_BLOCKING(PMPI_Reduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm));
@@ -892,8 +932,8 @@ static int trial_record(struct acc_pick *p, int alg, double t, MPI_Comm comm, do
 }
 
 /* One call of a broadcast picked by trials (bcast_picks), per size class
- * (log2 of the bytes): a run of BCAST_RUN calls by the transport, then one
- * by Open MPI, each run's first BCAST_WARM not counted (a run's calls in a
+ * (log2 of the bytes): a run of calls by the transport, then one by Open
+ * MPI, each run's warm-up calls not counted (trial_record; a run's calls in a
  * row, as an application makes them back to back: a call right after one
  * of the other way pays for that one's stragglers, and the transport's
  * first calls of a size measure its protocols); member 0 then sums
@@ -906,7 +946,7 @@ static int trial_record(struct acc_pick *p, int alg, double t, MPI_Comm comm, do
 static int bcast_trial(acc_comm *c, int k, struct acc_msg *m, void *buf, int count,
                        MPI_Datatype type, int root, MPI_Comm comm) {
     struct acc_pick *p = &c->pickb[k];
-    int alg = p->calls / BCAST_RUN, err, done;
+    int alg = trial_way(p), err, done;
     double t0 = PMPI_Wtime();
     if (alg) {
         acc_tmp_free(m->tmp);
@@ -917,14 +957,15 @@ static int bcast_trial(acc_comm *c, int k, struct acc_msg *m, void *buf, int cou
     }
     double t = PMPI_Wtime() - t0, sum[2];
     if (err != MPI_SUCCESS) return err;
-    err = trial_record(p, alg, t, comm, sum, &done);
+    err = trial_record(p, alg, t, 1, comm, sum, &done);
     if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded broadcast of %zu-%zu bytes over %d members: %s "
-                "(transport %.2f us, Open MPI %.2f us: mean call of every member's trials)\n",
+                "(transport %.2f us, Open MPI %.2f us: mean of every member's %d timed calls)\n",
                 (size_t)1 << k, ((size_t)2 << k) - 1, c->size,
                 p->choice ? "Open MPI's own" : "the transport",
-                sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
+                sum[0] * 1e6 / c->size / trial_timed(p), sum[1] * 1e6 / c->size / trial_timed(p),
+                trial_timed(p));
     return err;
 }
 
@@ -951,7 +992,7 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     if (bcast_picks(c, m.len)) {
         int k = size_class(m.len);
         struct acc_pick *p = &c->pickb[k];
-        if (p->calls < 2 * BCAST_RUN) {
+        if (in_trials(p)) {
             *rc = acc_error(comm, bcast_trial(c, k, &m, buf, count, type, root, comm));
             return 1;
         }
@@ -1062,27 +1103,28 @@ static int reduce_blocks_run(acc_comm *c, struct red *d, const void *src, void *
 }
 
 /* One call of a reduce picked by trials (reduce_picks), per size class, as
- * the broadcast's (bcast_trial): BCAST_RUN calls straight to the root,
- * then BCAST_RUN by blocks, each run's first BCAST_WARM not counted;
+ * the broadcast's (bcast_trial): a run of calls straight to the root, then
+ * one by blocks, each run's warm-up calls not counted (trial_record);
  * member 0 sums every member's times of each way and broadcasts the way
  * with the lower sum, which every member keeps for the class. */
 static int reduce_trial(acc_comm *c, int k, struct red *d, const void *src, void *rbuf, int root,
                         MPI_Comm comm) {
     struct acc_pick *p = &c->pickr[k];
-    int alg = p->calls / BCAST_RUN, done;
+    int alg = trial_way(p), done;
     double t0 = PMPI_Wtime();
     int err = alg ? reduce_blocks_run(c, d, src, rbuf, root) : reduce_flat_run(c, d, src, rbuf, root);
     double t = PMPI_Wtime() - t0, sum[2];
     if (err != MPI_SUCCESS) return err;
-    err = trial_record(p, alg, t, comm, sum, &done);
+    err = trial_record(p, alg, t, 0, comm, sum, &done);
     if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded reduce of %zu-%zu bytes over %d members: %s "
-                "(straight to the root %.2f us, by blocks %.2f us: mean call of every member's "
-                "trials)\n",
+                "(straight to the root %.2f us, by blocks %.2f us: mean of every member's %d "
+                "timed calls)\n",
                 (size_t)1 << k, ((size_t)2 << k) - 1, c->size,
                 p->choice ? "by blocks" : "straight to the root",
-                sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
+                sum[0] * 1e6 / c->size / trial_timed(p), sum[1] * 1e6 / c->size / trial_timed(p),
+                trial_timed(p));
     return err;
 }
 
@@ -1109,7 +1151,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         d.op = op;
         if (reduce_picks(c, d.bytes)) {
             int k = size_class(d.bytes);
-            if (c->pickr[k].calls < 2 * BCAST_RUN) {
+            if (in_trials(&c->pickr[k])) {
                 *rc = acc_error(comm, reduce_trial(c, k, &d, src, rbuf, root, comm));
                 return 1;
             }
@@ -1842,12 +1884,12 @@ static int block_picks(const acc_comm *c, size_t blk) {
 }
 
 /* The way of this call of a block collective picked by trials: a run of
- * BCAST_RUN calls by the transport (0), one by Open MPI (1), as the
- * broadcast's (bcast_trial), then the picked way; *trial: whether this
+ * calls by the transport (0), one by Open MPI (1), as the broadcast's
+ * (bcast_trial), then the picked way; *trial: whether this
  * call is one of the trials (timed and recorded by block_trial_done). */
 static int block_way(const struct acc_pick *p, int *trial) {
-    *trial = p->calls < 2 * BCAST_RUN;
-    return *trial ? p->calls / BCAST_RUN : p->choice;
+    *trial = in_trials(p);
+    return *trial ? trial_way(p) : p->choice;
 }
 
 /* Records a trial call of `way` that took t seconds (trial_record); says
@@ -1855,14 +1897,15 @@ static int block_way(const struct acc_pick *p, int *trial) {
 static int block_trial_done(acc_comm *c, struct acc_pick *p, int way, double t, size_t blk,
                             const char *what, MPI_Comm comm) {
     double sum[2];
-    int done, err = trial_record(p, way, t, comm, sum, &done);
+    int done, err = trial_record(p, way, t, 1, comm, sum, &done);
     if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded %s of %zu-%zu-byte blocks over %d members: %s "
-                "(transport %.2f us, Open MPI %.2f us: mean call of every member's trials)\n",
+                "(transport %.2f us, Open MPI %.2f us: mean of every member's %d timed calls)\n",
                 what, (size_t)1 << size_class(blk), ((size_t)2 << size_class(blk)) - 1, c->size,
                 p->choice ? "Open MPI's own" : "the transport",
-                sum[0] * 1e6 / c->size / BCAST_TRIALS, sum[1] * 1e6 / c->size / BCAST_TRIALS);
+                sum[0] * 1e6 / c->size / trial_timed(p), sum[1] * 1e6 / c->size / trial_timed(p),
+                trial_timed(p));
     return err;
 }
 
