@@ -17,6 +17,11 @@ accelerator included, used in place as TOPOCOMM_MPI_BUILD. Per round: plain and 
 round, so no configuration always runs first or last. Prints, per test and
 size, the median over rounds of each configuration and every job's value.
 
+--env LABEL:VAR=V[,VAR=V...] (repeatable) adds a configuration that runs
+this checkout's build (mpi/build) with those variables set, e.g. `--env
+nospread:TOPOCOMM_SPREAD=0` against `--env default:` (none set): settings
+compared in the same rounds as builds are.
+
 With --np above the number of CPUs the ranks run unbound and oversubscribed
 (Open MPI: --bind-to none --oversubscribe), else one per core.
 Only the Python standard library is used; exit status 1 when a job fails.
@@ -40,7 +45,9 @@ def size_arg(s):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("builds", nargs="+", help="LABEL=PATH of a libtopocomm.so")
+    ap.add_argument("builds", nargs="*", help="LABEL=PATH of a libtopocomm.so")
+    ap.add_argument("--env", action="append", default=[], metavar="LABEL:VAR=V,...",
+                    help="this checkout's build with these variables set (repeatable)")
     ap.add_argument("--bench", choices=["p2p", "coll"], default="p2p")
     ap.add_argument("--impl", choices=["openmpi", "mpich"], default="openmpi")
     ap.add_argument("--np", type=int, default=2)
@@ -52,6 +59,15 @@ def main():
     a = ap.parse_args()
     if a.np < 2 or a.rounds < 1:
         sys.exit("lib-ab.py: --np must be >= 2 and --rounds >= 1")
+    if not a.builds and not a.env:
+        sys.exit("lib-ab.py: give at least one build LABEL=PATH or one --env LABEL:VAR=V")
+    envs = {}
+    for spec in a.env:
+        label, sep, assigns = spec.partition(":")
+        pairs = [kv.partition("=") for kv in assigns.split(",") if kv]
+        if not label or not sep or any(not k or not eq for k, eq, _ in pairs):
+            sys.exit(f"lib-ab.py: --env {spec!r}: expected LABEL:VAR=V[,VAR=V...] (LABEL: for none)")
+        envs[label] = {k: v for k, _, v in pairs}
     builds = []
     for b in a.builds:
         label, _, path = b.partition("=")
@@ -92,9 +108,13 @@ def main():
                 shutil.copy2(os.path.join(src, f), d)
             shutil.copy2(path, os.path.join(d, "libtopocomm.so"))
             dirs[label] = os.path.join(tmp, label)
+        for label in envs:
+            dirs[label] = os.path.join(ROOT, "mpi", "build")
         bench = [prog, "--tests", tests, "--sizes", sizes, "--time-ms", str(time_ms), "--json"]
         res, failed = {}, 0
-        confs = ["plain"] + [label for label, _ in builds]
+        confs = ["plain"] + [label for label, _ in builds] + list(envs)
+        if len(set(confs)) != len(confs):
+            sys.exit("lib-ab.py: every configuration needs a label of its own (and not 'plain')")
         for r in range(a.rounds):
             k = r % len(confs)
             for c in confs[k:] + confs[:k]:
@@ -103,7 +123,7 @@ def main():
                 else:
                     cmd = [exe, "accel", "--mpi", a.impl, "--"] + mpirun
                     cmd += [os.path.join(src, bench[0])] + bench[1:]
-                    e = dict(env, TOPOCOMM_MPI_BUILD=dirs[c])
+                    e = dict(env, TOPOCOMM_MPI_BUILD=dirs[c], **envs.get(c, {}))
                 try:
                     out = subprocess.run(cmd, env=e, capture_output=True, text=True,
                                          timeout=a.timeout).stdout

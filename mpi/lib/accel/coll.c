@@ -905,8 +905,11 @@ static int trial_way(const struct acc_pick *p) { return p->calls >= run_of(p, 0)
  * run lengths that follow from it in p->run; after the last, member 0
  * sums every member's counted times of each way into sum[] and broadcasts
  * the way with the lower sum, which every member keeps in p->choice.
- * Returns an MPI error class and, in *done, whether the class has just
- * picked. */
+ * Called after every trial call, failed ones included (an error returned
+ * to a program under MPI_ERRORS_RETURN): every member then makes these
+ * PMPI calls at the same call, where a member that skipped them would
+ * leave the others waiting in them for good. Returns an MPI error class
+ * and, in *done, whether the class has just picked. */
 static int trial_record(struct acc_pick *p, int alg, double t, int mpi_second, MPI_Comm comm,
                         double sum[2], int *done) {
     *done = 0;
@@ -956,8 +959,10 @@ static int bcast_trial(acc_comm *c, int k, struct acc_msg *m, void *buf, int cou
         err = bcast_run(c, m, buf, count, type, root, comm);
     }
     double t = PMPI_Wtime() - t0, sum[2];
+    /* Recorded after a failed call too (trial_record says why). */
+    int rec = trial_record(p, alg, t, 1, comm, sum, &done);
     if (err != MPI_SUCCESS) return err;
-    err = trial_record(p, alg, t, 1, comm, sum, &done);
+    err = rec;
     if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded broadcast of %zu-%zu bytes over %d members: %s "
@@ -1114,8 +1119,10 @@ static int reduce_trial(acc_comm *c, int k, struct red *d, const void *src, void
     double t0 = PMPI_Wtime();
     int err = alg ? reduce_blocks_run(c, d, src, rbuf, root) : reduce_flat_run(c, d, src, rbuf, root);
     double t = PMPI_Wtime() - t0, sum[2];
+    /* Recorded after a failed call too (trial_record says why). */
+    int rec = trial_record(p, alg, t, 0, comm, sum, &done);
     if (err != MPI_SUCCESS) return err;
-    err = trial_record(p, alg, t, 0, comm, sum, &done);
+    err = rec;
     if (done && err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
         fprintf(stderr,
                 "topocomm accel: crowded reduce of %zu-%zu bytes over %d members: %s "
@@ -1935,10 +1942,9 @@ static int block_call(int alltoall, const void *sbuf, int scount, MPI_Datatype s
         tc(c, sbuf, scount, stype, rbuf, rcount, rtype, comm, rc);
     }
     double t = PMPI_Wtime() - t0;
-    if (*rc == MPI_SUCCESS) {
-        const char *what = alltoall ? "alltoall" : "allgather";
-        *rc = acc_error(comm, block_trial_done(c, p, way, t, blk, what, comm));
-    }
+    /* Recorded after a failed call too (trial_record says why). */
+    int rec = block_trial_done(c, p, way, t, blk, alltoall ? "alltoall" : "allgather", comm);
+    if (*rc == MPI_SUCCESS) *rc = acc_error(comm, rec);
     return 1;
 }
 
