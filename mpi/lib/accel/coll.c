@@ -186,14 +186,16 @@ static int tc_err(int tc_rc) {
     return tc_rc == 0 ? MPI_SUCCESS : tc_rc == TC_ERR_TRUNCATED ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
 }
 
-/* Whether this node has more ranks than online CPUs: the same answer on
- * every member (one node, one machine). There, a round of a tree waits for
- * its partner to be scheduled, so the small collectives below take one hop. */
+/* This machine's online CPUs (read once; -1 or 0 when unknown). */
 static long online_cpus(void) {
     static long cpus = -1;
     if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return cpus;
 }
+
+/* Whether this node has more ranks than online CPUs: the same answer on
+ * every member (one node, one machine). There, a round of a tree waits for
+ * its partner to be scheduled, so the small collectives below take one hop. */
 static int crowded(void) {
     long cpus = online_cpus();
     return cpus > 0 && acc.node_size > cpus;
@@ -1033,16 +1035,16 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
  *   1.20-1.39 of it in the far host state (bench coll, 6 jobs).
  * With two or more ranks per CPU the blocks take every size above the
  * broadcast limit: Open MPI's own large reduce depends on where the ranks
- * run, and under the accelerator they start spread (rank r on CPU r mod
- * n, transport.md). With 8 ranks on the 2-vCPU Intel Xeon VM its 2, 4
- * and 8 MiB reduce took 1.28, 1.25 and 1.08-1.30 of plain Open MPI's time
- * in alternating jobs, the blocks 1.06, 0.80-0.98 and 0.87-1.28 (16 MiB
- * even); with ranks 0-3 on one CPU and 4-7 on the other Open MPI's own
- * 4 MiB took 0.84: the placement, not the accelerator, slows it. 4 ranks:
- * 2-8 MiB 0.80-0.92 by blocks against 0.96-1.02, 16 MiB 1.03-1.10
- * against 0.96. With fewer ranks per CPU Open MPI's own stays (3 ranks:
- * 2-16 MiB 1.03, 0.90, 0.45 against 1.15, 1.09, 0.61 by blocks; 6-8
- * rounds each, docs/collectives.md).
+ * run, and under the accelerator they start spread (rank r on the r-th
+ * CPU, modulo their number; transport.md). With 8 ranks on the 2-vCPU
+ * Intel Xeon VM its 2, 4 and 8 MiB reduce took 1.28, 1.25 and 1.08-1.30
+ * of plain Open MPI's time in alternating jobs, the blocks 1.06,
+ * 0.80-0.98 and 0.87-1.28 (16 MiB even); with ranks 0-3 on one CPU and
+ * 4-7 on the other Open MPI's own 4 MiB took 0.84: the placement, not the
+ * accelerator, slows it. 4 ranks: 2-8 MiB 0.79-0.92 by blocks against
+ * 0.94-1.02, 16 MiB 1.00-1.10 against 0.96-0.99. With fewer ranks per CPU
+ * Open MPI's own stays (3 ranks: 2-16 MiB 1.03, 0.90, 0.45 against 1.15,
+ * 1.09, 0.61 by blocks; 6-8 rounds each, docs/collectives.md).
  * Under MPICH the blocks won at every size (16 MiB: 5.8 ms against 22.9):
  * its collectives poll without yielding on a crowded node and take
  * milliseconds per call there (docs/collectives.md), where Open MPI's
