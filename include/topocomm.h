@@ -227,6 +227,12 @@ int tc_beats_watched_x(void);
  * *bytes (UINT64_MAX with one rank); a negative code for a NULL pointer or
  * without a communicator. */
 int tc_eager_floor_x(uint64_t *bytes);
+/* The smaller pipeline fragment of the two channels between ranks a and b
+ * (the same on every rank: the plans are in the shared segment), in *bytes:
+ * a piece size for a long transfer cut in pieces that should stay in the
+ * pair's caches. A negative code for a NULL pointer, a rank out of range,
+ * a == b, or without a communicator. */
+int tc_pair_fragment_x(int a, int b, uint64_t *bytes);
 /* Cancels a receive no message has matched yet: *cancelled = 1 and
  * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
  * Sends are never cancelled. */

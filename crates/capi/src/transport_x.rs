@@ -505,6 +505,35 @@ pub unsafe extern "C" fn tc_eager_floor_x(bytes: *mut u64) -> i32 {
     })
 }
 
+/// The smaller pipeline fragment of the channels between transport ranks
+/// `a` and `b` (the same on every rank), in `*bytes`: the piece size for
+/// collectives that cut a long transfer between the two.
+///
+/// # Safety
+/// `bytes` must be NULL (an error) or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn tc_pair_fragment_x(a: c_int, b: c_int, bytes: *mut u64) -> i32 {
+    with(|c| {
+        if bytes.is_null() {
+            return Err(Error::Invalid("bytes is NULL".into()));
+        }
+        let rank = |r: c_int| usize::try_from(r).ok();
+        let f = match (rank(a), rank(b)) {
+            (Some(a), Some(b)) => c.pair_fragment(a, b),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "ranks {a} and {b}: expected two different ranks in 0..{}",
+                c.size()
+            ))
+        })?;
+        // SAFETY: non-NULL (checked); the caller vouches for one write.
+        unsafe { *bytes = f };
+        Ok(0)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -263,17 +263,24 @@ fn collectives_run_over_the_transport_in_rank_order() {
             plain_verdict(&launch, "accel_coll: ok", &format!("{imp} coll, plain"));
             // The two-member allreduce's two algorithms (picked per size
             // from the first calls, so a run otherwise meets each only on
-            // some calls) are also forced one at a time at 2 ranks.
+            // some calls) are also forced one at a time at 2 ranks, and
+            // the halves once by pieces of 1 KiB: coll.c's large
+            // allreduces then take dozens to hundreds of pieces, the last
+            // one shorter and one element shorter on member 1 (odd
+            // counts), in place and not, the matrices' product through
+            // PMPI_Reduce_local (the 1 MiB-and-up halves take the
+            // pair's fragment by default).
             let runs = [
-                ("1", "0", "1", ""),
-                ("1", "0", "0", ""),
-                ("1", "0", "0", "whole"),
-                ("1", "0", "0", "halves"),
-                ("2", "0", "1", ""),
-                ("2", "1", "1", ""),
-                ("3", "1", "1", ""),
+                ("1", "0", "1", "", ""),
+                ("1", "0", "0", "", ""),
+                ("1", "0", "0", "whole", ""),
+                ("1", "0", "0", "halves", ""),
+                ("1", "0", "0", "halves", "1024"),
+                ("2", "0", "1", "", ""),
+                ("2", "1", "1", "", ""),
+                ("3", "1", "1", "", ""),
             ];
-            for (nodes, hier, lanes, pick2) in runs {
+            for (nodes, hier, lanes, pick2, piece) in runs {
                 if nodes.parse::<usize>().unwrap() > np || (!pick2.is_empty() && np != 2) {
                     continue;
                 }
@@ -281,11 +288,12 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     ("TOPOCOMM_ACCEL_COLL_HIER", hier),
                     ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
                     ("TOPOCOMM_ACCEL_ALLREDUCE2", pick2),
+                    ("TOPOCOMM_ACCEL_PAIR_PIECE", piece),
                 ];
                 let o = accel(&["-v", "--nodes", nodes], &launch, &env);
                 let what = format!(
                     "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes {lanes}, \
-                     two-member allreduce '{pick2}'"
+                     two-member allreduce '{pick2}', pieces of '{piece}' bytes"
                 );
                 let t = assert_ok(&o, &what);
                 assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");

@@ -168,6 +168,18 @@ impl Comm {
         floor
     }
 
+    /// The smaller pipeline fragment of the two channels between ranks `a`
+    /// and `b` (the same on both: the plans are in the shared segment), or
+    /// `None` when either is not a rank of the job or they are the same.
+    /// Callers that cut a long transfer into pieces use it as the piece
+    /// size: the plans size fragments to stay in the pair's caches.
+    pub fn pair_fragment(&self, a: usize, b: usize) -> Option<u64> {
+        if a >= self.size || b >= self.size || a == b {
+            return None;
+        }
+        Some(self.seg.plan(a, b).fragment.min(self.seg.plan(b, a).fragment))
+    }
+
     /// Mechanism used for large messages to `peer`, in words.
     pub fn mechanism_to(&self, peer: usize) -> String {
         let p = self.outs[peer].plan.params();

@@ -497,10 +497,91 @@ static int allreduce_two_small(const struct grp *g, struct red *d, const void *s
  *   it fits) and reduces it with its own tail into the result in one pass
  *   (acc_reduce_to; no copy of its tail first, which made member 0 wait
  *   for it at the allgather).
+ * Halves of two pieces or more go by pieces (pair_fold_pieces).
  * 2 ranks on the dev VM, medians of 7 alternating jobs: 64 KiB 17 us vs
  * Open MPI's 22, 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms
  * (docs/collectives.md "Sizes"). */
 #define SPLIT_MIN ACC_SPLIT_MIN
+
+/* Pieces only for halves of at least this many: smaller halves stay in the
+ * caches anyway, and each piece is one more exchange (1 MiB allreduces, 4
+ * pieces of 128 KiB: 0.96-1.10x the whole halves' time on the Intel Xeon VM,
+ * 4-16 MiB: 0.75-0.93x in most rounds). */
+enum { PAIR_PIECES_MIN = 8 };
+
+/* TOPOCOMM_ACCEL_PAIR_PIECE: bytes per piece of the two-member large
+ * reductions (0: whole halves); unset: the pair's pipeline fragment. */
+static long pair_piece_env = -2; /* -2: not read yet, -1: unset */
+
+/* The piece size of a two-member reduction over g, the same on both
+ * members (the environment is the job's, the fragment is read from the
+ * shared segment); 0: no pieces. On a node with more ranks than CPUs each
+ * piece would wait for the other member to be scheduled: no pieces. */
+static size_t pair_piece(const struct grp *g) {
+    if (pair_piece_env == -2) {
+        const char *e = getenv("TOPOCOMM_ACCEL_PAIR_PIECE");
+        char *end = NULL;
+        long v = e && *e ? strtol(e, &end, 10) : -1;
+        if (e && *e && (*end || v < 0)) {
+            fprintf(stderr,
+                    "topocomm accel: TOPOCOMM_ACCEL_PAIR_PIECE='%s': expected a number of bytes "
+                    "(0: whole halves); using the pair's pipeline fragment\n",
+                    e);
+            v = -1;
+        }
+        pair_piece_env = v;
+    }
+    if (pair_piece_env >= 0) return (size_t)pair_piece_env;
+    uint64_t frag = 0;
+    if (crowded() || tc_pair_fragment_x(g->tc[0], g->tc[1], &frag) != 0) return 0;
+    return (size_t)frag;
+}
+
+/* res := member 0's (op) member 1's for n elements of esz bytes, from this
+ * member's `own` and the other's copy in `wa` (a working area); res may be
+ * own (in place). */
+static int combine_piece(const struct red *d, int me, const char *own, char *wa, char *res,
+                         size_t n, size_t esz) {
+    if (me == 1) /* res = wa (op) own */
+        return acc_reduce_to(wa - d->lb, own - d->lb, res - d->lb, (int)n, n * esz, d->type,
+                             d->op);
+    if (res != own) /* res = own (op) wa */
+        return acc_reduce_to(own - d->lb, wa - d->lb, res - d->lb, (int)n, n * esz, d->type,
+                             d->op);
+    return acc_reduce_into_lower(res - d->lb, wa - d->lb, (int)n, n * esz, d->type, d->op);
+}
+
+/* The reduce-scatter of allreduce_pair by pieces of `piece` bytes: each
+ * piece of the other member's copy of my half lands in a working area
+ * that stays in this core's cache and is combined from there into the
+ * result. The whole half instead lands in the result (written to memory),
+ * and the combine reads it back: one write and one read of the half more,
+ * at a core's copy rate (14 GB/s on the Intel Xeon VM) the largest cost of
+ * a large two-member allreduce. Same bits: element by element member 0's
+ * (op) member 1's. Both members take the same steps (c0, the larger half,
+ * sets their number); a step past the end of a member's own half moves
+ * nothing its way. */
+static int pair_fold_pieces(const struct grp *g, const struct red *d, const char *mine,
+                            char *out, int c0, int c1, size_t esz, size_t piece) {
+    int me = g->me, other = 1 - me;
+    size_t ce = piece / esz ? piece / esz : 1; /* elements per piece */
+    size_t h0 = (size_t)c0 * esz;
+    size_t my_off = me ? h0 : 0, their_off = me ? 0 : h0;
+    size_t cmine = (size_t)(me ? c1 : c0), ctheir = (size_t)(me ? c0 : c1);
+    char *wa = work_area(round64(ce * esz));
+    if (!wa) return MPI_ERR_NO_MEM;
+    for (size_t s0 = 0; s0 < (size_t)c0; s0 += ce) {
+        size_t rn = s0 < cmine ? (cmine - s0 < ce ? cmine - s0 : ce) : 0;
+        size_t sn = s0 < ctheir ? (ctheir - s0 < ce ? ctheir - s0 : ce) : 0;
+        int rc = tc_err(xfer(g, mine + their_off + s0 * esz, sn * esz, other, wa, rn * esz, other,
+                             T_ALLREDUCE));
+        if (rc != MPI_SUCCESS) return rc;
+        if (!rn) continue;
+        rc = combine_piece(d, me, mine + my_off + s0 * esz, wa, out + my_off + s0 * esz, rn, esz);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
 
 static int allreduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf) {
     int me = g->me, other = 1 - me;
@@ -511,22 +592,28 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     size_t their_off = me ? 0 : h0, their_len = me ? h0 : h1;
     const char *mine = (const char *)src + d->lb; /* data starts */
     char *out = (char *)rbuf + d->lb;
-    int in_place = mine == out;
-    /* Where the other member's copy of my half lands: in place, the whole
-     * result still holds my data (half of it on its way out): a working
-     * buffer. */
-    char *in = in_place ? work_area(round64(my_len)) : out;
-    if (!in) return MPI_ERR_NO_MEM;
-    int rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
-    if (rc != MPI_SUCCESS) return rc;
-    if (me == 0) {
-        /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
-        rc = acc_reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
-        if (rc == MPI_SUCCESS && in != out) memcpy(out, in, my_len);
+    int rc;
+    size_t piece = pair_piece(g);
+    if (piece && h0 >= PAIR_PIECES_MIN * piece) {
+        /* h0, not my_len: both members decide alike. */
+        rc = pair_fold_pieces(g, d, mine, out, c0, c1, esz, piece);
     } else {
-        /* out = in (op) mine, in one pass (no copy of mine first). */
-        rc = acc_reduce_to(in - d->lb, mine + my_off - d->lb, out + my_off - d->lb, c1, my_len,
-                           d->type, d->op);
+        /* Where the other member's copy of my half lands: in place, the
+         * whole result still holds my data (half of it on its way out): a
+         * working buffer. */
+        char *in = mine == out ? work_area(round64(my_len)) : out;
+        if (!in) return MPI_ERR_NO_MEM;
+        rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
+        if (rc != MPI_SUCCESS) return rc;
+        if (me == 0) {
+            /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
+            rc = acc_reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
+            if (rc == MPI_SUCCESS && in != out) memcpy(out, in, my_len);
+        } else {
+            /* out = in (op) mine, in one pass (no copy of mine first). */
+            rc = acc_reduce_to(in - d->lb, mine + my_off - d->lb, out + my_off - d->lb, c1,
+                               my_len, d->type, d->op);
+        }
     }
     if (rc != MPI_SUCCESS) return rc;
     return tc_err(
