@@ -177,7 +177,12 @@ impl Comm {
         if a >= self.size || b >= self.size || a == b {
             return None;
         }
-        Some(self.seg.plan(a, b).fragment.min(self.seg.plan(b, a).fragment))
+        Some(
+            self.seg
+                .plan(a, b)
+                .fragment
+                .min(self.seg.plan(b, a).fragment),
+        )
     }
 
     /// Mechanism used for large messages to `peer`, in words.
