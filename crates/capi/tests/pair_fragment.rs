@@ -29,24 +29,16 @@ fn both_ranks_read_the_rules_fragment_and_bad_arguments_are_errors() {
         assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
         let mut f = 0u64;
         // SAFETY: a valid pointer to one u64.
-        assert_eq!(
-            unsafe { tc_pair_fragment_x(1, 0, &mut f) },
-            TC_OK,
-            "{}",
-            last()
-        );
+        let rc = unsafe { tc_pair_fragment_x(1, 0, &mut f) };
+        assert_eq!(rc, TC_OK, "{}", last());
         assert_eq!(tc_finalize(), TC_OK);
         f
     });
     assert_eq!(tc_init_fd(fd, 0), TC_OK, "{}", last());
     let mut f = 0u64;
     // SAFETY: a valid pointer to one u64.
-    assert_eq!(
-        unsafe { tc_pair_fragment_x(0, 1, &mut f) },
-        TC_OK,
-        "{}",
-        last()
-    );
+    let rc = unsafe { tc_pair_fragment_x(0, 1, &mut f) };
+    assert_eq!(rc, TC_OK, "{}", last());
     assert_eq!(f, 49152);
     for (a, b) in [(0, 0), (0, 2), (-1, 1)] {
         let mut g = 7u64;
