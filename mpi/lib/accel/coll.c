@@ -505,8 +505,8 @@ static int allreduce_two_small(const struct grp *g, struct red *d, const void *s
 
 /* Pieces only for halves of at least this many: smaller halves stay in the
  * caches anyway, and each piece is one more exchange (1 MiB allreduces, 4
- * pieces of 128 KiB: 0.96-1.10x the whole halves' time on the Intel Xeon VM,
- * 4-16 MiB: 0.75-0.93x in most rounds). */
+ * pieces of 128 KiB: 0.86-1.09x the whole halves' time on the Intel Xeon
+ * VM, no gain; 2-8 MiB: 0.80-0.94x; docs/collectives.md). */
 enum { PAIR_PIECES_MIN = 8 };
 
 /* TOPOCOMM_ACCEL_PAIR_PIECE: bytes per piece of the two-member large
