@@ -506,7 +506,7 @@ static int allreduce_two_small(const struct grp *g, struct red *d, const void *s
 /* Pieces only for halves of at least this many: smaller halves stay in the
  * caches anyway, and each piece is one more exchange (1 MiB allreduces, 4
  * pieces of 128 KiB: 0.86-1.09x the whole halves' time on the Intel Xeon
- * VM, no gain; 2-8 MiB: 0.80-0.94x; docs/collectives.md). */
+ * VM, no gain; 2-8 MiB: 0.81-0.94x; docs/collectives.md). */
 enum { PAIR_PIECES_MIN = 8 };
 
 /* TOPOCOMM_ACCEL_PAIR_PIECE: bytes per piece of the two-member large
