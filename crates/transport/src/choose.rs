@@ -77,12 +77,14 @@ impl Allowed {
     }
 }
 
-/// What one rendezvous message will use, and whether it is a try of a
-/// protocol not currently estimated the cheapest.
+/// What one rendezvous message will use, whether it is a try of a
+/// protocol not currently estimated the cheapest, and whether it was picked
+/// from the estimates of exchanges (its cost is recorded there too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pick {
     pub(crate) proto: Rdv,
     pub(crate) explore: bool,
+    pub(crate) exchange: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -107,9 +109,20 @@ const FRESH: Class = Class {
 /// The estimates of one channel (sender -> this rank), allocated on the
 /// channel's first rendezvous message so that jobs with many ranks pay only
 /// for the pairs that exchange large messages.
+///
+/// Two sets: messages of an exchange (this rank sending large messages to
+/// the channel's sender too) and the others (one-way streams, ping-pongs).
+/// The protocols cost different things in the two: one way or in turns,
+/// two-copy's copy-in and copy-out overlap on two otherwise idle CPUs, in
+/// an exchange both copies take CPUs that also move the other direction.
+/// With one set, what a ping-pong had measured was the estimate an
+/// exchange started from and explored away from only slowly: `topocomm
+/// bench-worker p2p --tests latency,bw,bibw` at 4 MiB on the 2-vCPU Intel
+/// Xeon VM received 80 % of the bibw messages by two-copy at 8-11 GB/s,
+/// where bibw alone read 94 % by single copy at 13-17 GB/s.
 #[derive(Default)]
 pub(crate) struct Chooser {
-    classes: Option<Box<[Class; CLASSES]>>,
+    classes: Option<Box<[[Class; CLASSES]; 2]>>,
 }
 
 fn class_of(len: usize) -> usize {
@@ -130,10 +143,19 @@ impl Chooser {
     /// The protocol for a message of `len` bytes among `allowed`;
     /// `planned` is what the plan's static thresholds say, used until one
     /// of the allowed protocols has been measured.
-    pub(crate) fn pick(&mut self, len: usize, planned: Rdv, allowed: Allowed) -> Pick {
+    /// `exchange`: the message is part of an exchange (the estimates of
+    /// exchanges are used and the cost is recorded there).
+    pub(crate) fn pick(
+        &mut self,
+        len: usize,
+        planned: Rdv,
+        allowed: Allowed,
+        exchange: bool,
+    ) -> Pick {
         let c = &mut self
             .classes
-            .get_or_insert_with(|| Box::new([FRESH; CLASSES]))[class_of(len)];
+            .get_or_insert_with(|| Box::new([[FRESH; CLASSES]; 2]))[usize::from(exchange)]
+            [class_of(len)];
         let best = c.cheapest(allowed).unwrap_or(planned);
         if c.since >= c.interval {
             // The next allowed protocol after the last one tried, other
@@ -147,6 +169,7 @@ impl Chooser {
                 return Pick {
                     proto: p,
                     explore: true,
+                    exchange,
                 };
             }
         }
@@ -154,6 +177,7 @@ impl Chooser {
         Pick {
             proto: best,
             explore: false,
+            exchange,
         }
     }
 
@@ -162,7 +186,7 @@ impl Chooser {
         let Some(classes) = self.classes.as_mut() else {
             return;
         };
-        let c = &mut classes[class_of(len)];
+        let c = &mut classes[usize::from(pick.exchange)][class_of(len)];
         let i = pick.proto as usize;
         let sample = ns.max(1) as f32 / len.max(1) as f32;
         let old = c.cost[i];
@@ -189,10 +213,10 @@ impl Chooser {
         }
     }
 
-    /// The protocol the size class of `len` would use now among `allowed`,
-    /// or `None` before its first measurement.
-    pub(crate) fn preferred(&self, len: usize, allowed: Allowed) -> Option<Rdv> {
-        self.classes.as_ref()?[class_of(len)].cheapest(allowed)
+    /// The protocol the size class of `len` would use now among `allowed`
+    /// in an exchange or not, or `None` before its first measurement.
+    pub(crate) fn preferred(&self, len: usize, allowed: Allowed, exchange: bool) -> Option<Rdv> {
+        self.classes.as_ref()?[usize::from(exchange)][class_of(len)].cheapest(allowed)
     }
 }
 
@@ -262,7 +286,7 @@ impl crate::comm::Comm {
         // The estimate first: without one there is nothing to ask, and the
         // scan of the posted receives is skipped.
         i.chooser
-            .preferred(len, allowed)
+            .preferred(len, allowed, true)
             .filter(|_| self.receiving_from(dst))
     }
 
@@ -334,7 +358,7 @@ mod tests {
     ) -> [usize; 3] {
         let mut used = [0; 3];
         for _ in 0..n {
-            let p = ch.pick(len, planned, allowed);
+            let p = ch.pick(len, planned, allowed, false);
             assert!(allowed.has(p.proto), "{p:?} not allowed");
             used[p.proto as usize] += 1;
             ch.record(len, p, (cost(p.proto) * len as f32) as u64);
@@ -375,19 +399,20 @@ mod tests {
     #[test]
     fn the_plan_decides_until_measured_and_the_cheaper_protocol_wins() {
         let mut ch = Chooser::default();
-        assert_eq!(ch.preferred(1 << 16, TWO), None);
-        let first = ch.pick(1 << 16, Rdv::Cma, TWO);
+        assert_eq!(ch.preferred(1 << 16, TWO, false), None);
+        let first = ch.pick(1 << 16, Rdv::Cma, TWO, false);
         assert_eq!(
             first,
             Pick {
                 proto: Rdv::Cma,
-                explore: false
+                explore: false,
+                exchange: false
             }
         );
         ch.record(1 << 16, first, 3 << 16);
         // Two-copy is 3x cheaper here: the plan's CMA loses quickly.
         let used = run(&mut ch, 1000, 1 << 16, Rdv::Cma, TWO, two_or_cma(3.0, 1.0));
-        assert_eq!(ch.preferred(1 << 16, TWO), Some(Rdv::TwoCopy));
+        assert_eq!(ch.preferred(1 << 16, TWO, false), Some(Rdv::TwoCopy));
         // At most one message in MAX_INTERVAL (plus the first tries) on CMA.
         let cma = used[Rdv::Cma as usize];
         assert!(
@@ -396,7 +421,7 @@ mod tests {
         );
         assert_eq!(used[Rdv::Stream as usize], 0, "streaming not allowed");
         // Another size class is untouched.
-        assert_eq!(ch.preferred(1 << 20, TWO), None);
+        assert_eq!(ch.preferred(1 << 20, TWO, false), None);
     }
 
     #[test]
@@ -405,16 +430,16 @@ mod tests {
         let len = 1 << 18;
         // Near: two-copy 3x cheaper. Far: CMA 1.4x cheaper (the Zen VM).
         run(&mut ch, 500, len, Rdv::Cma, TWO, two_or_cma(0.14, 0.05));
-        assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
+        assert_eq!(ch.preferred(len, TWO, false), Some(Rdv::TwoCopy));
         let mut switched_after = None;
         for i in 0..200 {
-            let p = ch.pick(len, Rdv::Cma, TWO);
+            let p = ch.pick(len, Rdv::Cma, TWO, false);
             ch.record(
                 len,
                 p,
                 ((if p.proto == Rdv::Cma { 0.14 } else { 0.2 }) * len as f32) as u64,
             );
-            if switched_after.is_none() && ch.preferred(len, TWO) == Some(Rdv::Cma) {
+            if switched_after.is_none() && ch.preferred(len, TWO, false) == Some(Rdv::Cma) {
                 switched_after = Some(i);
             }
         }
@@ -422,8 +447,35 @@ mod tests {
         assert!(far < 16, "took {far} messages to leave two-copy");
         // And back when the near state returns: found by an exploration.
         let back = run(&mut ch, 300, len, Rdv::Cma, TWO, two_or_cma(0.14, 0.05));
-        assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
+        assert_eq!(ch.preferred(len, TWO, false), Some(Rdv::TwoCopy));
         assert!(back[Rdv::Cma as usize] < 300, "stayed on CMA");
+    }
+
+    #[test]
+    fn exchanges_keep_estimates_of_their_own() {
+        let mut ch = Chooser::default();
+        let len = 4 << 20;
+        // A ping-pong: two-copy's copies overlap, it is twice as cheap.
+        run(&mut ch, 300, len, Rdv::Cma, TWO, two_or_cma(0.14, 0.07));
+        assert_eq!(ch.preferred(len, TWO, false), Some(Rdv::TwoCopy));
+        // An exchange starts from the plan, not from the ping-pong.
+        assert_eq!(ch.preferred(len, TWO, true), None);
+        // There both of two-copy's copies count: single copy is cheaper,
+        // and all but the tries go by it from the first message.
+        let mut used = [0; 3];
+        for _ in 0..300 {
+            let p = ch.pick(len, Rdv::Cma, TWO, true);
+            assert!(p.exchange);
+            used[p.proto as usize] += 1;
+            let cost = if p.proto == Rdv::Cma { 0.07 } else { 0.14 };
+            ch.record(len, p, (cost * len as f32) as u64);
+        }
+        assert_eq!(ch.preferred(len, TWO, true), Some(Rdv::Cma));
+        assert!(used[Rdv::TwoCopy as usize] <= 12, "{used:?}");
+        // And the ping-pong's estimates are untouched.
+        assert_eq!(ch.preferred(len, TWO, false), Some(Rdv::TwoCopy));
+        let p = ch.pick(len, Rdv::Cma, TWO, false);
+        assert!(!p.exchange);
     }
 
     #[test]
@@ -432,7 +484,7 @@ mod tests {
         let len = 1 << 16;
         run(&mut ch, 200, len, Rdv::TwoCopy, TWO, two_or_cma(1.5, 1.0));
         let p = loop {
-            let p = ch.pick(len, Rdv::TwoCopy, TWO);
+            let p = ch.pick(len, Rdv::TwoCopy, TWO, false);
             if !p.explore {
                 break p;
             }
@@ -441,7 +493,7 @@ mod tests {
         assert_eq!(p.proto, Rdv::TwoCopy);
         // A transfer preempted for 1000x its time.
         ch.record(len, p, 1000 * len as u64);
-        assert_eq!(ch.preferred(len, TWO), Some(Rdv::TwoCopy));
+        assert_eq!(ch.preferred(len, TWO, false), Some(Rdv::TwoCopy));
     }
 
     /// 1000 messages of `len` bytes whose protocols cost `cost` (ns per
@@ -451,8 +503,8 @@ mod tests {
         let mut ch = Chooser::default();
         let used = run(&mut ch, 1000, len, Rdv::Cma, ALL, |p| cost[p as usize]);
         // Where streaming is not allowed, never streaming.
-        assert!(ch.pick(len, Rdv::Cma, TWO).proto != Rdv::Stream);
-        (ch.preferred(len, ALL), used)
+        assert!(ch.pick(len, Rdv::Cma, TWO, false).proto != Rdv::Stream);
+        (ch.preferred(len, ALL, false), used)
     }
 
     #[test]

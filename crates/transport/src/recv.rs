@@ -617,8 +617,12 @@ impl Comm {
             // An answer (`Comm::answers`) asks for single copy: followed,
             // also within the eager limit, where nothing is adaptive.
             let asked = ask.filter(|&p| (adaptive || answer) && allowed.has(p));
-            let pick =
-                (adaptive && asked.is_none()).then(|| ch.chooser.pick(len, planned, allowed));
+            // An exchange as `first_fragment` (progress.rs) sees one: sends
+            // of its own to the sender under way, or the two directions
+            // overlapped within the last block or two of messages.
+            let exchange = sending || ch.overlaps != ch.overlaps_mark;
+            let pick = (adaptive && asked.is_none())
+                .then(|| ch.chooser.pick(len, planned, allowed, exchange));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
             let answered = asked.is_some() && answer;
             self.rdv_followed += u64::from(asked.is_some() && !answered);
