@@ -317,8 +317,9 @@ impl crate::comm::Comm {
         };
         // The estimate first: without one there is nothing to ask, and the
         // scan of the posted receives is skipped.
+        // The estimates of exchanges (one set on a crowded node: recv.rs).
         i.chooser
-            .preferred(len, allowed, true)
+            .preferred(len, allowed, !self.crowded)
             .filter(|_| self.receiving_from(dst))
     }
 
