@@ -5,9 +5,7 @@
 
 mod common;
 
-use common::last;
-use std::ffi::CString;
-use std::os::fd::{BorrowedFd, IntoRawFd};
+use common::{last, two_rank_segment_with};
 use std::ptr::null_mut;
 use topocomm::*;
 
@@ -18,15 +16,7 @@ fn floors(pus: [i32; 2]) -> [u64; 2] {
     std::fs::create_dir_all(&dir).unwrap();
     let rules = dir.join(format!("rules-{}-{}.toml", pus[0], pus[1]));
     std::fs::write(&rules, "[default]\neager_max = 8192\nfragment = 32768\n").unwrap();
-    let path = CString::new(rules.to_str().unwrap()).unwrap();
-    let mut fd = -1;
-    let rc = tc_segment_create(2, pus.as_ptr(), path.as_ptr(), &mut fd);
-    assert_eq!(rc, TC_OK, "{}", last());
-    // SAFETY: fd is the open descriptor tc_segment_create returned.
-    let second = unsafe { BorrowedFd::borrow_raw(fd) }
-        .try_clone_to_owned()
-        .unwrap()
-        .into_raw_fd();
+    let (fd, second) = two_rank_segment_with(pus, &rules);
     let other = std::thread::spawn(move || {
         assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
         let mut f = 0u64;

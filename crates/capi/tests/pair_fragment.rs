@@ -4,9 +4,7 @@
 
 mod common;
 
-use common::last;
-use std::ffi::CString;
-use std::os::fd::{BorrowedFd, IntoRawFd};
+use common::{last, two_rank_segment_with};
 use std::ptr::null_mut;
 use topocomm::*;
 
@@ -16,15 +14,7 @@ fn both_ranks_read_the_rules_fragment_and_bad_arguments_are_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     let rules = dir.join("rules.toml");
     std::fs::write(&rules, "[default]\neager_max = 8192\nfragment = 49152\n").unwrap();
-    let path = CString::new(rules.to_str().unwrap()).unwrap();
-    let mut fd = -1;
-    let rc = tc_segment_create(2, [-1, -1].as_ptr(), path.as_ptr(), &mut fd);
-    assert_eq!(rc, TC_OK, "{}", last());
-    // SAFETY: fd is the open descriptor tc_segment_create returned.
-    let second = unsafe { BorrowedFd::borrow_raw(fd) }
-        .try_clone_to_owned()
-        .unwrap()
-        .into_raw_fd();
+    let (fd, second) = two_rank_segment_with([-1, -1], &rules);
     let other = std::thread::spawn(move || {
         assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
         let mut f = 0u64;

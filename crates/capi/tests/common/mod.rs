@@ -24,12 +24,26 @@ pub fn two_rank_segment() -> (i32, i32) {
         "{}",
         last()
     );
+    (fd, second_descriptor(fd))
+}
+
+/// [`two_rank_segment`] with ranks bound to `pus` (-1: unbound) and the
+/// rules file `rules`.
+#[allow(dead_code)]
+pub fn two_rank_segment_with(pus: [i32; 2], rules: &std::path::Path) -> (i32, i32) {
+    let path = std::ffi::CString::new(rules.to_str().unwrap()).unwrap();
+    let mut fd = -1;
+    let rc = tc_segment_create(2, pus.as_ptr(), path.as_ptr(), &mut fd);
+    assert_eq!(rc, TC_OK, "{}", last());
+    (fd, second_descriptor(fd))
+}
+
+fn second_descriptor(fd: i32) -> i32 {
     // SAFETY: fd is the open descriptor tc_segment_create returned.
-    let second = unsafe { BorrowedFd::borrow_raw(fd) }
+    unsafe { BorrowedFd::borrow_raw(fd) }
         .try_clone_to_owned()
         .unwrap()
-        .into_raw_fd();
-    (fd, second)
+        .into_raw_fd()
 }
 
 /// `TC_REQUEST_NULL` of topocomm.h.
