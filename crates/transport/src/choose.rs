@@ -26,8 +26,8 @@
 //! the state the protocol makes for itself), whose measurement then
 //! replaces that protocol's estimate. An
 //! exploration that confirms the loser doubles the interval to the next one
-//! (up to [`MAX_INTERVAL`] messages, so a stable machine pays at most one
-//! message in 64 on a slower protocol); one that finds the loser now faster
+//! (up to [`MAX_INTERVAL`] messages, so a stable machine pays at most two
+//! messages in 66 on a slower protocol); one that finds the loser now faster
 //! resets it. Samples of the protocol in use are averaged (weight 1/4) and
 //! clamped to twice the current estimate so that one preempted transfer
 //! cannot flip the choice on its own, while a real change of state (a few
