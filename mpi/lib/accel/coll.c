@@ -25,6 +25,7 @@
 #include "accel.h"
 #include "coll.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,10 @@ int acc_coll_hier, acc_coll_lanes;
  * allreduce above XFER_EAGER; unset (0): picked per size class from the
  * first calls (allreduce_two). */
 static int pick2_forced;
+/* TOPOCOMM_ACCEL_PAIR_PIECE: bytes per piece of the two-member large
+ * allreduce (0: whole halves); -1 (unset): the pair's pipeline fragment
+ * (pair_piece). */
+static long long pair_piece_set = -1;
 
 void acc_coll_init(void) {
     const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
@@ -81,6 +86,21 @@ void acc_coll_init(void) {
                         "'halves'; picking per size from the first calls\n",
                         a2);
             pick2_forced = 0;
+        }
+    }
+    const char *pp = getenv("TOPOCOMM_ACCEL_PAIR_PIECE");
+    if (pp && *pp) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(pp, &end, 10);
+        if (errno || *end || x < 0) {
+            if (acc.world_rank == 0)
+                fprintf(stderr,
+                        "topocomm accel: TOPOCOMM_ACCEL_PAIR_PIECE='%s': expected a number of "
+                        "bytes (0: whole halves); using the pair's pipeline fragment\n",
+                        pp);
+        } else {
+            pair_piece_set = x;
         }
     }
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
@@ -509,46 +529,30 @@ static int allreduce_two_small(const struct grp *g, struct red *d, const void *s
  * VM, no gain; 2-8 MiB: 0.81-0.94x; docs/collectives.md). */
 enum { PAIR_PIECES_MIN = 8 };
 
-/* TOPOCOMM_ACCEL_PAIR_PIECE: bytes per piece of the two-member large
- * reductions (0: whole halves); unset: the pair's pipeline fragment. */
-static long pair_piece_env = -2; /* -2: not read yet, -1: unset */
-
 /* The piece size of a two-member reduction over g, the same on both
  * members (the environment is the job's, the fragment is read from the
  * shared segment); 0: no pieces. On a node with more ranks than CPUs each
  * piece would wait for the other member to be scheduled: no pieces. */
 static size_t pair_piece(const struct grp *g) {
-    if (pair_piece_env == -2) {
-        const char *e = getenv("TOPOCOMM_ACCEL_PAIR_PIECE");
-        char *end = NULL;
-        long v = e && *e ? strtol(e, &end, 10) : -1;
-        if (e && *e && (*end || v < 0)) {
-            fprintf(stderr,
-                    "topocomm accel: TOPOCOMM_ACCEL_PAIR_PIECE='%s': expected a number of bytes "
-                    "(0: whole halves); using the pair's pipeline fragment\n",
-                    e);
-            v = -1;
-        }
-        pair_piece_env = v;
-    }
-    if (pair_piece_env >= 0) return (size_t)pair_piece_env;
+    if (pair_piece_set >= 0) return (size_t)pair_piece_set;
     uint64_t frag = 0;
     if (crowded() || tc_pair_fragment_x(g->tc[0], g->tc[1], &frag) != 0) return 0;
     return (size_t)frag;
 }
 
-/* res := member 0's (op) member 1's for n elements of esz bytes, from this
- * member's `own` and the other's copy in `wa` (a working area); res may be
- * own (in place). */
-static int combine_piece(const struct red *d, int me, const char *own, char *wa, char *res,
-                         size_t n, size_t esz) {
-    if (me == 1) /* res = wa (op) own */
-        return acc_reduce_to(wa - d->lb, own - d->lb, res - d->lb, (int)n, n * esz, d->type,
+/* res := member 0's (op) member 1's for n elements (`bytes` of them), from
+ * this member's `own` and the other member's copy `theirs`, in one pass:
+ * res may be own (in place, theirs then a working area) or theirs (the
+ * copy received into the result), never both. */
+static int combine_two(const struct red *d, int me, const char *own, char *theirs, char *res,
+                       size_t n, size_t bytes) {
+    if (me == 1) /* res = theirs (op) own */
+        return acc_reduce_to(theirs - d->lb, own - d->lb, res - d->lb, (int)n, bytes, d->type,
                              d->op);
-    if (res != own) /* res = own (op) wa */
-        return acc_reduce_to(own - d->lb, wa - d->lb, res - d->lb, (int)n, n * esz, d->type,
+    if (res != own) /* res = own (op) theirs */
+        return acc_reduce_to(own - d->lb, theirs - d->lb, res - d->lb, (int)n, bytes, d->type,
                              d->op);
-    return acc_reduce_into_lower(res - d->lb, wa - d->lb, (int)n, n * esz, d->type, d->op);
+    return acc_reduce_into_lower(res - d->lb, theirs - d->lb, (int)n, bytes, d->type, d->op);
 }
 
 /* The reduce-scatter of allreduce_pair by pieces of `piece` bytes: each
@@ -577,7 +581,8 @@ static int pair_fold_pieces(const struct grp *g, const struct red *d, const char
                              T_ALLREDUCE));
         if (rc != MPI_SUCCESS) return rc;
         if (!rn) continue;
-        rc = combine_piece(d, me, mine + my_off + s0 * esz, wa, out + my_off + s0 * esz, rn, esz);
+        rc = combine_two(d, me, mine + my_off + s0 * esz, wa, out + my_off + s0 * esz, rn,
+                         rn * esz);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
@@ -604,16 +609,9 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
         char *in = mine == out ? work_area(round64(my_len)) : out;
         if (!in) return MPI_ERR_NO_MEM;
         rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
-        if (rc != MPI_SUCCESS) return rc;
-        if (me == 0) {
-            /* PMPI_Reduce_local(in, inout): inout = in (op) inout. */
-            rc = acc_reduce_local(mine - d->lb, in - d->lb, c0, d->type, d->op);
-            if (rc == MPI_SUCCESS && in != out) memcpy(out, in, my_len);
-        } else {
-            /* out = in (op) mine, in one pass (no copy of mine first). */
-            rc = acc_reduce_to(in - d->lb, mine + my_off - d->lb, out + my_off - d->lb, c1,
-                               my_len, d->type, d->op);
-        }
+        if (rc == MPI_SUCCESS)
+            rc = combine_two(d, me, mine + my_off, in, out + my_off, (size_t)(me ? c1 : c0),
+                             my_len);
     }
     if (rc != MPI_SUCCESS) return rc;
     return tc_err(
@@ -631,18 +629,6 @@ static char *pair_in(const struct red *d, int me, const char *mine, char *out) {
     return me == 0 && mine != out ? out : work_area(round64(d->bytes));
 }
 
-/* out := member 0's (op) member 1's, from `mine` and the other's vector
- * `in` (pair_in's), in one pass; out may be mine (in place). */
-static int pair_combine(const struct red *d, int me, const char *mine, char *out, char *in) {
-    if (me == 1) /* out = in (op) mine */
-        return acc_reduce_to(in - d->lb, mine - d->lb, out - d->lb, d->count, d->bytes, d->type,
-                             d->op);
-    if (in == out) /* out = mine (op) out */
-        return acc_reduce_local(mine - d->lb, out - d->lb, d->count, d->type, d->op);
-    /* in place: out = out (op) in */
-    return acc_reduce_into_lower(out - d->lb, in - d->lb, d->count, d->bytes, d->type, d->op);
-}
-
 static int reduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf,
                        int root) {
     int me = g->me;
@@ -651,7 +637,7 @@ static int reduce_pair(const struct grp *g, struct red *d, const void *src, void
     char *out = (char *)rbuf + d->lb, *in = pair_in(d, me, mine, out);
     if (!in) return MPI_ERR_NO_MEM;
     int rc = tc_err(xfer(g, NULL, 0, -1, in, d->bytes, 1 - me, T_REDUCE));
-    return rc != MPI_SUCCESS ? rc : pair_combine(d, me, mine, out, in);
+    return rc != MPI_SUCCESS ? rc : combine_two(d, me, mine, in, out, (size_t)d->count, d->bytes);
 }
 
 /* Allreduce of two members by one exchange of whole vectors: each
@@ -663,7 +649,7 @@ static int allreduce_whole2(const struct grp *g, struct red *d, const void *src,
     char *out = (char *)rbuf + d->lb, *in = pair_in(d, me, mine, out);
     if (!in) return MPI_ERR_NO_MEM;
     int rc = tc_err(xfer(g, mine, d->bytes, 1 - me, in, d->bytes, 1 - me, T_ALLREDUCE));
-    return rc != MPI_SUCCESS ? rc : pair_combine(d, me, mine, out, in);
+    return rc != MPI_SUCCESS ? rc : combine_two(d, me, mine, in, out, (size_t)d->count, d->bytes);
 }
 
 /* Two-member allreduce above XFER_EAGER: the whole exchange (one message
