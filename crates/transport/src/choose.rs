@@ -273,6 +273,14 @@ pub(crate) fn decode_request(word: u64) -> (bool, Option<Rdv>, bool) {
 }
 
 impl crate::comm::Comm {
+    /// Whether this rank is sending large messages to `dst` now:
+    /// rendezvous sends waiting for their CTS or FIN, or two-copy streams
+    /// it is filling.
+    pub(crate) fn sending_large_to(&self, dst: usize) -> bool {
+        let o = &self.outs[dst];
+        !o.rdv.is_empty() || !o.streams.is_empty()
+    }
+
     /// Whether this rank is receiving from `src` now: a receive posted for
     /// it (among the first [`POSTED_SCAN`]), or a stream or a single copy
     /// read from it under way.

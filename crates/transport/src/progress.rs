@@ -253,9 +253,7 @@ impl Comm {
     /// from it (`In::overlaps_mark`): then the two ranks exchange data, and
     /// the stream is weighed by its copying ([`Self::stream_done`]).
     fn first_fragment(&mut self, src: usize, k: usize) {
-        let o = &self.outs[src];
-        let i = &self.ins[src];
-        let exchange = !o.rdv.is_empty() || !o.streams.is_empty() || i.overlaps != i.overlaps_mark;
+        let exchange = self.sending_large_to(src) || self.ins[src].overlapped_lately();
         let s = &mut self.ins[src].streams[k];
         s.exchange = exchange;
         if s.pick.is_some()

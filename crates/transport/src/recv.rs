@@ -130,6 +130,12 @@ pub(crate) struct In {
 }
 
 impl In {
+    /// Whether the two directions overlapped within the last block or two
+    /// of rendezvous messages from the peer ([`Self::overlaps_mark`]).
+    pub(crate) fn overlapped_lately(&self) -> bool {
+        self.overlaps != self.overlaps_mark
+    }
+
     /// A cell for [`Self::dup`].
     pub(crate) fn dup_cell() -> Box<Cell> {
         Box::new(Cell {
@@ -589,8 +595,7 @@ impl Comm {
             self.complete(idx, st, None);
             self.queue_ctrl(src, K_FIN, msg_id);
         } else {
-            let o = &self.outs[src];
-            let sending = !o.rdv.is_empty() || !o.streams.is_empty();
+            let sending = self.sending_large_to(src);
             let ch = &mut self.ins[src];
             ch.overlaps += u64::from(sending);
             ch.rdv_in += 1;
@@ -626,7 +631,7 @@ impl Comm {
             // half the messages and explored on its own (4 ranks on the
             // 2-vCPU Intel Xeon VM, 1 MiB allreduce and bcast: 1.08-1.12x
             // the time of one set).
-            let exchange = !self.crowded && (sending || ch.overlaps != ch.overlaps_mark);
+            let exchange = !self.crowded && (sending || ch.overlapped_lately());
             let pick = (adaptive && asked.is_none())
                 .then(|| ch.chooser.pick(len, planned, allowed, exchange));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));
