@@ -78,7 +78,7 @@ pub(crate) fn singleton_params() -> Params {
         cma: false,
         cma_threshold: u64::MAX,
         adaptive: true,
-        cma_chunk: 1 << 20,
+        cma_chunk: crate::rules::CMA_CHUNK,
         copy: CopyKind::Plain,
         nt_threshold: u64::MAX,
         stream_out_min: u64::MAX,

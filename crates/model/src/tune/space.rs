@@ -29,7 +29,7 @@ impl Space {
                 copies: vec![CopyKind::Plain, CopyKind::Nontemporal],
                 owners: vec![Owner::Sender],
                 eager: vec![true, false],
-                cma_chunks: vec![256 << 10, 1 << 20],
+                cma_chunks: vec![1 << 20, 16 << 20],
             }
         } else {
             Space {
@@ -38,7 +38,7 @@ impl Space {
                 copies: vec![CopyKind::Plain, CopyKind::Nontemporal],
                 owners: vec![Owner::Sender, Owner::Receiver],
                 eager: vec![true, false],
-                cma_chunks: vec![64 << 10, 256 << 10, 1 << 20, 4 << 20],
+                cma_chunks: vec![256 << 10, 1 << 20, 4 << 20, 16 << 20],
             }
         }
     }
