@@ -20,6 +20,7 @@ struct grp {
  * element), done in place for the predefined operations on the common
  * predefined types (redop.c), else through PMPI_Reduce_local. */
 int acc_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op);
+int acc_reduce_builtin(MPI_Datatype type, MPI_Op op);
 int acc_reduce_to(const void *in, const void *upper, void *out, int count, size_t bytes,
                   MPI_Datatype type, MPI_Op op);
 int acc_reduce_into_lower(void *lower, void *upper, int count, size_t bytes, MPI_Datatype type,

@@ -131,14 +131,21 @@ ISA_CLONES static int reduce_builtin(const void *in, const void *upper, void *ou
     return 0;
 }
 
+/* Whether (type, op) is combined by the loops here rather than by
+ * PMPI_Reduce_local: then acc_reduce_to's `out` may also be `in`. */
+int acc_reduce_builtin(MPI_Datatype type, MPI_Op op) {
+    return reduce_builtin(NULL, NULL, NULL, 0, type, op);
+}
+
 int acc_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op) {
     if (count > 0 && reduce_builtin(in, inout, inout, count, type, op)) return MPI_SUCCESS;
     return PMPI_Reduce_local(in, inout, count, type, op);
 }
 
 /* acc_reduce_local into a third buffer: out = in (op) upper, `bytes` the
- * size of `count` elements; `out` may be `upper` but must not overlap `in`
- * (the fallback copies `upper` into it first). One pass over the three
+ * size of `count` elements; `out` may be `upper`, and `in` only where
+ * acc_reduce_builtin(type, op) (the fallback copies `upper` into `out`
+ * first, which would overwrite `in`). One pass over the three
  * buffers where the loop is here, instead of copying `upper` into `out`
  * first (a whole pass over the vector more for the member that combines
  * into its result). */
