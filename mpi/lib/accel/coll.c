@@ -637,11 +637,14 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
  * whole vector to the root, which combines it with its own in one pass
  * (member 0's (op) member 1's, the blocks' bits). One message and one
  * pass over the vector at the root. */
-/* Where member `me` of two receives the other's whole vector: member 0
- * not in place straight into its result (combined there), else a working
- * area. NULL: no memory. */
+/* Where member `me` of two receives the other's whole vector: not in
+ * place, straight into its result (combined there; member 1 only where
+ * acc_reduce_builtin, as in allreduce_pair), else a working area. NULL:
+ * no memory. */
 static char *pair_in(const struct red *d, int me, const char *mine, char *out) {
-    return me == 0 && mine != out ? out : work_area(round64(d->bytes));
+    return mine != out && (me == 0 || acc_reduce_builtin(d->type, d->op))
+               ? out
+               : work_area(round64(d->bytes));
 }
 
 static int reduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf,
