@@ -512,23 +512,12 @@ static int allreduce_two_small(const struct grp *g, struct red *d, const void *s
  * - member 0 (the head, the larger half) receives member 1's copy of it
  *   straight into the result and reduces into it (PMPI_Reduce_local's
  *   inout operand is the upper one);
- * - member 1 (the tail) does the same where this library's own loops
- *   combine (acc_reduce_builtin: they may write over the operand they
- *   read, so theirs (op) own lands on theirs); there the received copy is
- *   still in this core's cache when the combine reads it and writes it
- *   over. Receiving into the head of the result instead and combining
- *   from there into the tail (three buffers of a half: the tail's lines
- *   not in the cache yet) took member 1 about twice member 0's combine
- *   time at 1 MiB (26-33 against 49-57 us, timed inside the calls), and
- *   member 0 waited for it at the allgather: 512 KiB allreduces 87.6
- *   against 108 us, 1 MiB 233 against 245 (Open MPI, 8 alternating
- *   rounds; MPICH 102 against 116 and 237 against 252;
- *   docs/collectives.md). Other types and operations (PMPI_Reduce_local,
- *   whose inout operand must be member 1's own, to keep member 0's (op)
- *   member 1's) keep the head of the result: free until the allgather,
- *   and the tail is the smaller half, so it fits; reduced from there into
- *   the tail in one pass (acc_reduce_to; no copy of its tail first, which
- *   made member 0 wait for it at the allgather).
+ * - member 1 (the tail) does the same where combines_over_copy; else it
+ *   receives member 0's copy of it into the head of the result (free
+ *   until the allgather; the tail is the smaller half, so it fits) and
+ *   reduces it with its own tail into the result in one pass
+ *   (acc_reduce_to; no copy of its tail first, which made member 0 wait
+ *   for it at the allgather).
  * Halves of PAIR_PIECES_MIN pieces or more go by pieces (pair_fold_pieces).
  * 2 ranks on the dev VM, medians of 7 alternating jobs: 64 KiB 17 us vs
  * Open MPI's 22, 1 MiB 166 vs 211 us, 16 MiB 6.0 vs 7.6 ms
@@ -552,11 +541,25 @@ static size_t pair_piece(const struct grp *g) {
     return (size_t)frag;
 }
 
+/* Whether member `me` of two combines the other's copy with its own in
+ * the buffer the copy landed in, writing over it: member 0 always
+ * (PMPI_Reduce_local's inout operand is the upper one, the copy), member 1
+ * only where this library's loops combine (acc_reduce_builtin: they may
+ * write over the operand they read; PMPI_Reduce_local's inout would have to
+ * be member 1's own data). The copy is then still in this core's cache
+ * when the combine reads it, and no third buffer is touched: member 1
+ * combining from the head of its result into its tail took twice member
+ * 0's combine time in a 1 MiB allreduce, and member 0 waited for it
+ * (docs/collectives.md, "member 1 combines where it received"). */
+static int combines_over_copy(const struct red *d, int me) {
+    return me == 0 || acc_reduce_builtin(d->type, d->op);
+}
+
 /* res := member 0's (op) member 1's for n elements (`bytes` of them), from
  * this member's `own` and the other member's copy `theirs`, in one pass:
  * res may be own (in place, theirs then a working area) or theirs (the
- * copy received into the result; for member 1 only where
- * acc_reduce_builtin), never both. */
+ * copy received into the result, where combines_over_copy), never
+ * both. */
 static int combine_two(const struct red *d, int me, const char *own, char *theirs, char *res,
                        size_t n, size_t bytes) {
     if (me == 1) /* res = theirs (op) own */
@@ -618,10 +621,11 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     } else {
         /* Where the other member's copy of my half lands: in place, the
          * whole result still holds my data (half of it on its way out): a
-         * working buffer. */
-        char *in = mine == out ? work_area(round64(my_len))
-                   : (me == 0 || acc_reduce_builtin(d->type, d->op)) ? out + my_off
-                                                                      : out;
+         * working buffer; else my half of the result, or, where the
+         * combine cannot write over the copy, the head of the result. */
+        char *in = mine == out                ? work_area(round64(my_len))
+                   : combines_over_copy(d, me) ? out + my_off
+                                               : out;
         if (!in) return MPI_ERR_NO_MEM;
         rc = tc_err(xfer(g, mine + their_off, their_len, other, in, my_len, other, T_ALLREDUCE));
         if (rc == MPI_SUCCESS)
@@ -638,13 +642,10 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
  * (member 0's (op) member 1's, the blocks' bits). One message and one
  * pass over the vector at the root. */
 /* Where member `me` of two receives the other's whole vector: not in
- * place, straight into its result (combined there; member 1 only where
- * acc_reduce_builtin, as in allreduce_pair), else a working area. NULL:
- * no memory. */
+ * place and where combines_over_copy, straight into its result (combined
+ * there), else a working area. NULL: no memory. */
 static char *pair_in(const struct red *d, int me, const char *mine, char *out) {
-    return mine != out && (me == 0 || acc_reduce_builtin(d->type, d->op))
-               ? out
-               : work_area(round64(d->bytes));
+    return mine != out && combines_over_copy(d, me) ? out : work_area(round64(d->bytes));
 }
 
 static int reduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf,
