@@ -73,6 +73,8 @@ import subprocess
 import sys
 import time
 
+from order_stats import median, median_ci  # scripts/order_stats.py
+
 import line_probe  # scripts/line_probe.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,24 +90,6 @@ BENCHES = {"std_p2p": ("latency,bw,bibw,msgrate", "1:16M"),
 IMPLS = ("openmpi", "mpich")
 CONFIGS = ("plain", "accel", "split")
 SPLIT_ENV = "TOPOCOMM_ACCEL_NODES"
-
-
-def median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def median_ci(xs):
-    """95% CI of the median from order statistics (binomial, normal approx.)."""
-    s = sorted(xs)
-    n = len(s)
-    if n < 6:
-        return s[0], s[-1]
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, int(math.floor(n / 2 - half)))
-    hi = min(n - 1, int(math.ceil(n / 2 + half)))
-    return s[lo], s[hi]
 
 
 def cost_ratio(test, base, other):

@@ -33,34 +33,16 @@ the verdict is printed, not turned into an exit code (timing is not a test).
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 
 import line_probe  # scripts/line_probe.py
+from order_stats import median, median_ci  # scripts/order_stats.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNITS = {"latency": "us", "bw": "GB/s", "bibw": "GB/s", "msgrate": "Mmsg/s"}
-
-
-def median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def median_ci(xs):
-    """95% CI of the median from order statistics (binomial, normal approx.)."""
-    s = sorted(xs)
-    n = len(s)
-    if n < 6:
-        return s[0], s[-1]
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, int(math.floor(n / 2 - half)))
-    hi = min(n - 1, int(math.ceil(n / 2 + half)))
-    return s[lo], s[hi]
 
 
 def spread(vals, lower_better, slow_at):

@@ -20,32 +20,15 @@ wall time with its 95% CI and the per-round differences to the static file
 Only the Python standard library is used; exit status 1 when a job fails.
 """
 import argparse
-import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
 
+from order_stats import median, median_ci  # scripts/order_stats.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def median_ci(xs):
-    """95% CI of the median from order statistics (binomial, normal approx.)."""
-    s = sorted(xs)
-    n = len(s)
-    if n < 6:
-        return s[0], s[-1]
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, int(math.floor(n / 2 - half)))
-    hi = min(n - 1, int(math.ceil(n / 2 + half)))
-    return s[lo], s[hi]
 
 
 def topocomm_exe():
