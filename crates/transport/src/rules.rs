@@ -13,8 +13,9 @@ pub const CELL_PAYLOAD: usize = crate::segment::INLINE_BYTES;
 /// single copy now and then (what measured rules write where single copy
 /// never won the measurement).
 pub const CMA_NEVER_FIRST: u64 = 1 << 50;
-/// Built-in bytes per `process_vm_readv` call: every message the issue's
-/// benchmarks send (up to 16 MiB) in one call, as Open MPI's vader reads it.
+/// Built-in bytes per `process_vm_readv` call: every message up to 16 MiB
+/// (the largest size `bench p2p` measures) in one call, as Open MPI's vader
+/// reads it.
 /// The kernel pins the remote pages 16 at a time whatever the call's length,
 /// so a smaller chunk only adds calls: with 1 MiB, 4 MiB bibw on the 2-vCPU
 /// Intel Xeon VM ran at 11.1 GB/s against 12.4 with 16 MiB (medians of 12
