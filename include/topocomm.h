@@ -233,6 +233,17 @@ int tc_eager_floor_x(uint64_t *bytes);
  * pair's caches. A negative code for a NULL pointer, a rank out of range,
  * a == b, or without a communicator. */
 int tc_pair_fragment_x(int a, int b, uint64_t *bytes);
+/* 1 when tc_put_x can write into the other ranks' memory (single copy
+ * works between every pair of the job: the same answer on every rank), 0
+ * when not, a negative code without a communicator. */
+int tc_can_put_x(void);
+/* Writes len bytes at buf to address remote in rank dst's memory
+ * (process_vm_writev), complete when it returns: 1 written, 0 not (single
+ * copy off, or it failed here: said once on stderr, and every later call
+ * returns 0; move the bytes by a message instead), a negative code for a
+ * bad argument or a dead peer. The caller orders the write with the
+ * peer's use of that memory (e.g. a message sent after it). */
+int tc_put_x(int dst, const void *buf, size_t len, uint64_t remote);
 /* Cancels a receive no message has matched yet: *cancelled = 1 and
  * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
  * Sends are never cancelled. */

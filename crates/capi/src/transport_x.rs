@@ -534,6 +534,33 @@ pub unsafe extern "C" fn tc_pair_fragment_x(a: c_int, b: c_int, bytes: *mut u64)
     })
 }
 
+/// 1 when `tc_put_x` can write into the other ranks' memory (single copy
+/// works between every pair: the same answer on every rank), 0 when not.
+#[no_mangle]
+pub extern "C" fn tc_can_put_x() -> i32 {
+    with(|c| Ok(i32::from(c.can_put())))
+}
+
+/// Writes `len` bytes at `buf` to address `remote` in rank `dst`'s memory
+/// (`process_vm_writev`), complete on return: 1 written, 0 not (single
+/// copy off or failed here: send the bytes instead), a negative code for a
+/// bad argument or a dead peer.
+///
+/// # Safety
+/// `buf` must be valid for `len` readable bytes, and `remote..remote+len`
+/// memory that rank `dst` expects to be written now.
+#[no_mangle]
+pub unsafe extern "C" fn tc_put_x(dst: c_int, buf: *const c_void, len: usize, remote: u64) -> i32 {
+    with(|c| {
+        if buf.is_null() && len > 0 {
+            return Err(Error::Invalid("buf is NULL".into()));
+        }
+        let dst = rank_arg(dst, "destination")?;
+        // SAFETY: the caller vouches for buf and for the remote range.
+        unsafe { c.put(dst, buf.cast(), len, remote) }.map(i32::from)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -222,6 +222,16 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
 /// Runs a check program's `launch` under plain MPI (bounded) and asserts
 /// its own verdict line: the program must be right before it can judge the
 /// accelerator.
+/// Whether single copy (`process_vm_readv`, which puts need too) works
+/// here, by `topocomm plan`'s probe.
+fn single_copy_works() -> bool {
+    let o = Command::new(env!("CARGO_BIN_EXE_topocomm"))
+        .arg("plan")
+        .output()
+        .expect("spawn topocomm plan");
+    String::from_utf8_lossy(&o.stdout).contains("single copy (process_vm_readv) available")
+}
+
 fn plain_verdict(launch: &[String], ok_line: &str, what: &str) {
     let plain = output_isolated(
         Command::new("timeout")
@@ -237,7 +247,9 @@ fn plain_verdict(launch: &[String], ok_line: &str, what: &str) {
 
 /// (collectives through the transport, of them through the lanes, through
 /// plain MPI) per rank, from the `--verbose` lines.
-fn coll_counts(t: &str) -> Vec<(u64, u64, u64)> {
+/// Per rank of `accel -v`'s report: collectives through the transport, of
+/// them by lanes, through plain MPI, and bytes put into members' results.
+fn coll_counts(t: &str) -> Vec<(u64, u64, u64, u64)> {
     t.lines()
         .filter_map(|l| l.split_once("; collectives "))
         .map(|(_, rest)| {
@@ -246,7 +258,7 @@ fn coll_counts(t: &str) -> Vec<(u64, u64, u64)> {
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse().unwrap())
                 .collect();
-            (n[0], n[1], n[2])
+            (n[0], n[1], n[2], n[3])
         })
         .collect()
 }
@@ -270,17 +282,22 @@ fn collectives_run_over_the_transport_in_rank_order() {
             // counts), in place and not, the matrices' product through
             // PMPI_Reduce_local (the 1 MiB-and-up halves take the
             // pair's fragment by default).
+            // The pieces' reduced parts are put into the other member's
+            // result where single copy works (TOPOCOMM_ACCEL_PAIR_PUT, on
+            // by default), else swapped by message: both ways run.
             let runs = [
-                ("1", "0", "1", "", ""),
-                ("1", "0", "0", "", ""),
-                ("1", "0", "0", "whole", ""),
-                ("1", "0", "0", "halves", ""),
-                ("1", "0", "0", "halves", "1024"),
-                ("2", "0", "1", "", ""),
-                ("2", "1", "1", "", ""),
-                ("3", "1", "1", "", ""),
+                ("1", "0", "1", "", "", ""),
+                ("1", "0", "0", "", "", ""),
+                ("1", "0", "0", "whole", "", ""),
+                ("1", "0", "0", "halves", "", ""),
+                ("1", "0", "0", "halves", "1024", ""),
+                ("1", "0", "0", "halves", "1024", "0"),
+                ("2", "0", "1", "", "", ""),
+                ("2", "1", "1", "", "", ""),
+                ("3", "1", "1", "", "", ""),
             ];
-            for (nodes, hier, lanes, pick2, piece) in runs {
+            let puts_work = single_copy_works();
+            for (nodes, hier, lanes, pick2, piece, put) in runs {
                 if nodes.parse::<usize>().unwrap() > np || (!pick2.is_empty() && np != 2) {
                     continue;
                 }
@@ -289,11 +306,12 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
                     ("TOPOCOMM_ACCEL_ALLREDUCE2", pick2),
                     ("TOPOCOMM_ACCEL_PAIR_PIECE", piece),
+                    ("TOPOCOMM_ACCEL_PAIR_PUT", put),
                 ];
                 let o = accel(&["-v", "--nodes", nodes], &launch, &env);
                 let what = format!(
                     "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes {lanes}, \
-                     two-member allreduce '{pick2}', pieces of '{piece}' bytes"
+                     two-member allreduce '{pick2}', pieces of '{piece}' bytes, puts '{put}'"
                 );
                 let t = assert_ok(&o, &what);
                 assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");
@@ -311,6 +329,18 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 }
                 let c = coll_counts(&t);
                 assert_eq!(c.len(), np, "{what}:\n{t}");
+                if !piece.is_empty() {
+                    // The halves' allreduces by 1 KiB pieces: put into
+                    // each other's result (as many bytes each way: the
+                    // count of each call is even or the halves differ by
+                    // one element, so compare only that both put) unless
+                    // switched off or single copy does not work here.
+                    let want = put != "0" && puts_work;
+                    assert!(
+                        c.iter().all(|v| (v.3 > 0) == want),
+                        "{what}: bytes put (want some: {want}):\n{t}"
+                    );
+                }
                 if nodes == "1" {
                     // Every collective of the program on every rank; the
                     // small ones through the lanes when turned on (the
@@ -362,7 +392,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
                             format!("crowded reduce of 32768-65535 bytes over {np} members: ");
                         assert!(t.contains(&picked), "{what}: no reduce pick:\n{t}");
                     }
-                    let small = |v: &(u64, u64, u64)| {
+                    let small = |v: &(u64, u64, u64, u64)| {
                         if lanes == "1" {
                             v.1 > 200 && v.1 + 100 < v.0
                         } else {

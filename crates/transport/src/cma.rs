@@ -1,5 +1,6 @@
 //! Single copy between processes with `process_vm_readv` (Cross Memory
-//! Attach): start-up permission setup and probing, and chunked reads.
+//! Attach): start-up permission setup and probing, chunked reads, and the
+//! chunked writes of [`Comm::put`](crate::Comm::put).
 
 use std::io;
 
@@ -82,6 +83,46 @@ pub unsafe fn read(
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
         }
         off += got as usize;
+    }
+    Ok(())
+}
+
+/// Writes `len` bytes from `local` to `remote` in process `pid`
+/// (`process_vm_writev`), in calls of at most `chunk` bytes like [`read`].
+/// The kernel checks the same permission as for reading (ptrace attach),
+/// so it works wherever [`read`] does.
+///
+/// # Safety
+/// `local` must be valid for `len` readable bytes.
+pub unsafe fn write(
+    pid: i32,
+    local: *const u8,
+    remote: u64,
+    len: usize,
+    chunk: usize,
+) -> io::Result<()> {
+    let mut off = 0usize;
+    while off < len {
+        let n = (len - off).min(chunk.max(4096));
+        let l = libc::iovec {
+            // SAFETY: off + n <= len, inside the caller's buffer; the kernel
+            // only reads through it.
+            iov_base: unsafe { local.add(off) }.cast_mut().cast(),
+            iov_len: n,
+        };
+        let r = libc::iovec {
+            iov_base: (remote as usize + off) as *mut libc::c_void,
+            iov_len: n,
+        };
+        // SAFETY: one valid local iovec; the remote one is checked by the kernel.
+        let put = unsafe { libc::process_vm_writev(pid, &l, 1, &r, 1, 0) };
+        if put < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if put == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
+        }
+        off += put as usize;
     }
     Ok(())
 }

@@ -68,6 +68,9 @@ pub struct Comm {
     pub(crate) pids: Vec<i32>,
     pub(crate) cma_ok: bool,
     pub(crate) cma_note: String,
+    /// A `put` failed (not for a dead peer): later ones are refused at
+    /// once, the caller sending instead (put.rs).
+    pub(crate) put_failed: bool,
     pub(crate) timeout: Duration,
     pub(crate) broken: Option<Error>,
     /// The awaited peer a health check last found finalized: the next
@@ -230,6 +233,7 @@ impl Comm {
             pids: vec![0; size],
             cma_ok: false,
             cma_note: String::new(),
+            put_failed: false,
             rdv_counts: [0; 3],
             rdv_streamed: 0,
             rdv_followed: 0,

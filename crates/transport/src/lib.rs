@@ -30,6 +30,7 @@ pub mod lanes;
 pub mod launch;
 pub mod plan;
 mod progress;
+mod put;
 mod recv;
 mod request;
 pub mod rules;

@@ -28,6 +28,7 @@ struct acc_stats {
     uint64_t tc_recvs, plain_recvs;   /* receives completed per path */
     uint64_t coll_tc, coll_plain;     /* collectives per path (coll.c) */
     uint64_t coll_lane;               /* of coll_tc: through the lanes */
+    uint64_t coll_put_bytes;          /* written into members' results (tc_put_x) */
 };
 
 struct acc_global {
