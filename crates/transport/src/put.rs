@@ -75,3 +75,44 @@ impl Comm {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Rank 0 lends a buffer's address; rank 1 puts 3 MiB + 5 bytes into
+    /// it (four calls of the 1 MiB chunk), then sends a message: when rank 0
+    /// has the message, every byte is there. A put to itself or past the
+    /// job is refused, naming the rank.
+    #[test]
+    fn a_put_is_in_the_peer_buffer_when_the_message_after_it_arrives() {
+        let rules = "[default]\ncma = true\ncma_chunk = 1048576\n";
+        crate::threads_job::job(2, Some(rules), |c| {
+            let len = 3 * (1 << 20) + 5;
+            let pat = |i: usize| (i % 253) as u8 ^ 0x5a;
+            let mut word = [0u8; 8];
+            if c.rank() == 0 {
+                let mut buf = vec![0u8; len];
+                c.send(&(buf.as_mut_ptr() as u64).to_le_bytes(), 1, 1)
+                    .unwrap();
+                c.recv(&mut word, 1, 2).unwrap();
+                // The kernel wrote the bytes behind the compiler's back.
+                let buf = std::hint::black_box(buf);
+                let bad = buf.iter().enumerate().find(|&(i, &b)| b != pat(i));
+                assert_eq!(bad, None, "first wrong byte");
+            } else {
+                let src: Vec<u8> = (0..len).map(pat).collect();
+                c.recv(&mut word, 0, 1).unwrap();
+                let at = u64::from_le_bytes(word);
+                assert!(c.can_put(), "single copy works between threads");
+                // SAFETY: src holds len bytes; rank 0 lent len bytes at `at`
+                // and reads them only after the message below.
+                assert!(unsafe { c.put(0, src.as_ptr(), len, at) }.unwrap());
+                for dst in [1, 2] {
+                    // SAFETY: refused before any write.
+                    let e = unsafe { c.put(dst, src.as_ptr(), 1, at) }.unwrap_err();
+                    assert!(e.to_string().contains(&format!("rank {dst}")), "{e}");
+                }
+                c.send(&[1u8; 8], 0, 2).unwrap();
+            }
+        });
+    }
+}
