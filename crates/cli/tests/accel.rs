@@ -282,12 +282,14 @@ fn collectives_run_over_the_transport_in_rank_order() {
             // counts), in place and not, the matrices' product through
             // PMPI_Reduce_local (the 1 MiB-and-up halves take the
             // pair's fragment by default).
-            // The pieces' reduced parts are put into the other member's
-            // result where single copy works (TOPOCOMM_ACCEL_PAIR_PUT, on
-            // by default), else swapped by message: both ways run.
+            // The reduced pieces (2 members) and blocks (3 and 4) are put
+            // into the receivers' results where single copy works
+            // (TOPOCOMM_ACCEL_PUT, on by default), else sent by message:
+            // both ways run.
             let runs = [
                 ("1", "0", "1", "", "", ""),
                 ("1", "0", "0", "", "", ""),
+                ("1", "0", "0", "", "", "0"),
                 ("1", "0", "0", "whole", "", ""),
                 ("1", "0", "0", "halves", "", ""),
                 ("1", "0", "0", "halves", "1024", ""),
@@ -306,7 +308,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
                     ("TOPOCOMM_ACCEL_ALLREDUCE2", pick2),
                     ("TOPOCOMM_ACCEL_PAIR_PIECE", piece),
-                    ("TOPOCOMM_ACCEL_PAIR_PUT", put),
+                    ("TOPOCOMM_ACCEL_PUT", put),
                 ];
                 let o = accel(&["-v", "--nodes", nodes], &launch, &env);
                 let what = format!(
@@ -329,6 +331,16 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 }
                 let c = coll_counts(&t);
                 assert_eq!(c.len(), np, "{what}:\n{t}");
+                if nodes == "1" && np >= 3 {
+                    // The allreduces and reduces of 140001 doubles go by
+                    // blocks, whose reduced blocks are put into the
+                    // receivers' results where single copy works.
+                    let want = put != "0" && puts_work;
+                    assert!(
+                        c.iter().all(|v| (v.3 > 0) == want),
+                        "{what}: bytes put by the blocks (want some: {want}):\n{t}"
+                    );
+                }
                 if !piece.is_empty() {
                     // The halves' allreduces by 1 KiB pieces: put into
                     // each other's result (as many bytes each way: the

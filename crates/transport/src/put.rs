@@ -80,7 +80,8 @@ impl Comm {
 mod tests {
     /// Rank 0 lends a buffer's address; rank 1 puts 3 MiB + 5 bytes into
     /// it (four calls of the 1 MiB chunk), then sends a message: when rank 0
-    /// has the message, every byte is there. A put to itself or past the
+    /// has the message, every byte is there. A put to an unmapped address
+    /// is not written, nor is any later one; a put to itself or past the
     /// job is refused, naming the rank.
     #[test]
     fn a_put_is_in_the_peer_buffer_when_the_message_after_it_arrives() {
@@ -106,6 +107,14 @@ mod tests {
                 // SAFETY: src holds len bytes; rank 0 lent len bytes at `at`
                 // and reads them only after the message below.
                 assert!(unsafe { c.put(0, src.as_ptr(), len, at) }.unwrap());
+                // An address the peer has not mapped: refused by the
+                // kernel, so not written, and every later put is refused
+                // at once (the caller sends instead).
+                // SAFETY: src holds 8 bytes; the kernel checks address 8.
+                assert!(!unsafe { c.put(0, src.as_ptr(), 8, 8) }.unwrap());
+                // SAFETY: as the first put (and refused before writing).
+                assert!(!unsafe { c.put(0, src.as_ptr(), len, at) }.unwrap());
+                assert!(c.can_put(), "still the job's answer");
                 for dst in [1, 2] {
                     // SAFETY: refused before any write.
                     let e = unsafe { c.put(dst, src.as_ptr(), 1, at) }.unwrap_err();

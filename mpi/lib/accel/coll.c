@@ -42,7 +42,8 @@ enum {
     T_SCATTER,
     T_ALLGATHER,
     T_ALLTOALL,
-    T_PICK
+    T_PICK,
+    T_ADDR
 };
 
 /* Sends this small complete when posted (in a cell or an eager slot)
@@ -74,10 +75,12 @@ static int pick2_forced;
  * allreduce (0: whole halves); -1 (unset): the pair's pipeline fragment
  * (pair_piece). */
 static long long pair_piece_set = -1;
-/* TOPOCOMM_ACCEL_PAIR_PUT=0: the two-member allreduce by pieces swaps the
- * reduced halves by messages instead of putting each reduced piece into
- * the other member's result (pair_fold_pieces); default 1. */
-static int pair_put = 1;
+/* TOPOCOMM_ACCEL_PUT=0: reduced data moves by message only: the two-member
+ * allreduce by pieces swaps the reduced halves instead of putting each
+ * reduced piece into the other member's result (pair_fold_pieces), and the
+ * blocks' allreduce and reduce send the reduced blocks instead of putting
+ * them (blocks_put); default 1. */
+static int acc_put = 1;
 
 void acc_coll_init(void) {
     const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
@@ -107,14 +110,13 @@ void acc_coll_init(void) {
             pair_piece_set = x;
         }
     }
-    const char *pu = getenv("TOPOCOMM_ACCEL_PAIR_PUT");
+    const char *pu = getenv("TOPOCOMM_ACCEL_PUT");
     if (pu && *pu) {
         if (!strcmp(pu, "0") || !strcmp(pu, "1")) {
-            pair_put = *pu == '1';
+            acc_put = *pu == '1';
         } else if (acc.world_rank == 0) {
             fprintf(stderr,
-                    "topocomm accel: TOPOCOMM_ACCEL_PAIR_PUT='%s': expected 0 or 1; using 1\n",
-                    pu);
+                    "topocomm accel: TOPOCOMM_ACCEL_PUT='%s': expected 0 or 1; using 1\n", pu);
         }
     }
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
@@ -671,7 +673,7 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     size_t piece = pair_piece(g);
     /* h0, not my_len, and tc_can_put_x (the same answer on every rank for
      * the whole job): both members decide alike. */
-    int put = piece && pair_put && tc_can_put_x() == 1;
+    int put = piece && acc_put && tc_can_put_x() == 1;
     if (put && pair_piece_set < 0) piece = put_piece(piece, h0);
     /* The prefixes of my half put into the other's result and of theirs put
      * into mine: the allgather below moves only what is left. */
@@ -1723,17 +1725,108 @@ static int allreduce_flat(const struct grp *g, struct red *d) {
     return fold_slots(d, n, slot, d->acc);
 }
 
-/* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes. */
+/* The addresses of the other members' results (blocks_put), grow-only. */
+static uint64_t *peer_outs;
+static int peer_outs_cap;
+
+/* The blocks' phase 2 by puts: this member's reduced block t written into
+ * every receiving member's result (all for root < 0, else the root's)
+ * with tc_put_x while it is still in this core's cache, where blocks_out
+ * sends it and each receiver copies it in. `at` holds the receivers'
+ * result addresses (posted before phase 1, so they are there when the
+ * fold is done; q_at: their receives). Then one 8-byte word to each
+ * receiver: 1 when its block was put (a put is complete when tc_put_x
+ * returns, so the word orders it before the receiver returns), 0 when
+ * refused, and then the block follows by message. */
+static int blocks_put(const struct grp *g, const struct blocks *b, size_t esz, const char *t,
+                      char *out, int root, struct reqs *q_at) {
+    int n = g->n, me = g->me, first, cnt, recv = root < 0 || me == root;
+    block_of(b, me, &first, &cnt);
+    size_t len = (size_t)cnt * esz;
+    /* peer_outs: [0, n) the receivers' result addresses, [n, 2n) their
+     * words to me, [2n, 3n) mine to them (kept until reqs_wait). */
+    uint64_t *at = peer_outs, *theirs = peer_outs + n, *words = peer_outs + 2 * n;
+    int terr = reqs_wait(q_at);
+    struct reqs q;
+    int err = reqs_init(&q, 3 * n);
+    if (err != MPI_SUCCESS) return err;
+    for (int k = 1; k < n && terr == 0 && recv; k++) {
+        int from = (me - k + n) % n;
+        terr = post_recv(g, &q, &theirs[from], sizeof *theirs, from, T_RESULT);
+    }
+    for (int k = 1; k < n && terr == 0; k++) {
+        int dst = (me + k) % n;
+        if (root >= 0 && dst != root) continue;
+        int put = tc_put_x(g->tc[dst], t, len, at[dst] + (uint64_t)first * esz);
+        if (put < 0) {
+            terr = put;
+            break;
+        }
+        if (put == 1) acc.stats.coll_put_bytes += len;
+        words[dst] = (uint64_t)put;
+        terr = post_send(g, &q, &words[dst], sizeof *words, dst, T_RESULT);
+        if (terr == 0 && put == 0) terr = post_send(g, &q, t, len, dst, T_RESULT);
+    }
+    int werr = reqs_wait(&q);
+    if (terr == 0) terr = werr;
+    /* The blocks a member could not put: by message after its word. */
+    for (int k = 1; k < n && terr == 0 && recv; k++) {
+        int from = (me - k + n) % n, f, c;
+        if (theirs[from] == 1) continue;
+        block_of(b, from, &f, &c);
+        terr = xfer(g, NULL, 0, -1, out + (size_t)f * esz, (size_t)c * esz, from, T_RESULT);
+    }
+    return tc_err(terr);
+}
+
+/* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes.
+ * Where single copy works (tc_can_put_x: the same answer on every member
+ * for the whole job), the reduced blocks are put into the receivers'
+ * results (blocks_put), the receivers' addresses sent at the start. */
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
                         int root) {
     struct blocks b = {d->count, g->n, NULL};
-    int first, cnt, me = g->me, all = root < 0 || me == root;
+    int n = g->n, first, cnt, me = g->me, all = root < 0 || me == root;
     const char *mine = (const char *)src + d->lb; /* data starts */
     char *out = all ? (char *)rbuf + d->lb : NULL;
     size_t esz = d->bytes / (size_t)d->count;
     block_of(&b, me, &first, &cnt);
+    int put = acc_put && tc_can_put_x() == 1;
+    struct reqs q_at;
+    if (put) {
+        /* [0, n): the receivers' result addresses; [n, 2n): their words
+         * to me; [2n, 3n): mine to them; [3n]: my own address. */
+        if (peer_outs_cap < 3 * n + 1) {
+            uint64_t *p = realloc(peer_outs, sizeof *p * (size_t)(3 * n + 1));
+            if (!p) return MPI_ERR_NO_MEM;
+            peer_outs = p;
+            peer_outs_cap = 3 * n + 1;
+        }
+        int err = reqs_init(&q_at, 2 * n), terr = 0;
+        if (err != MPI_SUCCESS) return err;
+        peer_outs[3 * n] = (uint64_t)(uintptr_t)out;
+        for (int k = 1; k < n && terr == 0; k++) {
+            int j = (me - k + n) % n;
+            if (root < 0 || j == root)
+                terr = post_recv(g, &q_at, &peer_outs[j], sizeof(uint64_t), j, T_ADDR);
+        }
+        for (int k = 1; k < n && terr == 0 && all; k++)
+            terr = post_send(g, &q_at, &peer_outs[3 * n], sizeof(uint64_t), (me + k) % n,
+                             T_ADDR);
+        if (terr != 0) {
+            reqs_wait(&q_at);
+            return tc_err(terr);
+        }
+    }
     char *t = all ? out + (size_t)first * esz : NULL; /* non-roots: a working area */
     int err = acc_coll_reduce_blocks(g, d, &b, mine, &t, all && mine == out);
+    if (put) {
+        if (err != MPI_SUCCESS) {
+            reqs_wait(&q_at);
+            return err;
+        }
+        return blocks_put(g, &b, esz, t, out, root, &q_at);
+    }
     return err != MPI_SUCCESS ? err : blocks_out(g, &b, esz, t, out, root);
 }
 
