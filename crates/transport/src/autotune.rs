@@ -23,9 +23,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use topocomm_topo::Machine;
 
-/// `format` of a cache entry (2: answers measured, `lone_rendezvous_min`;
-/// entries of 1 are measured again).
-pub const FORMAT: &str = "topocomm.rules-cache/2";
+/// `format` of a cache entry, raised when what is measured changes, so
+/// that older entries are measured again: 2 added the answers
+/// (`lone_rendezvous_min`); 3 the single-copy chunks up to 16 MiB (the
+/// entries of 2 chose theirs among 256 KiB and 1 MiB, and kept it, while
+/// the built-in chunk became 16 MiB).
+pub const FORMAT: &str = "topocomm.rules-cache/3";
 /// Environment variable that turns measuring off (`0`) or on (`1`, default).
 pub const ENV: &str = "TOPOCOMM_AUTOTUNE";
 
@@ -378,6 +381,13 @@ mod tests {
         if let Some(name) = &measured {
             assert_eq!(c.rules.classes[name].cma_threshold, 5 << 20);
         }
+        // An entry of the previous format (its chunk chosen among 256 KiB
+        // and 1 MiB): refused, so measured again.
+        let mut older = e.clone();
+        older.format = "topocomm.rules-cache/2".into();
+        store(&dir, &older).unwrap();
+        let err = load(&dir, &key, &m).unwrap_err();
+        assert!(err.contains("format 'topocomm.rules-cache/2'"), "{err}");
         // Rules that do not load.
         let mut bad = e.clone();
         bad.rules_toml = "[l2]\ndepth = 0\n".into();
