@@ -49,18 +49,32 @@ pub fn ptrace_scope() -> Option<u32> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-/// Reads `len` bytes at `remote` in process `pid` into `local`, in chunks of
-/// `chunk` bytes (each call pins at most `chunk` bytes of pages, so a long
-/// transfer stays interruptible and the caller can check for faults).
+/// `process_vm_readv` or `process_vm_writev`: the same arguments, the
+/// local iovec read from or written to.
+type VmCall = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> libc::ssize_t;
+
+/// `len` bytes between `local` and `remote` in process `pid` by `call`, in
+/// calls of at most `chunk` bytes (each pins at most `chunk` bytes of
+/// pages, so a long transfer stays interruptible and the caller can check
+/// for faults). `short`: the error of a call that moved nothing.
 ///
 /// # Safety
-/// `local` must be valid for `len` writable bytes.
-pub unsafe fn read(
+/// `local` must be valid for `len` bytes of what `call` does with it.
+unsafe fn chunked(
+    call: VmCall,
     pid: i32,
     local: *mut u8,
     remote: u64,
     len: usize,
     chunk: usize,
+    short: (io::ErrorKind, &str),
 ) -> io::Result<()> {
     let mut off = 0usize;
     while off < len {
@@ -75,16 +89,43 @@ pub unsafe fn read(
             iov_len: n,
         };
         // SAFETY: one valid local iovec; the remote one is checked by the kernel.
-        let got = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
-        if got < 0 {
+        let moved = unsafe { call(pid, &l, 1, &r, 1, 0) };
+        if moved < 0 {
             return Err(io::Error::last_os_error());
         }
-        if got == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+        if moved == 0 {
+            return Err(io::Error::new(short.0, short.1));
         }
-        off += got as usize;
+        off += moved as usize;
     }
     Ok(())
+}
+
+/// Reads `len` bytes at `remote` in process `pid` into `local`, in chunks of
+/// `chunk` bytes.
+///
+/// # Safety
+/// `local` must be valid for `len` writable bytes.
+pub unsafe fn read(
+    pid: i32,
+    local: *mut u8,
+    remote: u64,
+    len: usize,
+    chunk: usize,
+) -> io::Result<()> {
+    let short = (io::ErrorKind::UnexpectedEof, "short read");
+    // SAFETY: the caller's promise; process_vm_readv writes into `local`.
+    unsafe {
+        chunked(
+            libc::process_vm_readv,
+            pid,
+            local,
+            remote,
+            len,
+            chunk,
+            short,
+        )
+    }
 }
 
 /// Writes `len` bytes from `local` to `remote` in process `pid`
@@ -101,30 +142,20 @@ pub unsafe fn write(
     len: usize,
     chunk: usize,
 ) -> io::Result<()> {
-    let mut off = 0usize;
-    while off < len {
-        let n = (len - off).min(chunk.max(4096));
-        let l = libc::iovec {
-            // SAFETY: off + n <= len, inside the caller's buffer; the kernel
-            // only reads through it.
-            iov_base: unsafe { local.add(off) }.cast_mut().cast(),
-            iov_len: n,
-        };
-        let r = libc::iovec {
-            iov_base: (remote as usize + off) as *mut libc::c_void,
-            iov_len: n,
-        };
-        // SAFETY: one valid local iovec; the remote one is checked by the kernel.
-        let put = unsafe { libc::process_vm_writev(pid, &l, 1, &r, 1, 0) };
-        if put < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if put == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
-        }
-        off += put as usize;
+    let short = (io::ErrorKind::WriteZero, "short write");
+    // SAFETY: the caller's promise; process_vm_writev only reads `local`
+    // (the cast to *mut is for the shared iovec type).
+    unsafe {
+        chunked(
+            libc::process_vm_writev,
+            pid,
+            local.cast_mut(),
+            remote,
+            len,
+            chunk,
+            short,
+        )
     }
-    Ok(())
 }
 
 /// Probes single copy without peers: forks a child that allows any tracer,
