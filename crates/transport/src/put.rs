@@ -3,8 +3,14 @@
 //! other's buffer, e.g. the two-member allreduce of the MPI accelerator,
 //! which puts each reduced piece into the other member's result while the
 //! piece is still in this core's cache instead of swapping the reduced
-//! halves by messages afterwards (docs/collectives.md, "puts the reduced
-//! pieces").
+//! halves by messages afterwards (docs/collectives.md, "Two-member
+//! allreduce: the reduced pieces put into the other result").
+//!
+//! Ordering: the kernel has written the bytes into the peer's pages when
+//! the system call returns, before this thread's next store; a message sent
+//! after the put publishes with the channel's Release store, so a peer that
+//! takes it (Acquire) sees the bytes (the same as for the single-copy
+//! reads, docs/transport.md "Memory orderings").
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -52,7 +58,6 @@ impl Comm {
             return Ok(true);
         }
         let chunk = self.outs[dst].plan.cma_chunk as usize;
-        self.before_long_copy(len);
         // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
         match unsafe { crate::cma::write(self.pids[dst], local, remote, len, chunk) } {
             Ok(()) => Ok(true),
