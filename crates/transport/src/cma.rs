@@ -158,6 +158,19 @@ pub unsafe fn write(
     }
 }
 
+impl crate::Comm {
+    /// A single-copy call found rank `peer`'s process gone (`ESRCH`): the
+    /// communicator is broken from now on; the error to return.
+    pub(crate) fn vanished(&mut self, peer: usize, detail: &str) -> crate::Error {
+        let e = crate::Error::DeadPeer {
+            rank: peer as i32,
+            detail: detail.into(),
+        };
+        self.broken = Some(e.clone());
+        e
+    }
+}
+
 /// Probes single copy without peers: forks a child that allows any tracer,
 /// then reads a word of its memory. `Ok(())` when CMA works, else the reason.
 pub fn probe_fork() -> Result<(), String> {

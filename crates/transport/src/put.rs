@@ -62,12 +62,7 @@ impl Comm {
         match unsafe { crate::cma::write(self.pids[dst], local, remote, len, chunk) } {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                let e = Error::DeadPeer {
-                    rank: dst as i32,
-                    detail: "process vanished during a put".into(),
-                };
-                self.broken = Some(e.clone());
-                Err(e)
+                Err(self.vanished(dst, "process vanished during a put"))
             }
             Err(e) => {
                 crate::say!(

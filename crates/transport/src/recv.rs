@@ -762,12 +762,7 @@ impl Comm {
                 Ok(true)
             }
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                let e = Error::DeadPeer {
-                    rank: src as i32,
-                    detail: "process vanished during single copy".into(),
-                };
-                self.broken = Some(e.clone());
-                Err(e)
+                Err(self.vanished(src, "process vanished during single copy"))
             }
             Err(e) => {
                 crate::say!(
