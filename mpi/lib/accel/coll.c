@@ -82,6 +82,18 @@ static long long pair_piece_set = -1;
  * them (blocks_put); default 1. */
 static int acc_put = 1;
 
+/* Whether reduced data is put (acc_put and single copy working in the
+ * job): the same answer on every member for the whole job, asked of the
+ * transport once. */
+static int puts_on(void) {
+    static int can = -1;
+    if (can < 0 && acc_put) {
+        int r = tc_can_put_x();
+        if (r >= 0) can = r == 1; /* negative: no transport yet, ask again */
+    }
+    return acc_put && can == 1;
+}
+
 void acc_coll_init(void) {
     const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
     if (a2 && *a2) {
@@ -673,7 +685,7 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     size_t piece = pair_piece(g);
     /* h0, not my_len, and tc_can_put_x (the same answer on every rank for
      * the whole job): both members decide alike. */
-    int put = piece && acc_put && tc_can_put_x() == 1;
+    int put = piece && puts_on();
     if (put && pair_piece_set < 0) piece = put_piece(piece, h0);
     /* The prefixes of my half put into the other's result and of theirs put
      * into mine: the allgather below moves only what is left. */
@@ -1791,7 +1803,7 @@ static int reduce_split(const struct grp *g, struct red *d, const void *src, voi
     char *out = all ? (char *)rbuf + d->lb : NULL;
     size_t esz = d->bytes / (size_t)d->count;
     block_of(&b, me, &first, &cnt);
-    int put = acc_put && tc_can_put_x() == 1;
+    int put = puts_on();
     struct reqs q_at;
     if (put) {
         /* [0, n): the receivers' result addresses; [n, 2n): their words
