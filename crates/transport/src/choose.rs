@@ -26,9 +26,10 @@
 //! the state the protocol makes for itself), whose measurement then
 //! replaces that protocol's estimate. An
 //! exploration that confirms the loser doubles the interval to the next one
-//! (up to [`MAX_INTERVAL`] messages, so a stable machine pays at most two
-//! messages in 66 on a slower protocol); one that finds the loser now faster
-//! resets it. Samples of the protocol in use are averaged (weight 1/4) and
+//! (up to 64 messages, so a stable machine pays at most two messages in 66
+//! on a slower protocol, and further while those two cost over 1 % of the
+//! time, as long as a try still comes every 20 ms: [`interval_cap`]); one
+//! that finds the loser now faster resets it. Samples of the protocol in use are averaged (weight 1/4) and
 //! clamped to twice the current estimate so that one preempted transfer
 //! cannot flip the choice on its own, while a real change of state (a few
 //! times slower every message) still moves the estimate within a handful of
@@ -41,8 +42,39 @@ const CLASSES: usize = 32;
 const FIRST_INTERVAL: u32 = 2;
 /// Interval after an exploration that changed the preferred protocol.
 const MIN_INTERVAL: u32 = 4;
-/// Longest interval between two explorations of a size class.
-pub(crate) const MAX_INTERVAL: u32 = 64;
+/// Longest interval between two explorations of a size class while the
+/// loser is close, or its messages long ([`interval_cap`]).
+const BASE_MAX_INTERVAL: u32 = 64;
+/// Longest interval between two explorations of a size class in any case.
+const MAX_INTERVAL: u32 = 1024;
+/// Share of a size class's time that confirming tries may cost before the
+/// interval grows past [`BASE_MAX_INTERVAL`].
+const TRY_SHARE: f32 = 0.01;
+/// Time on the preferred protocol within which a try comes in any case
+/// (beyond [`BASE_MAX_INTERVAL`] messages): the VMs' host moves the vCPUs
+/// between states every second or so.
+const REACT_NS: f32 = 20e6;
+
+/// The longest interval after a try that found protocol cost `loser`
+/// (nanoseconds per byte) against the best's `best`, for messages of `len`
+/// bytes. A try is two messages on the loser in place of two on the best,
+/// `2 (loser / best - 1)` messages' worth of time lost per interval: one
+/// in 64 messages cost 3.7 % of a 256 KiB ping-pong where two-copy takes
+/// 2.2x single copy's time (2-vCPU Intel Xeon VM, 2026-11-30), so the
+/// interval grows until tries cost [`TRY_SHARE`], as long as a try still
+/// comes within [`REACT_NS`] of messages, and never beyond
+/// [`MAX_INTERVAL`]; where either bound is under [`BASE_MAX_INTERVAL`]
+/// messages, that is the interval.
+fn interval_cap(loser: f32, best: f32, len: usize) -> u32 {
+    let by_share = 2.0 * (loser / best - 1.0) / TRY_SHARE;
+    let by_time = REACT_NS / (best * len.max(1) as f32);
+    let cap = by_share.min(by_time);
+    if cap.is_nan() || cap <= BASE_MAX_INTERVAL as f32 {
+        BASE_MAX_INTERVAL
+    } else {
+        cap.min(MAX_INTERVAL as f32) as u32
+    }
+}
 
 /// Posted receives [`crate::comm::Comm::pair_choice`] looks through for
 /// one from the peer: a hint needs no more, and a send must not pay for an
@@ -240,7 +272,7 @@ impl Chooser {
             c.interval = if other.is_nan() || c.cost[i] < other {
                 MIN_INTERVAL
             } else {
-                (c.interval * 2).min(MAX_INTERVAL)
+                (c.interval * 2).min(interval_cap(c.cost[i], other, len))
             };
         }
     }
@@ -455,16 +487,50 @@ mod tests {
         // Two-copy is 3x cheaper here: the plan's CMA loses quickly.
         let used = run(&mut ch, 1000, 1 << 16, Rdv::Cma, TWO, two_or_cma(3.0, 1.0));
         assert_eq!(ch.preferred(1 << 16, TWO, false), Some(Rdv::TwoCopy));
-        // At most one try (two messages) in MAX_INTERVAL (plus the first
-        // tries) on CMA.
+        // At most one try (two messages) in BASE_MAX_INTERVAL (plus the
+        // first tries) on CMA.
         let cma = used[Rdv::Cma as usize];
         assert!(
-            cma <= 2 * (1000 / MAX_INTERVAL as usize) + 12,
+            cma <= 2 * (1000 / BASE_MAX_INTERVAL as usize) + 12,
             "{cma} of 1000 on CMA"
         );
         assert_eq!(used[Rdv::Stream as usize], 0, "streaming not allowed");
         // Another size class is untouched.
         assert_eq!(ch.preferred(1 << 20, TWO, false), None);
+    }
+
+    /// Tries of the loser among `n` messages of `len` bytes where single
+    /// copy costs `cma` ns per byte and two-copy `two`, once settled.
+    fn tries_once_settled(len: usize, cma: f32, two: f32, n: usize) -> usize {
+        let mut ch = Chooser::default();
+        run(&mut ch, 2000, len, Rdv::Cma, TWO, two_or_cma(cma, two));
+        assert_eq!(ch.preferred(len, TWO, false), Some(Rdv::Cma));
+        run(&mut ch, n, len, Rdv::Cma, TWO, two_or_cma(cma, two))[Rdv::TwoCopy as usize] / 2
+    }
+
+    #[test]
+    fn tries_thin_out_while_the_loser_loses_by_far_yet_come_every_20_ms() {
+        // 256 KiB, two-copy 2.25x single copy's 10.5 us (the 2-vCPU Intel
+        // Xeon VM's ping-pong): tries cost at most about 1 % of the time,
+        // one in 250 messages, where one in 64 cost 3.9 %.
+        let far = tries_once_settled(1 << 18, 0.04, 0.09, 10_000);
+        assert!((36..=44).contains(&far), "{far} tries in 10000 messages");
+        // A close loser (1.2x): one try in 64 messages, as before.
+        let close = tries_once_settled(1 << 18, 0.04, 0.048, 10_000);
+        assert!(
+            (150..=160).contains(&close),
+            "{close} tries in 10000 messages"
+        );
+        // 16 MiB messages of 1.7 ms: 64 messages take longer than 20 ms,
+        // so one try in 64 however far the loser is.
+        let long = tries_once_settled(16 << 20, 0.1, 0.3, 1000);
+        assert!((15..=16).contains(&long), "{long} tries in 1000 messages");
+        // Single copy 10x two-copy's time at 64 KiB: the longest interval.
+        let farthest = tries_once_settled(1 << 16, 0.02, 0.2, 10_000);
+        assert!(
+            (9..=10).contains(&farthest),
+            "{farthest} tries in 10000 messages"
+        );
     }
 
     #[test]
