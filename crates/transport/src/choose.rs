@@ -29,7 +29,8 @@
 //! (up to 64 messages, so a stable machine pays at most two messages in 66
 //! on a slower protocol, and further while those two cost over 1 % of the
 //! time, as long as a try still comes every 20 ms: [`interval_cap`]); one
-//! that finds the loser now faster resets it. Samples of the protocol in use are averaged (weight 1/4) and
+//! that finds the loser now faster resets it. Samples of the protocol in
+//! use are averaged (weight 1/4) and
 //! clamped to twice the current estimate so that one preempted transfer
 //! cannot flip the choice on its own, while a real change of state (a few
 //! times slower every message) still moves the estimate within a handful of
