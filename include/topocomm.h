@@ -154,6 +154,14 @@ int tc_alltoallv(const void *sbuf, const size_t *slens, const size_t *sdispls, v
  * receives and probes of the same context; the plain functions above use
  * context 0. */
 #define TC_SEND_SYNC 1 /* flags: the send completes only once matched */
+/* flags: the receiver is waiting for this message (blocked in its receive,
+ * as a broadcast's or a reduction's member is). Within the sizes where this
+ * machine's rules answer a ping-pong by rendezvous (lone_rendezvous_min up
+ * to the eager limit: the receiver's single copy measured faster than an
+ * eager message's two copies), the message goes by rendezvous and the
+ * receiver reads it once; the send then completes only once it is read.
+ * Elsewhere no effect. Other flag bits are refused (TC_ERR_INVALID). */
+#define TC_SEND_WAITED 2
 /* The handle of a send that completed when it was posted (an inline or
  * eager message pushed at once): waiting on it returns at once, and a
  * caller may treat it as complete without waiting. */

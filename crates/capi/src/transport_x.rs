@@ -12,6 +12,9 @@ use topocomm_transport::{Comm, Error, Posted, Request, Status, Take};
 
 /// `flags` bit of `tc_isend_x`/`tc_send_x`: complete only once matched.
 pub const TC_SEND_SYNC: c_int = 1;
+/// `tc_isend_x`/`tc_send_x` flag: the receiver is waiting for this message
+/// ([`Comm::isend_waited`](topocomm_transport::Comm::isend_waited)).
+pub const TC_SEND_WAITED: c_int = 2;
 /// `TC_REQUEST_DONE` of topocomm.h: the handle of a send that completed
 /// when it was posted.
 pub const TC_REQUEST_DONE: u64 = 0xFFFF_FFFF;
@@ -23,6 +26,37 @@ fn ctx_arg(ctx: c_int) -> Result<u16, Error> {
             "context {ctx} is reserved for the collectives (tc_bcast, tc_allreduce, ...)"
         ))),
         Err(_) => Err(Error::Invalid(format!("context {ctx} is not in 0..=65534"))),
+    }
+}
+
+/// Starts a send of `len` bytes at `buf` with the `tc_isend_x` flags
+/// (`TC_SEND_SYNC` wins over `TC_SEND_WAITED`: a synchronous send is a
+/// rendezvous anyway); other bits are refused.
+///
+/// # Safety
+/// As [`Comm::isend_raw`]: `buf` stays valid and unmodified for `len`
+/// bytes until the request completes.
+unsafe fn isend_flagged(
+    c: &mut Comm,
+    buf: *const c_void,
+    len: usize,
+    dst: usize,
+    tag: c_int,
+    ctx: u16,
+    flags: c_int,
+) -> Result<Request, Error> {
+    if flags & !(TC_SEND_SYNC | TC_SEND_WAITED) != 0 {
+        return Err(Error::Invalid(format!(
+            "flags {flags}: expected 0, TC_SEND_SYNC (1) or TC_SEND_WAITED (2)"
+        )));
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        if flags & TC_SEND_SYNC == 0 && flags & TC_SEND_WAITED != 0 {
+            c.isend_waited(buf.cast(), len, dst, tag, ctx)
+        } else {
+            c.isend_ctx(buf.cast(), len, dst, tag, ctx, flags & TC_SEND_SYNC != 0)
+        }
     }
 }
 
@@ -108,7 +142,7 @@ pub extern "C" fn tc_set_timeout(seconds: f64) -> i32 {
 
 /// `tc_isend` in matching context `ctx` (0..=65534; 0 is the plain API's,
 /// 65535 the collectives'),
-/// with `flags` (`TC_SEND_SYNC`).
+/// with `flags` (`TC_SEND_SYNC`, `TC_SEND_WAITED`).
 #[no_mangle]
 pub extern "C" fn tc_isend_x(
     buf: *const c_void,
@@ -124,10 +158,9 @@ pub extern "C" fn tc_isend_x(
             return Err(Error::Invalid("buf or req is NULL".into()));
         }
         let (dst, ctx) = (rank_arg(dst, "destination")?, ctx_arg(ctx)?);
-        let sync = flags & TC_SEND_SYNC != 0;
         // SAFETY: the caller keeps `buf` (len bytes) valid and unmodified
         // until the request completes (documented in topocomm.h).
-        let r = unsafe { c.isend_ctx(buf.cast(), len, dst, tag, ctx, sync)? };
+        let r = unsafe { isend_flagged(c, buf, len, dst, tag, ctx, flags)? };
         // SAFETY: req is non-NULL (checked).
         unsafe { *req = r.to_u64() };
         Ok(TC_OK)
@@ -183,7 +216,7 @@ pub extern "C" fn tc_send_x(
         let (dst, ctx) = (rank_arg(dst, "destination")?, ctx_arg(ctx)?);
         // SAFETY: `buf` is valid for len bytes during the call (contract),
         // and the request is waited for before returning.
-        let r = unsafe { c.isend_ctx(buf.cast(), len, dst, tag, ctx, flags & TC_SEND_SYNC != 0)? };
+        let r = unsafe { isend_flagged(c, buf, len, dst, tag, ctx, flags)? };
         c.wait(r).map(|_| TC_OK)
     })
 }
@@ -597,5 +630,27 @@ mod tests {
             unsafe { c.recv_ctx(out.as_mut_ptr(), 8, 0, tag, 3, None) }.unwrap();
         }
         c.wait(s).unwrap();
+        // Unknown flag bits are refused; TC_SEND_WAITED below the answers'
+        // sizes is an ordinary send; TC_SEND_SYNC wins over it.
+        // SAFETY: `b` outlives every request, each waited for here.
+        unsafe {
+            match isend_flagged(&mut c, b.as_ptr().cast(), 8, 0, 1, 3, 4) {
+                Err(Error::Invalid(m)) => assert!(m.contains("flags 4"), "{m}"),
+                other => panic!("flags 4 accepted: {:?}", other.map(|r| r.to_u64())),
+            }
+            let r = isend_flagged(&mut c, b.as_ptr().cast(), 8, 0, 1, 3, TC_SEND_WAITED).unwrap();
+            assert_eq!(r.to_u64(), TC_REQUEST_DONE);
+            c.wait(r).unwrap();
+            let s = isend_flagged(&mut c, b.as_ptr().cast(), 8, 0, 2, 3, 3).unwrap();
+            assert_ne!(
+                s.to_u64(),
+                TC_REQUEST_DONE,
+                "TC_SEND_SYNC lost to TC_SEND_WAITED"
+            );
+            for tag in [1, 2] {
+                c.recv_ctx(out.as_mut_ptr(), 8, 0, tag, 3, None).unwrap();
+            }
+            c.wait(s).unwrap();
+        }
     }
 }

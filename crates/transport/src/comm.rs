@@ -383,12 +383,12 @@ impl Comm {
             }
             for d in 1..self.size {
                 // SAFETY: zero-byte buffer, waited for immediately.
-                let r = unsafe { self.isend_inner(z.as_ptr(), 0, d, BARRIER, false)? };
+                let r = unsafe { self.isend_inner(z.as_ptr(), 0, d, BARRIER, false, false)? };
                 self.wait(r)?;
             }
         } else {
             // SAFETY: as above.
-            let r = unsafe { self.isend_inner(z.as_ptr(), 0, 0, BARRIER, false)? };
+            let r = unsafe { self.isend_inner(z.as_ptr(), 0, 0, BARRIER, false, false)? };
             self.wait(r)?;
             // SAFETY: as above.
             let r = unsafe { self.irecv_inner(z.as_mut_ptr(), 0, 0, BARRIER)? };

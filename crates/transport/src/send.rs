@@ -144,7 +144,34 @@ impl Comm {
             return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
         }
         // SAFETY: forwarded contract.
-        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, sync) }
+        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, sync, false) }
+    }
+
+    /// [`Comm::isend_ctx`] (not synchronous) of a message its receiver is
+    /// waiting for (a broadcast's or a reduction's member blocked in its
+    /// receive): within the sizes where the plan answers a ping-pong by
+    /// rendezvous (`lone_rendezvous_min` up to the eager limit: where the
+    /// start-up measurement found the receiver's single copy faster than an
+    /// eager message's two copies), it goes by rendezvous and the receiver
+    /// reads it once, as an answer does ([`Comm::answers`]), without the
+    /// answer's test of the message pattern. The request then completes
+    /// once the receiver has read it. Elsewhere as `isend_ctx`.
+    ///
+    /// # Safety
+    /// As [`Comm::isend_raw`].
+    pub unsafe fn isend_waited(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dst: usize,
+        tag: i32,
+        ctx: u16,
+    ) -> Result<Request> {
+        if tag < 0 {
+            return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, false, true) }
     }
 
     /// Sends `len` bytes to `dst` at once when they can go without a
@@ -231,8 +258,15 @@ impl Comm {
     /// plan has no single copy: plan.rs) and [`Comm::answers`].
     #[inline(always)]
     fn answer_at(&self, dst: usize, len: usize) -> bool {
+        self.answer_size(dst, len) && self.answers(dst)
+    }
+
+    /// Whether `len` bytes to `dst` lie where an answer goes by rendezvous
+    /// (`lone_rendezvous_min..=eager_max`).
+    #[inline(always)]
+    fn answer_size(&self, dst: usize, len: usize) -> bool {
         let plan = &self.outs[dst].plan;
-        (plan.lone_min..=plan.eager_max).contains(&(len as u64)) && self.answers(dst)
+        (plan.lone_min..=plan.eager_max).contains(&(len as u64))
     }
 
     /// Whether a send to `dst` now answers it: since this rank's last send
@@ -282,6 +316,7 @@ impl Comm {
         dst: usize,
         key: Key,
         sync: bool,
+        waited: bool,
     ) -> Result<Request> {
         self.check_peer(dst, "destination")?;
         if let Some(e) = &self.broken {
@@ -290,8 +325,11 @@ impl Comm {
         // Nothing queued ahead and room: an inline or eager message goes
         // out here, with no request and none of the general path's job and
         // protocol bookkeeping (about half of a small send's instructions).
+        // A waited-for message in the answers' sizes skips it: it may go by
+        // rendezvous (below).
+        let at_once = !(sync || waited && self.answer_size(dst, len));
         // SAFETY: forwarded contract.
-        if !sync && unsafe { self.push_now(ptr, len, dst, key) } {
+        if at_once && unsafe { self.push_now(ptr, len, dst, key) } {
             return Ok(Request {
                 idx: DONE_IDX,
                 gen: 0,
@@ -302,8 +340,15 @@ impl Comm {
         // A rendezvous only says whether the receiver may read this buffer
         // with single copy; the receiver chooses the protocol (choose.rs).
         let readable = len > 0 && plan.cma != 0 && self.cma_ok;
-        // Tested once: the answer test scans the posted receives.
-        let answer = !sync && readable && self.answer_at(dst, len);
+        // Tested once: the answer test scans the posted receives. A send
+        // whose receiver waits for it needs no test of the pattern.
+        let answer = !sync
+            && readable
+            && if waited {
+                self.answer_size(dst, len) && !self.ins[dst].cma_failed
+            } else {
+                self.answer_at(dst, len)
+            };
         let proto = if sync {
             Proto::Rts {
                 cma: readable,
@@ -691,6 +736,45 @@ mod tests {
             }
             assert_eq!(c.outs[peer].dx_sent, by_line, "17 bytes went by the line");
         });
+    }
+
+    /// A send whose receiver waits for it (`isend_waited`) goes by
+    /// rendezvous within the answers' sizes (8-16 KiB here), however the
+    /// messages ran before, and the receiver reads it by single copy; below
+    /// them, and under rules with no answers, it goes eagerly. Every byte
+    /// is checked.
+    #[test]
+    fn a_waited_for_send_is_read_once_within_the_answers_sizes() {
+        fn run(c: &mut Comm, answers: bool) {
+            let data = |n: usize, seed: u8| -> Vec<u8> {
+                (0..n).map(|i| (i % 251) as u8 ^ seed).collect()
+            };
+            let sizes = [16384usize, 16384, 8192, 4096, 16384];
+            if c.rank() == 0 {
+                for (k, &n) in sizes.iter().enumerate() {
+                    let d = data(n, k as u8);
+                    // SAFETY: `d` outlives the request, waited for here.
+                    let r = unsafe { c.isend_waited(d.as_ptr(), n, 1, 7, 0).unwrap() };
+                    c.wait(r).unwrap();
+                }
+                // A plain send after hearing nothing: no answer, eager.
+                c.send(&data(16384, 9), 1, 8).unwrap();
+            } else {
+                let mut buf = vec![0u8; 16384];
+                for (k, &n) in sizes.iter().enumerate() {
+                    let st = c.recv(&mut buf, 0, 7).unwrap();
+                    assert_eq!(&buf[..st.count], &data(n, k as u8)[..], "message {k}");
+                }
+                let read_once = if answers { 4 } else { 0 };
+                assert_eq!(c.rdv_answers, read_once, "waited-for sends read once");
+                c.recv(&mut buf, 0, 8).unwrap();
+                assert_eq!(buf, data(16384, 9));
+                assert_eq!(c.rdv_answers, read_once, "a plain send went by rendezvous");
+            }
+        }
+        job(2, |c| run(c, true));
+        let no_answers = "[default]\neager_max = 16384\nfragment = 65536\ncma = true\n";
+        crate::threads_job::job(2, Some(no_answers), |c| run(c, false));
     }
 
     /// Rank 0 hears from ranks 1 and 2, then sends 16 KiB to rank 1: not an
