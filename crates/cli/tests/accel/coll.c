@@ -132,6 +132,40 @@ static void check_comm(MPI_Comm comm, const char *name) {
         if (n == 1) break;
     }
 
+    /* 12 KiB from every root: broadcast, scatter of 12 KiB blocks and a
+     * sum, within the sizes where rules with answers by single copy send
+     * a waited-for message by rendezvous (the two-member broadcast and
+     * scatter: TC_SEND_WAITED; accel.rs runs this with such rules too):
+     * every byte and element arrives. The sum over pretend nodes once
+     * crashed MPICH (an in-place reduce at leader 1: coll.c). */
+    {
+        enum { B12 = 12 << 10, D12 = B12 / 8 };
+        char *b = malloc(B12), *sc = malloc((size_t)n * B12), *rb = malloc(B12);
+        double *in = malloc(B12), *out = malloc(B12);
+        for (int root = 0; root < n; root++) {
+            for (int i = 0; i < B12; i++) b[i] = r == root ? (char)(i * 3 + root) : 0;
+            MPI_Bcast(b, B12, MPI_CHAR, root, comm);
+            for (int i = 0; i < B12; i++)
+                CHECK(b[i] == (char)(i * 3 + root), "%s 12K bcast root %d: byte %d", name, root, i);
+            for (size_t i = 0; i < (size_t)n * B12; i++) sc[i] = (char)(i * 11 + root);
+            MPI_Scatter(sc, B12, MPI_CHAR, rb, B12, MPI_CHAR, root, comm);
+            for (int i = 0; i < B12; i++)
+                CHECK(rb[i] == (char)(((size_t)r * B12 + (size_t)i) * 11 + (size_t)root),
+                      "%s 12K scatter root %d: byte %d", name, root, i);
+            for (int i = 0; i < D12; i++) in[i] = (double)(i % 1000) + r, out[i] = -1.0;
+            MPI_Reduce(in, r == root ? out : NULL, D12, MPI_DOUBLE, MPI_SUM, root, comm);
+            if (r == root)
+                for (int i = 0; i < D12; i++)
+                    CHECK(out[i] == (double)n * (i % 1000) + (double)n * (n - 1) / 2,
+                          "%s 12K reduce root %d: element %d is %g", name, root, i, out[i]);
+        }
+        free(b);
+        free(sc);
+        free(rb);
+        free(in);
+        free(out);
+    }
+
     /* Broadcasts of one size class, more calls than the trials of a
      * crowded node under Open MPI (the transport's run, Open MPI's run,
      * then the way picked): every call's bytes arrive, whichever way. */
