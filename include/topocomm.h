@@ -159,8 +159,9 @@ int tc_alltoallv(const void *sbuf, const size_t *slens, const size_t *sdispls, v
  * machine's rules answer a ping-pong by rendezvous (lone_rendezvous_min up
  * to the eager limit: the receiver's single copy measured faster than an
  * eager message's two copies), the message goes by rendezvous and the
- * receiver reads it once; the send then completes only once it is read.
- * Elsewhere no effect. Other flag bits are refused (TC_ERR_INVALID). */
+ * receiver reads it once; the send then completes only once it is read (a
+ * sender that comes first waits for its receiver). Elsewhere no effect.
+ * Other flag bits are refused (TC_ERR_INVALID). */
 #define TC_SEND_WAITED 2
 /* The handle of a send that completed when it was posted (an inline or
  * eager message pushed at once): waiting on it returns at once, and a

@@ -108,6 +108,14 @@ pub(crate) struct Out {
     pub(crate) dx_sent: u64,
 }
 
+/// The matching key of a send with `tag` (`>= 0`) in context `ctx`.
+fn send_key(tag: i32, ctx: u16) -> Result<Key> {
+    if tag < 0 {
+        return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
+    }
+    Ok(Key { tag, ctx })
+}
+
 impl Comm {
     /// Starts sending `len` bytes at `ptr` to `dst` with `tag`.
     ///
@@ -140,11 +148,9 @@ impl Comm {
         ctx: u16,
         sync: bool,
     ) -> Result<Request> {
-        if tag < 0 {
-            return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
-        }
+        let key = send_key(tag, ctx)?;
         // SAFETY: forwarded contract.
-        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, sync, false) }
+        unsafe { self.isend_inner(ptr, len, dst, key, sync, false) }
     }
 
     /// [`Comm::isend_ctx`] (not synchronous) of a message its receiver is
@@ -155,7 +161,8 @@ impl Comm {
     /// eager message's two copies), it goes by rendezvous and the receiver
     /// reads it once, as an answer does ([`Comm::answers`]), without the
     /// answer's test of the message pattern. The request then completes
-    /// once the receiver has read it. Elsewhere as `isend_ctx`.
+    /// once the receiver has read it (a sender that comes first waits for
+    /// its receiver). Elsewhere as `isend_ctx`.
     ///
     /// # Safety
     /// As [`Comm::isend_raw`].
@@ -167,11 +174,9 @@ impl Comm {
         tag: i32,
         ctx: u16,
     ) -> Result<Request> {
-        if tag < 0 {
-            return Err(Error::Invalid(format!("tag {tag} must be >= 0")));
-        }
+        let key = send_key(tag, ctx)?;
         // SAFETY: forwarded contract.
-        unsafe { self.isend_inner(ptr, len, dst, Key { tag, ctx }, false, true) }
+        unsafe { self.isend_inner(ptr, len, dst, key, false, true) }
     }
 
     /// Sends `len` bytes to `dst` at once when they can go without a
