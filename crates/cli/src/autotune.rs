@@ -12,7 +12,7 @@ use topocomm_model::tune::space::Space;
 use topocomm_model::tune::SearchMode;
 use topocomm_topo::Machine;
 use topocomm_transport::autotune::{self, Entry, Key};
-use topocomm_transport::rules::CMA_NEVER_FIRST;
+use topocomm_transport::rules::{ANSWERS_NEVER, CMA_NEVER_FIRST};
 use topocomm_transport::{Params, Rules};
 
 /// Searches start no new candidate after this (shared by the classes).
@@ -221,7 +221,7 @@ fn measure(m: &Machine) -> Result<(Rules, Vec<String>)> {
         let base = builtin.params_for(Some(class)).clone();
         let answers = measure_answers(m, class, *pair, &base)?;
         eprintln!("topocomm: class {class}: {}", answers.describe());
-        if let Some(from) = answers.from {
+        if let Some(from) = answers.rule() {
             builtin.classes.insert(
                 class.clone(),
                 Params {
@@ -313,6 +313,18 @@ struct Answers {
 }
 
 impl Answers {
+    /// The class's `lone_rendezvous_min` as measured: from the size found,
+    /// or never where answers did not pay (the built-in rules answer from
+    /// 8 KiB); `None` where nothing could be measured (the built-in rules
+    /// stay).
+    fn rule(&self) -> Option<u64> {
+        match (self.from, self.skipped) {
+            (Some(from), _) => Some(from),
+            (None, None) => Some(ANSWERS_NEVER),
+            (None, Some(_)) => None,
+        }
+    }
+
     fn describe(&self) -> String {
         let ratios = self
             .ratios
@@ -361,17 +373,14 @@ fn measure_answers(m: &Machine, class: &str, pair: (u32, u32), base: &Params) ->
     if sizes.is_empty() {
         return Ok(skipped("no measured size is within the eager limit"));
     }
-    let on = Params {
-        lone_rendezvous_min: Some(sizes[0]),
-        ..base.clone()
-    };
+    let (eager, on) = answer_sets(base, sizes[0]);
     let mut runner = runner(m, Test::Latency, &sizes, 3, 1.0)?;
     // times[set][size]: job medians (0: eager, 1: single copy).
     let mut times = vec![vec![Vec::new(); sizes.len()]; 2];
     for round in 0..ANSWER_ROUNDS {
         for k in 0..2 {
             let set = (k + round) % 2;
-            let params = if set == 0 { base } else { &on };
+            let params = if set == 0 { &eager } else { &on };
             let meds = medians(&mut runner, pair, class, params, &sizes)?;
             for (si, t) in meds.into_iter().enumerate() {
                 times[set][si].push(t);
@@ -389,6 +398,17 @@ fn measure_answers(m: &Machine, class: &str, pair: (u32, u32), base: &Params) ->
         ratios,
         skipped: None,
     })
+}
+
+/// The two rule sets [`measure_answers`] weighs: `base` with eager answers
+/// and with answers by single copy from `from`. The base may answer
+/// already (the built-in rules do from 8 KiB): the eager set turns that off.
+fn answer_sets(base: &Params, from: u64) -> (Params, Params) {
+    let with = |lone| Params {
+        lone_rendezvous_min: lone,
+        ..base.clone()
+    };
+    (with(None), with(Some(from)))
 }
 
 /// One job of `runner`'s test with `params` for `class` on `pair`: the
@@ -577,6 +597,49 @@ mod tests {
             buffer_owner: Owner::Sender,
             lone_rendezvous_min: None,
         }
+    }
+
+    #[test]
+    fn answers_that_did_not_pay_are_recorded_as_never() {
+        let a = |from, skipped| Answers {
+            from,
+            ratios: vec![(8192, 1.3)],
+            skipped,
+        };
+        assert_eq!(a(Some(8192), None).rule(), Some(8192));
+        // Measured not to pay: never, above any eager limit, so that the
+        // built-in answers from 8 KiB do not come back on load.
+        let never = a(None, None).rule().expect("measured");
+        assert!(never > (64 << 20) && never > base().eager_max);
+        assert!(a(None, None).describe().contains("answers stay eager"));
+        // Nothing measured (no single copy): the built-in rules stay.
+        assert_eq!(a(None, Some("the class has no single copy")).rule(), None);
+    }
+
+    #[test]
+    fn answers_are_weighed_against_eager_ones_even_where_the_base_answers() {
+        let base = Params {
+            lone_rendezvous_min: Some(8192),
+            ..base()
+        };
+        let (eager, on) = answer_sets(&base, 4096);
+        assert_eq!(eager.lone_rendezvous_min, None);
+        assert_eq!(on.lone_rendezvous_min, Some(4096));
+        // Written for the measuring jobs, "none" stays none (a missing key
+        // would load the built-in answers).
+        let m = topocomm_topo::load(&"synthetic:pack:1 l3:1 core:2 pu:1".parse().unwrap()).unwrap();
+        let mut r = Rules::builtin(&m);
+        r.classes.insert("l3".into(), eager.clone());
+        let back = Rules::from_toml(std::path::Path::new("x"), &r.to_toml(), &m).unwrap();
+        let lone = back.classes["l3"].lone_rendezvous_min;
+        assert!(lone.is_some_and(|v| v > eager.eager_max), "{lone:?}");
+        assert_eq!(
+            Params {
+                lone_rendezvous_min: None,
+                ..back.classes["l3"].clone()
+            },
+            eager
+        );
     }
 
     #[test]

@@ -27,8 +27,10 @@ use topocomm_topo::Machine;
 /// that older entries are measured again: 2 added the answers
 /// (`lone_rendezvous_min`); 3 the single-copy chunks up to 16 MiB (the
 /// entries of 2 chose theirs among 256 KiB and 1 MiB, and kept it, while
-/// the built-in chunk became 16 MiB).
-pub const FORMAT: &str = "topocomm.rules-cache/3";
+/// the built-in chunk became 16 MiB); 4 the answers measured not to pay
+/// (entries of 3 left those classes to the built-in rules, which answer
+/// from 8 KiB since).
+pub const FORMAT: &str = "topocomm.rules-cache/4";
 /// Environment variable that turns measuring off (`0`) or on (`1`, default).
 pub const ENV: &str = "TOPOCOMM_AUTOTUNE";
 

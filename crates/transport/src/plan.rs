@@ -232,11 +232,19 @@ mod tests {
         for (i, plan) in crowded.iter().enumerate() {
             assert_eq!(plan.params.eager_max, plan.params.fragment, "pair {i}");
         }
-        // Nothing else moves, and an exchange keeps the rules' limit.
+        // The answers stop (their sender would wait for a receiver that
+        // may not run); nothing else moves.
+        assert_eq!(crowded[1].params.lone_rendezvous_min, None);
         let mut q = crowded[1].params.clone();
         q.eager_max = p.eager_max;
+        q.lone_rendezvous_min = p.lone_rendezvous_min;
         assert_eq!(&q, p);
-        assert_eq!(spread[1].exchange_eager_max, p.eager_max);
+        // Uncrowded, an exchange goes by rendezvous from where answers do.
+        let answers_from = p.lone_rendezvous_min.expect("built-in answers");
+        assert_eq!(
+            spread[1].exchange_eager_max,
+            p.eager_max.min(answers_from - 1)
+        );
         let x = crowded[1].exchange_eager_max;
         if p.cma {
             assert_eq!(x, p.eager_max.max(p.cma_threshold).min(p.fragment));

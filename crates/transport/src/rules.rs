@@ -84,9 +84,16 @@ pub struct Params {
     /// copy across the cores instead of eager's two in a row; so do those
     /// to a peer the sender receives from (an exchange: `plan.rs`,
     /// `exchange_eager_max`). docs/transport.md, "Answers by single copy".
-    /// Missing: never (the built-in rules; first use measures it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The built-in rules: [`BUILTIN_ANSWERS_FROM`]; a value above the
+    /// eager limit ([`ANSWERS_NEVER`]): never; first use measures it.
+    /// `None` (never) is written as [`ANSWERS_NEVER`]: a file without the
+    /// key gets the built-in rules' answers.
+    #[serde(default, serialize_with = "answers_out")]
     pub lone_rendezvous_min: Option<u64>,
+}
+
+fn answers_out<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(v.unwrap_or(ANSWERS_NEVER))
 }
 
 /// Partial parameters as written in a rules file section.
@@ -111,6 +118,22 @@ struct ParamsFile {
 fn adaptive_default() -> bool {
     true
 }
+
+/// `lone_rendezvous_min` of the built-in rules. Open MPI's shared memory
+/// reads every message above its 4 KiB eager limit by single copy; with
+/// no answers, the built-in rules sent a 12-16 KiB ping-pong eagerly, two
+/// copies in a row, in 1.35-1.53x Open MPI's time on a 2-vCPU Intel Xeon
+/// VM (model 167; 0.69-0.73x with answers from 8 KiB, 2026-11-30). Where
+/// single copy costs more (a 2-vCPU AMD EPYC VM: 3.8-4.4x the eager time
+/// at 8-16 KiB), this is what Open MPI does there too, and the first-use
+/// measurement turns answers off ([`ANSWERS_NEVER`]).
+pub const BUILTIN_ANSWERS_FROM: u64 = 8 << 10;
+
+/// A `lone_rendezvous_min` above any eager limit (which a fragment, at
+/// most 64 MiB, bounds): answers never go by single copy. What the
+/// first-use measurement writes for a class where they did not pay, so
+/// that the built-in [`BUILTIN_ANSWERS_FROM`] does not come back on load.
+pub const ANSWERS_NEVER: u64 = 1 << 30;
 
 fn never() -> u64 {
     u64::MAX
@@ -282,7 +305,10 @@ fn pow2_floor(x: u64) -> u64 {
 ///   rules (autotune) may still choose two-copy where it wins;
 /// - classes without a shared cache (NUMA, die, package, machine) use
 ///   receiver-side slots, non-temporal copies for large messages, and single
-///   copy from 256 KiB, since two-copy crosses the interconnect twice.
+///   copy from 256 KiB, since two-copy crosses the interconnect twice;
+/// - every class answers a ping-pong from 8 KiB by single copy
+///   ([`BUILTIN_ANSWERS_FROM`]), as Open MPI's shared memory reads every
+///   message above 4 KiB.
 pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
     let llc = m.llc_size().unwrap_or(8 << 20);
     let private = private_cache(m);
@@ -305,7 +331,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 nt_threshold: 4 * llc,
                 stream_out_min: llc / 4,
                 buffer_owner: Owner::Sender,
-                lone_rendezvous_min: None,
+                lone_rendezvous_min: Some(BUILTIN_ANSWERS_FROM),
             }
         }
         None => {
@@ -341,7 +367,7 @@ pub fn model_params(m: &Machine, class: Option<&LocalityClass>) -> Params {
                 } else {
                     Owner::Sender
                 },
-                lone_rendezvous_min: None,
+                lone_rendezvous_min: Some(BUILTIN_ANSWERS_FROM),
             }
         }
     }
@@ -611,20 +637,28 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_never_unless_set_and_round_trip() {
+    fn answers_start_at_8_kib_unless_set_and_round_trip() {
         let m = machine();
         let b = Rules::builtin(&m);
-        assert!(b.classes.values().all(|p| p.lone_rendezvous_min.is_none()));
-        // Never is not written out, so older builds still read the file.
-        assert!(!b.to_toml().contains("lone_rendezvous_min"));
+        assert!(b
+            .classes
+            .values()
+            .all(|p| p.lone_rendezvous_min == Some(BUILTIN_ANSWERS_FROM)));
         let r = Rules::from_toml(
             Path::new("r.toml"),
-            "[l3]\nlone_rendezvous_min = 8192\n",
+            &format!(
+                "[l3]\nlone_rendezvous_min = 16384\n[smt]\nlone_rendezvous_min = {ANSWERS_NEVER}\n"
+            ),
             &m,
         )
         .unwrap();
-        assert_eq!(r.classes["l3"].lone_rendezvous_min, Some(8192));
-        assert_eq!(r.classes["smt"].lone_rendezvous_min, None);
+        assert_eq!(r.classes["l3"].lone_rendezvous_min, Some(16384));
+        assert_eq!(r.classes["smt"].lone_rendezvous_min, Some(ANSWERS_NEVER));
+        // A section that does not set it keeps the built-in answers.
+        assert_eq!(
+            r.classes["machine"].lone_rendezvous_min,
+            Some(BUILTIN_ANSWERS_FROM)
+        );
         let again = Rules::from_toml(Path::new("x"), &r.to_toml(), &m).unwrap();
         assert_eq!(again.classes, r.classes);
         let e = Rules::from_toml(Path::new("r.toml"), "[l3]\nlone_rendezvous_min = 40\n", &m)

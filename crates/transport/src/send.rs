@@ -778,7 +778,7 @@ mod tests {
             }
         }
         job(2, |c| run(c, true));
-        let no_answers = "[default]\neager_max = 16384\nfragment = 65536\ncma = true\n";
+        let no_answers = "[default]\neager_max = 16384\nfragment = 65536\ncma = true\nlone_rendezvous_min = 1073741824\n";
         crate::threads_job::job(2, Some(no_answers), |c| run(c, false));
     }
 

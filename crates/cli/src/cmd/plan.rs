@@ -195,12 +195,17 @@ fn job_plans(
         "unbound (more ranks than cores)"
     };
     // A crowded job sends up to a slot eagerly, but less to a peer it is
-    // receiving from (plan::Plan::exchange_eager_max).
-    let exchange = plans
-        .iter()
-        .filter(|p| p.exchange_eager_max < p.params.eager_max)
-        .map(|p| p.exchange_eager_max)
-        .min();
+    // receiving from (plan::Plan::exchange_eager_max; uncrowded, that limit
+    // is where answers start, shown in the table).
+    let exchange = topocomm_transport::plan::crowded(m, &pus)
+        .then(|| {
+            plans
+                .iter()
+                .filter(|p| p.exchange_eager_max < p.params.eager_max)
+                .map(|p| p.exchange_eager_max)
+                .min()
+        })
+        .flatten();
     Ok(format!(
         "job of {n} ranks, {bound}: {}{}",
         if changed {
