@@ -32,8 +32,8 @@
 //! once every protocol allowed has been measured starts it where the tries
 //! cost at most 5 % ([`EARLY_SHARE`]) rather than doubling up from two
 //! messages, which in a short job of large messages made a try of every
-//! few messages; one that finds the loser now faster resets it. Samples of the protocol in
-//! use are averaged (weight 1/4) and
+//! few messages; one that finds the loser now faster resets it. Samples
+//! of the protocol in use are averaged (weight 1/4) and
 //! clamped to twice the current estimate so that one preempted transfer
 //! cannot flip the choice on its own, while a real change of state (a few
 //! times slower every message) still moves the estimate within a handful of
@@ -62,9 +62,10 @@ const REACT_NS: f32 = 20e6;
 /// protocol allowed has been measured and the one tried confirmed a loser:
 /// the interval starts there rather than doubling up from
 /// [`FIRST_INTERVAL`], which in a short job of large messages put tries at
-/// messages 3, 9 and 19 (2-rank 16 MiB allgathers on the 2-vCPU Intel
-/// Xeon VM, 5 timed samples of 4-5 calls: their tries of two-copy fell in
-/// three of the five samples).
+/// messages 3, 9 and 19: 2-rank 16 MiB allgathers on the 2-vCPU Intel
+/// Xeon VM, timed in 5 samples of 3-5 calls, took 1.15x Open MPI's time
+/// with them, 1.00x with this (docs/transport.md, "The first tries of a
+/// short job").
 const EARLY_SHARE: f32 = 0.05;
 
 /// The longest interval after a try that found protocol cost `loser`
