@@ -79,7 +79,7 @@ const EARLY_SHARE: f32 = 0.05;
 /// [`MAX_INTERVAL`]; where either bound is under [`BASE_MAX_INTERVAL`]
 /// messages, that is the interval.
 fn interval_cap(loser: f32, best: f32, len: usize) -> u32 {
-    let by_share = 2.0 * (loser / best - 1.0) / TRY_SHARE;
+    let by_share = interval_for_share(loser, best, TRY_SHARE);
     let by_time = REACT_NS / (best * len.max(1) as f32);
     let cap = by_share.min(by_time);
     if cap.is_nan() || cap <= BASE_MAX_INTERVAL as f32 {
@@ -89,11 +89,16 @@ fn interval_cap(loser: f32, best: f32, len: usize) -> u32 {
     }
 }
 
-/// The interval at which tries of a protocol that costs `loser` against
-/// the best's `best` cost [`EARLY_SHARE`] of the time (two messages on
-/// the loser in place of two on the best per interval).
+/// Messages per try at which tries of a protocol that costs `loser`
+/// against the best's `best` cost `share` of the time: a try is two
+/// messages on the loser in place of two on the best.
+fn interval_for_share(loser: f32, best: f32, share: f32) -> f32 {
+    2.0 * (loser / best - 1.0) / share
+}
+
+/// The interval at which tries cost [`EARLY_SHARE`] of the time.
 fn early_interval(loser: f32, best: f32) -> u32 {
-    let n = 2.0 * (loser / best - 1.0) / EARLY_SHARE;
+    let n = interval_for_share(loser, best, EARLY_SHARE);
     if n.is_nan() || n < 0.0 {
         0
     } else {
