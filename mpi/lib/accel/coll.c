@@ -863,16 +863,18 @@ void acc_coll_lane_setup(acc_comm *c) {
     c->lane_flat = c->lane_pair = 0;
     /* The same on every member: mixed, ctx and size are agreed, and the
      * switch comes from the job's environment. Two members take their
-     * pair line for barriers on any node unless the lanes are off: one
-     * line for both words took a 2-rank barrier from 0.251 to 0.219 us on
-     * the 2-vCPU Intel Xeon VM (12 alternating jobs, medians), where the
-     * members' own words had been slower than the messages. Their small
-     * reductions stay on the messages: through the pair line the 8-byte
-     * allreduce was level (0.238 against 0.247 us) and the reduce slower
-     * (its non-root then waits for the root; docs/collectives.md, "Two
-     * members: one line"). */
+     * pair line for barriers where the lanes are on (crowded nodes unless
+     * the switch says otherwise): one line for both words. With a CPU per
+     * member the barrier stays on the messages: since the point-to-point
+     * path got leaner, one 0-byte message each way took 0.159-0.163 us
+     * against the pair line's 0.199-0.205 (2-vCPU Intel Xeon VM, 12
+     * alternating jobs per MPI, medians; the pair line's jobs spread over
+     * 0.15-0.26, both members' stores contending for the one line), where
+     * in session 37 the pair line had been the faster (0.219 against
+     * 0.251). Small reductions of two members stay on the messages too
+     * (docs/collectives.md, "Two members: one line"). */
     int flat = acc_coll_lanes == LANES_ALL || (acc_coll_lanes == LANES_CROWDED && crowded());
-    int pair = c->size == 2 && acc_coll_lanes != LANES_OFF;
+    int pair = c->size == 2 && flat;
     if ((!flat && !pair) || c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
     /* Counting on from the members' largest epoch on this lane (its words
      * only grow); a member that cannot read its epoch turns them off. */
