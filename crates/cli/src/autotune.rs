@@ -596,6 +596,7 @@ mod tests {
             stream_out_min: 8 << 20,
             buffer_owner: Owner::Sender,
             lone_rendezvous_min: None,
+            help_min: topocomm_transport::rules::HELP_NEVER,
         }
     }
 

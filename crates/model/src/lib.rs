@@ -55,6 +55,7 @@ pub(crate) fn test_params() -> topocomm_transport::Params {
         stream_out_min: u64::MAX,
         buffer_owner: Owner::Sender,
         lone_rendezvous_min: None,
+        help_min: topocomm_transport::rules::HELP_NEVER,
     }
 }
 

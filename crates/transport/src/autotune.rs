@@ -29,8 +29,9 @@ use topocomm_topo::Machine;
 /// entries of 2 chose theirs among 256 KiB and 1 MiB, and kept it, while
 /// the built-in chunk became 16 MiB); 4 the answers measured not to pay
 /// (entries of 3 left those classes to the built-in rules, which answer
-/// from 8 KiB since).
-pub const FORMAT: &str = "topocomm.rules-cache/4";
+/// from 8 KiB since); 5 the sender's help with single copy (`help_min`:
+/// entries of 4 would load it as never).
+pub const FORMAT: &str = "topocomm.rules-cache/5";
 /// Environment variable that turns measuring off (`0`) or on (`1`, default).
 pub const ENV: &str = "TOPOCOMM_AUTOTUNE";
 

@@ -422,11 +422,23 @@ impl crate::comm::Comm {
     /// One line for `TOPOCOMM_VERBOSE` at finalize.
     pub(crate) fn say_rendezvous(&self) {
         let [two, one, tries] = self.rdv_counts;
+        if self.help_given > 0 {
+            crate::say!(
+                "topocomm: rank {}: wrote {} pieces of its messages into their receivers (helped single copy)",
+                self.rank,
+                self.help_given
+            );
+        }
         if two + one > 0 {
             crate::say!(
-                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}{}{}{}",
+                "topocomm: rank {}: received {} rendezvous messages: {two} two-copy, {one} single copy ({tries} tries of the protocol then estimated slower){}{}{}{}{}",
                 self.rank,
                 two + one,
+                if self.helped_reads > 0 {
+                    format!("; {} single copy ones helped by the sender", self.helped_reads)
+                } else {
+                    String::new()
+                },
                 if self.rdv_streamed > 0 {
                     format!("; {} two-copy ones copied out with streaming stores", self.rdv_streamed)
                 } else {

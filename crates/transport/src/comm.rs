@@ -71,6 +71,19 @@ pub struct Comm {
     /// A `put` failed (not for a dead peer): later ones are refused at
     /// once, the caller sending instead (put.rs).
     pub(crate) put_failed: bool,
+    /// Whether a receiver asks the sender to help with a single-copy read
+    /// (help.rs): unless `TOPOCOMM_HELP=0`, on nodes with a CPU per rank.
+    pub(crate) help_on: bool,
+    /// Writing a piece into a receiver failed (not for a dead peer): this
+    /// rank helps no more.
+    pub(crate) help_failed: bool,
+    /// Pieces this rank wrote into its receivers, and its single-copy reads
+    /// in which the sender wrote some.
+    pub(crate) help_given: u64,
+    pub(crate) helped_reads: u64,
+    /// Tests: every piece this rank tries to write fails.
+    #[cfg(test)]
+    pub(crate) help_fail_writes: bool,
     pub(crate) timeout: Duration,
     pub(crate) broken: Option<Error>,
     /// The awaited peer a health check last found finalized: the next
@@ -234,6 +247,12 @@ impl Comm {
             cma_ok: false,
             cma_note: String::new(),
             put_failed: false,
+            help_on: false,
+            help_failed: false,
+            help_given: 0,
+            helped_reads: 0,
+            #[cfg(test)]
+            help_fail_writes: false,
             rdv_counts: [0; 3],
             rdv_streamed: 0,
             rdv_followed: 0,
@@ -291,6 +310,10 @@ impl Comm {
         let policy = crate::wait::Policy::choose(bound[rank], &bound, cpus);
         comm.watch_peers = policy != crate::wait::Policy::Dedicated;
         comm.crowded = size > cpus;
+        // Crowded: a sender descheduled in the middle of its piece would
+        // keep the receiver waiting.
+        comm.help_on = crate::startup::env_switch("TOPOCOMM_HELP", true).map_err(Error::Setup)?
+            && !comm.crowded;
         // TOPOCOMM_SPREAD=0: leave an unbound rank where the kernel put it.
         let spread = crate::startup::spread_enabled().map_err(Error::Setup)?;
         if comm.crowded && bound[rank].is_none() && spread {

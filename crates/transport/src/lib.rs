@@ -26,6 +26,7 @@ pub mod coll;
 mod comm;
 mod copy;
 mod error;
+mod help;
 pub mod lanes;
 pub mod launch;
 pub mod plan;

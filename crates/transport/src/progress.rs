@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
 use crate::segment::{
-    K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG, K_INLINE, K_RTS, ST_FINALIZED, ST_UP,
+    K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG, K_HELP, K_INLINE, K_RTS, ST_FINALIZED, ST_UP,
 };
 use crate::send::{Stream, TIMED_FRAGMENT};
 use std::sync::atomic::Ordering;
@@ -189,6 +189,10 @@ impl Comm {
                         self.advance_out(src);
                     }
                 }
+                K_HELP => {
+                    let (msg_id, dst, seq, pieces) = (word(0), word(1), word(2), word(3));
+                    self.give_help(src, msg_id, dst, seq, pieces as usize)?;
+                }
                 _ => {
                     return Err(Error::Setup(format!(
                         "protocol error: cell kind {kind} from rank {src}"
@@ -203,7 +207,7 @@ impl Comm {
                 self.taken_from = src;
             }
             n += 1;
-            if kind == K_RTS || kind == K_FRAG {
+            if kind == K_RTS || kind == K_FRAG || kind == K_HELP {
                 // A rendezvous cell may have cost a long copy (a single copy
                 // read, a fragment): hand the cells back now rather than at
                 // the end of the drain, which a window of such cells makes
@@ -444,4 +448,5 @@ const _: () = assert!(
         && K_CTS > K_RTS
         && K_FIN > K_RTS
         && K_CTS_TIMED > K_RTS
+        && K_HELP > K_RTS
 );

@@ -10,8 +10,8 @@ use crate::copy::{copy_plain, copy_small, prefetch_read};
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
-    Cell, DuplexHalf, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_CTS, K_CTS_TIMED, K_EAGER,
-    K_FIN, K_INLINE, RING,
+    Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_CTS, K_CTS_TIMED,
+    K_EAGER, K_FIN, K_INLINE, RING,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -87,6 +87,10 @@ pub(crate) struct DeferredRead {
 pub(crate) struct In {
     pub(crate) cells: *const Cell,
     pub(crate) ctrl: *mut RecvCtrl,
+    /// This channel's help line (help.rs), written by this rank.
+    pub(crate) help: *const HelpLine,
+    /// Helps started on this channel (the sequence number of the last).
+    pub(crate) help_seq: u64,
     pub(crate) slots: *const u8,
     pub(crate) plan: PlanRaw,
     pub(crate) tail: u64,
@@ -651,7 +655,7 @@ impl Comm {
                 });
                 return Ok(());
             }
-            if proto == Rdv::Cma && self.read_single_copy(src, buf, addr, len, pick)? {
+            if proto == Rdv::Cma && self.read_single_copy(src, buf, addr, len, msg_id, pick)? {
                 self.rdv_counts[1] += 1;
                 self.complete(idx, st, None);
                 self.queue_ctrl(src, K_FIN, msg_id);
@@ -673,7 +677,7 @@ impl Comm {
     pub(crate) fn run_deferred_reads(&mut self) -> Result<()> {
         while let Some(d) = self.deferred.pop_front() {
             let (buf, _) = self.recv_buf(d.idx);
-            if self.read_single_copy(d.src, buf, d.addr, d.len, d.pick)? {
+            if self.read_single_copy(d.src, buf, d.addr, d.len, d.msg_id, d.pick)? {
                 self.rdv_counts[1] += 1;
                 self.complete(d.idx, d.st, None);
                 self.queue_ctrl(d.src, K_FIN, d.msg_id);
@@ -734,23 +738,30 @@ impl Comm {
         );
     }
 
-    /// Reads `len` bytes of `src`'s buffer at `addr` into `buf` with single
-    /// copy, reporting the time to the channel's chooser. `Ok(false)`: the
-    /// read failed (other than by the peer's death), which is said once;
-    /// the channel falls back to two-copy, which rewrites the whole buffer.
+    /// Reads `len` bytes of `src`'s message `msg_id` at `addr` into `buf`
+    /// with single copy (helped by the sender from `help::HELP_MIN`),
+    /// reporting the time to the channel's chooser. `Ok(false)`: the read
+    /// failed (other than by the peer's death), which is said once; the
+    /// channel falls back to two-copy, which rewrites the whole buffer.
     fn read_single_copy(
         &mut self,
         src: usize,
         buf: *mut u8,
         addr: u64,
         len: usize,
+        msg_id: u64,
         pick: Option<Pick>,
     ) -> Result<bool> {
         let chunk = self.ins[src].plan.cma_chunk as usize;
         self.before_long_copy(len);
         let t0 = Instant::now();
-        // SAFETY: buf holds cap >= len writable bytes (irecv contract).
-        match unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) } {
+        let r = if self.help_wanted(src, len) {
+            self.read_helped(src, buf, addr, len, msg_id)?
+        } else {
+            // SAFETY: buf holds cap >= len writable bytes (irecv contract).
+            unsafe { crate::cma::read(self.pids[src], buf, addr, len, chunk) }
+        };
+        match r {
             Ok(()) => {
                 if let Some(p) = pick {
                     let ns = t0.elapsed().as_nanos() as u64;

@@ -8,7 +8,8 @@
 //! Header | RankSlot[n] | doorbell[n] (one padded bitmap per receiver)
 //!        | PlanRaw[n*n] | lane(0, 0) ... lane(0, LANES-1) | lane(1, 0) ...
 //!        | channel(0->0) | channel(0->1) | ... | channel(n-1->n-1)
-//! channel = RecvCtrl (64 B) | Cell[RING] | slots[depth * fragment]
+//! channel = RecvCtrl (64 B) | HelpLine (64 B) | Cell[RING]
+//!           | slots[depth * fragment]
 //! lane    = arrival word + inline slot[2] (64 B) | done word (64 B)
 //!           | pair line (64 B) | data block[2]
 //! pair    = word[2] | slot[2 members][2 epochs] of PAIR_DATA bytes
@@ -18,7 +19,7 @@ use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3031_766f_636f_706f; // "opocov10" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted; v10: a pair line per lane)
+pub const MAGIC: u64 = 0x3131_766f_636f_706f; // "opocov11" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted; v10: a pair line per lane; v11: a help line per channel, plans of 152 bytes with a help limit)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -110,6 +111,25 @@ pub struct RecvCtrl {
     pub tail: AtomicU64,
     /// Fragment slots released so far.
     pub frags_done: AtomicU64,
+}
+
+/// Receiver-owned line of a channel through which the sender helps with
+/// a single-copy read (docs/transport.md, "Helped single copy"): the
+/// receiver splits the message into pieces, and both sides claim pieces
+/// until none is left, the receiver reading its pieces, the sender writing
+/// its own into the receiver's buffer. Every word carries the help's
+/// sequence number in its upper 32 bits, so a late or repeated request
+/// from the receiver can never claim or count a piece of a later help.
+#[repr(C, align(64))]
+pub struct HelpLine {
+    /// `seq << 32 | next piece`: a piece is claimed by a compare-exchange
+    /// that moves `next` on while `seq` is the help's own.
+    pub claim: AtomicU64,
+    /// `seq << 32 | pieces copied`, by either side.
+    pub done: AtomicU64,
+    /// `seq << 32 | piece + 1` of a piece the sender claimed and could not
+    /// write (the receiver reads it itself).
+    pub lost: AtomicU64,
 }
 
 /// One 64-byte cell: header and up to [`INLINE_BYTES`] (40) bytes of
@@ -209,16 +229,19 @@ pub struct Duplex {
 const _: () = assert!(std::mem::size_of::<DuplexHalf>() == CELL / 2);
 const _: () = assert!(std::mem::size_of::<Duplex>() == CELL);
 // `Layout::new` steps RANK_SLOT_BYTES per rank slot, and a channel starts
-// with a 64-byte `RecvCtrl` line before its cells (`Layout::channel_bytes`,
+// with a 64-byte `RecvCtrl` line and a 64-byte `HelpLine` before its cells (`Layout::channel_bytes`,
 // `Comm::start`).
 const RANK_SLOT_BYTES: u64 = 128;
 const _: () = assert!(std::mem::size_of::<RankSlot>() as u64 == RANK_SLOT_BYTES);
 const _: () = assert!(std::mem::size_of::<RecvCtrl>() == 64);
+const _: () = assert!(std::mem::size_of::<HelpLine>() == 64);
+/// Bytes before a channel's cells: its `RecvCtrl` and `HelpLine` lines.
+pub const CHANNEL_HEAD: usize = 128;
 // The rank table follows the header's 64-byte-aligned end; the header
 // fits in one line.
 const _: () = assert!(std::mem::size_of::<Header>() <= 64);
-// The plan table: `n * n` plain records of 144 bytes.
-const _: () = assert!(std::mem::size_of::<PlanRaw>() == 144);
+// The plan table: `n * n` plain records of 152 bytes.
+const _: () = assert!(std::mem::size_of::<PlanRaw>() == 152);
 
 pub const K_INLINE: u16 = 1;
 pub const K_EAGER: u16 = 2;
@@ -229,6 +252,10 @@ pub const K_FIN: u16 = 6;
 /// A CTS whose receiver weighs the stream by its copying: the sender times
 /// its copy of each fragment into the slots and reports it in the cell.
 pub const K_CTS_TIMED: u16 = 7;
+/// The receiver of a single-copy message asks the sender to help
+/// (`HelpLine`): words message id, receive buffer address, help sequence
+/// number, pieces.
+pub const K_HELP: u16 = 8;
 
 /// A directed pair's plan as stored in the segment (plain old data).
 #[repr(C)]
@@ -251,6 +278,8 @@ pub struct PlanRaw {
     pub exchange_eager_max: u64,
     /// `Params::lone_rendezvous_min`, `u64::MAX` for never.
     pub lone_min: u64,
+    /// `Params::help_min`.
+    pub help_min: u64,
     /// The class's name, NUL-terminated (names are at most a few bytes).
     pub class: [u8; 24],
 }
@@ -277,6 +306,7 @@ impl PlanRaw {
             receiver_owned: u64::from(p.buffer_owner == Owner::Receiver),
             adaptive: u64::from(p.adaptive),
             lone_min: p.lone_rendezvous_min.unwrap_or(u64::MAX),
+            help_min: p.help_min,
             class: name,
         }
     }
@@ -309,6 +339,7 @@ impl PlanRaw {
                 Owner::Sender
             },
             lone_rendezvous_min: (self.lone_min != u64::MAX).then_some(self.lone_min),
+            help_min: self.help_min,
         }
     }
 }
@@ -352,7 +383,10 @@ impl Layout {
     }
 
     pub fn channel_bytes(p: &Params) -> u64 {
-        align(64 + RING * CELL as u64 + p.depth * p.fragment, 4096)
+        align(
+            CHANNEL_HEAD as u64 + RING * CELL as u64 + p.depth * p.fragment,
+            4096,
+        )
     }
 }
 

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::recv::Key;
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
-    Cell, DuplexHalf, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_EAGER, K_FRAG, K_INLINE,
-    K_RTS, RING,
+    Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_EAGER, K_FRAG,
+    K_HELP, K_INLINE, K_RTS, RING,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,6 +86,8 @@ pub(crate) struct RdvSend {
 pub(crate) struct Out {
     pub(crate) cells: *mut Cell,
     pub(crate) ctrl: *const RecvCtrl,
+    /// The receiver's help line of this channel (help.rs).
+    pub(crate) help: *const HelpLine,
     pub(crate) slots: *mut u8,
     pub(crate) plan: PlanRaw,
     pub(crate) head: u64,
@@ -93,7 +95,9 @@ pub(crate) struct Out {
     pub(crate) frags: u64,
     pub(crate) frags_done_cache: u64,
     pub(crate) queue: VecDeque<Job>,
-    pub(crate) ctrl_q: VecDeque<(u16, u64)>,
+    /// Control cells to send: kind and words (the message id first; only
+    /// `K_HELP` uses the other three).
+    pub(crate) ctrl_q: VecDeque<(u16, [u64; 4])>,
     pub(crate) streams: VecDeque<Stream>,
     pub(crate) rdv: Vec<RdvSend>,
     pub(crate) next_msg: u64,
@@ -634,11 +638,19 @@ impl Comm {
     /// Pushes whatever the ring and the slots allow on the channel to `dst`.
     pub(crate) fn advance_out(&mut self, dst: usize) {
         let start = self.outs[dst].head;
-        while let Some(&(kind, msg_id)) = self.outs[dst].ctrl_q.front() {
+        while let Some(&(kind, words)) = self.outs[dst].ctrl_q.front() {
             if !self.ring_space(dst) {
                 break;
             }
-            self.push_cell(dst, kind, Key::CONTROL, 0, &msg_id.to_ne_bytes());
+            if kind == K_HELP {
+                let mut body = [0u8; 32];
+                for (b, w) in body.chunks_exact_mut(8).zip(words) {
+                    b.copy_from_slice(&w.to_ne_bytes());
+                }
+                self.push_cell(dst, kind, Key::CONTROL, 0, &body);
+            } else {
+                self.push_cell(dst, kind, Key::CONTROL, 0, &words[0].to_ne_bytes());
+            }
             self.outs[dst].ctrl_q.pop_front();
         }
         while let Some(job) = self.outs[dst].queue.pop_front() {
@@ -681,7 +693,12 @@ impl Comm {
     }
 
     pub(crate) fn queue_ctrl(&mut self, dst: usize, kind: u16, msg_id: u64) {
-        self.outs[dst].ctrl_q.push_back((kind, msg_id));
+        self.queue_ctrl_words(dst, kind, [msg_id, 0, 0, 0]);
+    }
+
+    /// [`Comm::queue_ctrl`] with the words of a `K_HELP` cell.
+    pub(crate) fn queue_ctrl_words(&mut self, dst: usize, kind: u16, words: [u64; 4]) {
+        self.outs[dst].ctrl_q.push_back((kind, words));
         self.mark_pending(dst);
         self.advance_out(dst);
     }

@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::recv::In;
 use crate::rules::{CopyKind, Owner, Params};
 use crate::segment::{
-    prefault, Cell, DuplexHalf, PlanRaw, RecvCtrl, Segment, CELL, INLINE_BYTES, PREFAULT_MAX, RING,
+    prefault, Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, Segment, CELL, CHANNEL_HEAD,
+    INLINE_BYTES, PREFAULT_MAX, RING,
 };
 use crate::send::Out;
 use crate::wait::Backoff;
@@ -84,6 +85,7 @@ pub(crate) fn singleton_params() -> Params {
         stream_out_min: u64::MAX,
         buffer_owner: Owner::Sender,
         lone_rendezvous_min: None,
+        help_min: crate::rules::HELP_NEVER,
     }
 }
 
@@ -314,12 +316,14 @@ pub(crate) fn endpoints(
     };
     for peer in 0..size {
         let (plan, base) = chan(rank, peer);
-        // SAFETY: channel = RecvCtrl | Cell[RING] | slots, inside the mapping.
-        let (ctrl, cells, slots) = unsafe {
+        // SAFETY: channel = RecvCtrl | HelpLine | Cell[RING] | slots,
+        // inside the mapping.
+        let (ctrl, help, cells, slots) = unsafe {
             (
                 base as *const RecvCtrl,
-                base.add(64) as *mut Cell,
-                base.add(64 + RING as usize * CELL),
+                base.add(64) as *const HelpLine,
+                base.add(CHANNEL_HEAD) as *mut Cell,
+                base.add(CHANNEL_HEAD + RING as usize * CELL),
             )
         };
         let db = seg.doorbell(peer, rank / 64) as *const AtomicU64;
@@ -341,6 +345,7 @@ pub(crate) fn endpoints(
         outs.push(Out {
             cells,
             ctrl,
+            help,
             slots,
             plan,
             head: 0,
@@ -360,16 +365,19 @@ pub(crate) fn endpoints(
         });
         let (plan, base) = chan(peer, rank);
         // SAFETY: as above, for the channel peer -> me.
-        let (ctrl, cells, slots) = unsafe {
+        let (ctrl, help, cells, slots) = unsafe {
             (
                 base as *mut RecvCtrl,
-                base.add(64) as *const Cell,
-                base.add(64 + RING as usize * CELL) as *const u8,
+                base.add(64) as *const HelpLine,
+                base.add(CHANNEL_HEAD) as *const Cell,
+                base.add(CHANNEL_HEAD + RING as usize * CELL) as *const u8,
             )
         };
         ins.push(In {
             cells,
             ctrl,
+            help,
+            help_seq: 0,
             slots,
             plan,
             tail: 0,

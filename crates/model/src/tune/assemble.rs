@@ -224,6 +224,7 @@ pub fn assemble(base: &Params, entries: &[Entry], sizes: &[u64]) -> Option<Assem
                                 stream_out_min: base.stream_out_min,
                                 buffer_owner: if rcv { Owner::Receiver } else { Owner::Sender },
                                 lone_rendezvous_min: base.lone_rendezvous_min,
+                                help_min: base.help_min,
                             };
                             found = Some((score, p, rows));
                         }

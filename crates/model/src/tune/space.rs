@@ -80,6 +80,7 @@ pub fn two_copy(
         stream_out_min: base.stream_out_min,
         buffer_owner: owner,
         lone_rendezvous_min: base.lone_rendezvous_min,
+        help_min: base.help_min,
     }
 }
 
