@@ -160,7 +160,7 @@ fn small_messages_keep_their_order_through_the_duplex_line_and_the_ring() {
         }
     }
     // A bad value: one line from the launcher, naming it.
-    for var in ["TOPOCOMM_DUPLEX", "TOPOCOMM_DEMOTE"] {
+    for var in ["TOPOCOMM_DUPLEX", "TOPOCOMM_DEMOTE", "TOPOCOMM_HELP"] {
         let o = selftest_2_ranks(None, "pingpong", "10", "8", &[], &[(var, "yes")]);
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{e}");
@@ -1380,4 +1380,46 @@ fn crowded_unbound_ranks_start_spread_over_the_cpus() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("TOPOCOMM_SPREAD='yes'"), "{e}");
+}
+
+/// Helped single copy between processes (docs/transport.md, "Helped single
+/// copy"): in a ping-pong of messages up to 2 MiB read by single copy, the
+/// senders, blocked in their sends, write pieces of them into the
+/// receivers' buffers, and every byte arrives; `TOPOCOMM_HELP=0` turns it
+/// off.
+#[test]
+fn senders_help_read_their_messages_and_every_byte_arrives() {
+    if !single_copy_here() {
+        eprintln!("notice: single copy unavailable here: nothing to help with; skipped");
+        return;
+    }
+    let rules = tmp(
+        "help.toml",
+        "[default]\ncma = true\ncma_threshold = 32768\nadaptive = false\nhelp_min = 65536\n",
+    );
+    for help in ["1", "0"] {
+        let env = [("TOPOCOMM_VERBOSE", "1"), ("TOPOCOMM_HELP", help)];
+        let o = selftest_2_ranks(Some(&rules), "pingpong", "60", "2097152", &[], &env);
+        let out = text(&o);
+        assert!(
+            o.status.success() && out.contains("pingpong ok: 60 messages"),
+            "TOPOCOMM_HELP={help}:\n{out}"
+        );
+        let pieces: u64 = String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter_map(|l| {
+                l.split_once(": wrote ")?
+                    .1
+                    .split_once(" ")?
+                    .0
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum();
+        if help == "1" {
+            assert!(pieces > 0, "no sender wrote a piece:\n{out}");
+        } else {
+            assert_eq!(pieces, 0, "TOPOCOMM_HELP=0:\n{out}");
+        }
+    }
 }

@@ -312,8 +312,7 @@ impl Comm {
         comm.crowded = size > cpus;
         // Crowded: a sender descheduled in the middle of its piece would
         // keep the receiver waiting.
-        comm.help_on = crate::startup::env_switch("TOPOCOMM_HELP", true).map_err(Error::Setup)?
-            && !comm.crowded;
+        comm.help_on = crate::startup::help_enabled().map_err(Error::Setup)? && !comm.crowded;
         // TOPOCOMM_SPREAD=0: leave an unbound rank where the kernel put it.
         let spread = crate::startup::spread_enabled().map_err(Error::Setup)?;
         if comm.crowded && bound[rank].is_none() && spread {

@@ -291,6 +291,12 @@ pub(crate) fn env_switch(name: &str, default: bool) -> std::result::Result<bool,
     }
 }
 
+/// `TOPOCOMM_HELP`: `0` has receivers read single-copy messages alone,
+/// `1` or unset lets them ask the sender for help (help.rs).
+pub fn help_enabled() -> std::result::Result<bool, String> {
+    env_switch("TOPOCOMM_HELP", true)
+}
+
 /// `TOPOCOMM_DEMOTE`: `0` leaves published lines in the sender's caches
 /// (for comparison), `1` or unset demotes them to the shared cache where
 /// the CPU has CLDEMOTE (`copy::demote_line`).
