@@ -1383,7 +1383,7 @@ fn crowded_unbound_ranks_start_spread_over_the_cpus() {
 }
 
 /// Helped single copy between processes (docs/transport.md, "Helped single
-/// copy"): in a ping-pong of messages up to 2 MiB read by single copy, the
+/// copy"): in a ping-pong of 200 messages up to 2 MiB read by single copy, the
 /// senders, blocked in their sends, write pieces of them into the
 /// receivers' buffers, and every byte arrives; `TOPOCOMM_HELP=0` turns it
 /// off.
@@ -1399,10 +1399,10 @@ fn senders_help_read_their_messages_and_every_byte_arrives() {
     );
     for help in ["1", "0"] {
         let env = [("TOPOCOMM_VERBOSE", "1"), ("TOPOCOMM_HELP", help)];
-        let o = selftest_2_ranks(Some(&rules), "pingpong", "60", "2097152", &[], &env);
+        let o = selftest_2_ranks(Some(&rules), "pingpong", "200", "2097152", &[], &env);
         let out = text(&o);
         assert!(
-            o.status.success() && out.contains("pingpong ok: 60 messages"),
+            o.status.success() && out.contains("pingpong ok: 200 messages"),
             "TOPOCOMM_HELP={help}:\n{out}"
         );
         let pieces: u64 = String::from_utf8_lossy(&o.stderr)

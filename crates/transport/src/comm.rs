@@ -84,6 +84,9 @@ pub struct Comm {
     /// Tests: every piece this rank tries to write fails.
     #[cfg(test)]
     pub(crate) help_fail_writes: bool,
+    /// Tests: a receiver asking for help claims no piece before the sender.
+    #[cfg(test)]
+    pub(crate) help_wait_sender: bool,
     pub(crate) timeout: Duration,
     pub(crate) broken: Option<Error>,
     /// The awaited peer a health check last found finalized: the next
@@ -253,6 +256,8 @@ impl Comm {
             helped_reads: 0,
             #[cfg(test)]
             help_fail_writes: false,
+            #[cfg(test)]
+            help_wait_sender: false,
             rdv_counts: [0; 3],
             rdv_streamed: 0,
             rdv_followed: 0,

@@ -97,7 +97,7 @@ impl Comm {
     }
 
     /// Reads `len` bytes of `src`'s message `msg_id` at `addr` into `buf`
-    /// with the sender's help. `Ok(false)`: a read of this rank failed
+    /// with the sender's help. `Ok(Err(e))`: a read of this rank failed
     /// (other than by the peer's death; the caller says it and falls back
     /// to two-copy, which rewrites the whole buffer); every piece the
     /// sender claimed is written by then.
@@ -123,21 +123,21 @@ impl Comm {
         line.done.store(seq << 32, Ordering::Relaxed);
         line.claim.store(seq << 32, Ordering::Relaxed);
         self.queue_ctrl_words(src, K_HELP, [msg_id, buf as u64, seq, pieces as u64]);
+        #[cfg(test)]
+        if self.help_wait_sender {
+            // Tests: claim nothing before the sender has (at most 10 s),
+            // so that a loaded machine cannot starve the help they check.
+            let t = Instant::now();
+            while line.claim.load(Ordering::Relaxed) == seq << 32 && t.elapsed().as_secs() < 10 {
+                std::thread::yield_now();
+            }
+        }
         let mut failed: Option<std::io::Error> = None;
         let mut mine = 0u64;
         while let Some(i) = claim(line, seq, pieces) {
             if failed.is_none() {
-                let (off, n) = piece(len, pieces, i);
-                // SAFETY: off + n <= len <= the receive buffer's capacity.
-                let r = unsafe {
-                    crate::cma::read(self.pids[src], buf.add(off), addr + off as u64, n, chunk)
-                };
-                if let Err(e) = r {
-                    if e.raw_os_error() == Some(libc::ESRCH) {
-                        return Err(self.vanished(src, "process vanished during single copy"));
-                    }
-                    failed = Some(e);
-                }
+                // SAFETY: the receive buffer holds len bytes (the caller's).
+                failed = unsafe { self.read_piece(src, buf, addr, (len, pieces, i), chunk)? };
             }
             mine += 1;
             // Relaxed: this rank's own count needs no publication.
@@ -149,22 +149,40 @@ impl Comm {
         let lost = line.lost.load(Ordering::Relaxed);
         if failed.is_none() && lost >> 32 == seq {
             let i = (lost & 0xffff_ffff) as usize - 1;
-            let (off, n) = piece(len, pieces, i);
             // SAFETY: as above.
-            let r = unsafe {
-                crate::cma::read(self.pids[src], buf.add(off), addr + off as u64, n, chunk)
-            };
-            if let Err(e) = r {
-                if e.raw_os_error() == Some(libc::ESRCH) {
-                    return Err(self.vanished(src, "process vanished during single copy"));
-                }
-                failed = Some(e);
-            }
+            failed = unsafe { self.read_piece(src, buf, addr, (len, pieces, i), chunk)? };
         }
         if mine < pieces as u64 {
             self.helped_reads += 1;
         }
         Ok(failed.map_or(Ok(()), Err))
+    }
+
+    /// Reads piece `i` of `pieces` of `src`'s `len`-byte message at `addr`
+    /// into the same place of `buf`: `Ok(Some(e))` when the read failed
+    /// (other than by the peer's death, an error of the communicator).
+    ///
+    /// # Safety
+    /// `buf` must hold `len` writable bytes.
+    unsafe fn read_piece(
+        &mut self,
+        src: usize,
+        buf: *mut u8,
+        addr: u64,
+        (len, pieces, i): (usize, usize, usize),
+        chunk: usize,
+    ) -> Result<Option<std::io::Error>> {
+        let (off, n) = piece(len, pieces, i);
+        // SAFETY: off + n <= len, inside `buf` (the caller's promise).
+        let r =
+            unsafe { crate::cma::read(self.pids[src], buf.add(off), addr + off as u64, n, chunk) };
+        match r {
+            Ok(()) => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                Err(self.vanished(src, "process vanished during single copy"))
+            }
+            Err(e) => Ok(Some(e)),
+        }
     }
 
     /// Waits until every piece of help `seq` is copied: the sender is
@@ -291,9 +309,10 @@ mod tests {
     }
 
     /// Messages of 64 KiB-4 MiB and odd lengths arrive whole and in
-    /// order; a sender waiting on its blocking send writes pieces of them
-    /// (4 MiB ones: each of the receiver's pieces takes tens of
-    /// microseconds, time for the sender to come).
+    /// order, and a sender waiting on its blocking send writes pieces of
+    /// them (the receiver lets it claim first, `help_wait_sender`, else a
+    /// loaded machine may leave the sender's thread unscheduled for a whole
+    /// read), while the receiver copies the rest.
     #[test]
     fn a_sender_waiting_on_its_send_writes_pieces_of_it() {
         job(|c| {
@@ -302,26 +321,33 @@ mod tests {
             c.help_on = true;
             let lens = [HELP_MIN, HELP_MIN + 13, 300_001, (1 << 20) + 5, 3 << 20];
             let big = 4 << 20;
-            let rounds = lens.len() + 12;
             let len_of = |i: usize| lens.get(i).copied().unwrap_or(big);
-            if c.rank() == 0 {
-                for i in 0..rounds {
-                    c.send(&pattern(i, len_of(i)), 1, 3).unwrap();
-                }
-                assert!(c.help_given > 0, "the sender wrote no piece");
-            } else {
-                let mut buf = vec![0u8; big + 64];
-                for i in 0..rounds {
-                    let n = len_of(i);
+            let mut more = [1u8];
+            let mut buf = vec![0u8; big + 64];
+            c.help_wait_sender = c.rank() == 1;
+            for i in 0..lens.len() + 20 {
+                let n = len_of(i);
+                if c.rank() == 0 {
+                    c.send(&pattern(i, n), 1, 3).unwrap();
+                    c.recv(&mut more, 1, 4).unwrap();
+                } else {
                     let st = c.recv(&mut buf, 0, 3).unwrap();
                     assert_eq!(st.count, n, "message {i}");
                     assert!(
                         buf[..n] == pattern(i, n)[..],
                         "message {i} of {n} bytes differs"
                     );
+                    more[0] = u8::from(i < lens.len() || c.helped_reads == 0);
+                    c.send(&more, 0, 4).unwrap();
                 }
-                assert!(c.helped_reads > 0, "no read was helped");
+                if more[0] == 0 {
+                    if c.rank() == 0 {
+                        assert!(c.help_given > 0, "the receiver saw a piece written");
+                    }
+                    return;
+                }
             }
+            panic!("no read was helped in 20 messages of 4 MiB");
         });
     }
 
@@ -371,7 +397,8 @@ mod tests {
             c.help_on = true;
             let n = 4 << 20;
             let mut more = [1u8];
-            for i in 0..50 {
+            c.help_wait_sender = c.rank() == 1;
+            for i in 0..20 {
                 if c.rank() == 0 {
                     c.help_fail_writes = true;
                     c.send(&pattern(i, n), 1, 5).unwrap();
@@ -387,7 +414,7 @@ mod tests {
                     return;
                 }
             }
-            panic!("the sender never claimed a piece in 50 messages of 4 MiB");
+            panic!("the sender never claimed a piece in 20 messages of 4 MiB");
         });
     }
 
