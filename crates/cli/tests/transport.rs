@@ -734,6 +734,10 @@ fn plan_ranks_shows_the_rings_a_job_gets() {
         "{text}"
     );
     assert!(!text.contains("more ranks than CPUs"), "{text}");
+    // Helped single copy from half the 2 MB (2 000 000 bytes) L2, where
+    // single copy works; never on a crowded node.
+    let cma = single_copy_here();
+    assert_eq!(text.contains("from 976.6KB"), cma, "{text}");
     // More ranks than cores: eager up to a slot, less in an exchange (the
     // built-in rules of this topology allow single copy from 32 KiB).
     let text = run_ok(&["plan", "--topology", topo, "--ranks", "20"]);
@@ -742,6 +746,7 @@ fn plan_ranks_shows_the_rings_a_job_gets() {
             && text.contains("more ranks than CPUs: eager up to a slot, up to 32KB to a peer the rank receives from"),
         "{text}"
     );
+    assert_eq!(text.contains("never (crowded)"), cma, "{text}");
     let o = topocomm(&["plan", "--ranks", "0"]);
     assert!(!o.status.success());
 }

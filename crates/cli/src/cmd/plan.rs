@@ -76,9 +76,12 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         .map(|(c, n)| (c.clone(), Some(*n), rules.params_for(Some(c)).clone()))
         .collect();
     entries.push(("default".into(), None, rules.default.clone()));
-    let job = match a.ranks {
-        Some(n) => Some(job_plans(&m, &rules, n as usize, &mut entries)?),
-        None => None,
+    let (job, crowded) = match a.ranks {
+        Some(n) => {
+            let (line, crowded) = job_plans(&m, &rules, n as usize, &mut entries)?;
+            (Some(line), crowded)
+        }
+        None => (None, false),
     };
     if a.json {
         let classes: Vec<_> = entries
@@ -106,6 +109,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             p.inline_max.to_string(),
             human_bytes(p.eager_max),
             answers(p, cma),
+            helped(p, cma, crowded),
             format!("{} x {}", human_bytes(p.fragment), p.depth),
             format!("{:?}", p.copy).to_lowercase()
                 + &if p.copy == topocomm_transport::CopyKind::Nontemporal {
@@ -138,6 +142,7 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
                 "inline",
                 "eager",
                 "answers",
+                "helped",
                 "fragment",
                 "copy",
                 "copy out",
@@ -163,15 +168,30 @@ fn answers(p: &Params, cma: bool) -> String {
     }
 }
 
+/// From which size a single-copy read is helped by its sender
+/// (`help_min`, docs/transport.md "Helped single copy"): never without
+/// single copy, on a crowded node, or with `help_min` at
+/// `HELP_NEVER`.
+fn helped(p: &Params, cma: bool, crowded: bool) -> String {
+    if !(p.cma && cma) || p.help_min >= topocomm_transport::rules::HELP_NEVER {
+        "never".into()
+    } else if crowded {
+        "never (crowded)".into()
+    } else {
+        format!("from {}", human_bytes(p.help_min))
+    }
+}
+
 /// Replaces each class's parameters in `entries` by those a job of `n`
 /// ranks resolves (plan::resolve: the rings fitted to the job), and says
-/// in one line what the job is.
+/// in one line what the job is and whether it is crowded (more ranks than
+/// CPUs).
 fn job_plans(
     m: &topocomm_topo::Machine,
     rules: &Rules,
     n: usize,
     entries: &mut [(String, Option<u64>, Params)],
-) -> Result<String> {
+) -> Result<(String, bool)> {
     // As `topocomm run -n N` binds, over every core of the topology shown,
     // which need not be this machine's.
     let pus = topocomm_transport::launch::default_pus(m, n, &[]).map_err(|e| anyhow!(e))?;
@@ -197,7 +217,8 @@ fn job_plans(
     // A crowded job sends up to a slot eagerly, but less to a peer it is
     // receiving from (plan::Plan::exchange_eager_max; uncrowded, that limit
     // is where answers start, shown in the table).
-    let exchange = topocomm_transport::plan::crowded(m, &pus)
+    let crowded = topocomm_transport::plan::crowded(m, &pus);
+    let exchange = crowded
         .then(|| {
             plans
                 .iter()
@@ -206,7 +227,7 @@ fn job_plans(
                 .min()
         })
         .flatten();
-    Ok(format!(
+    let line = format!(
         "job of {n} ranks, {bound}: {}{}",
         if changed {
             "slot rings made smaller to fit what a rank maps in at start-up (64 MiB in and out)"
@@ -220,5 +241,6 @@ fn job_plans(
             ),
             None => String::new(),
         }
-    ))
+    );
+    Ok((line, crowded))
 }
