@@ -739,8 +739,8 @@ impl Comm {
     }
 
     /// Reads `len` bytes of `src`'s message `msg_id` at `addr` into `buf`
-    /// with single copy (helped by the sender from `help::HELP_MIN`),
-    /// reporting the time to the channel's chooser. `Ok(false)`: the read
+    /// with single copy (helped by the sender from the plan's `help_min`,
+    /// `Comm::help_wanted`), reporting the time to the channel's chooser. `Ok(false)`: the read
     /// failed (other than by the peer's death), which is said once; the
     /// channel falls back to two-copy, which rewrites the whole buffer.
     fn read_single_copy(
