@@ -86,8 +86,8 @@ impl Comm {
     /// message from `src` to help: not in an exchange (this rank sending
     /// large messages to `src` too, now or lately), where the sender's core
     /// is busy reading this rank's messages: there the pieces only added
-    /// system calls and waits (bibw of 64 KiB-4 MiB 0.81-0.91 of Open
-    /// MPI's with help, 1.02-1.14 without, the 2-vCPU Intel Xeon VM).
+    /// system calls and waits (bibw of 64 KiB-4 MiB 0.81-0.98 of Open
+    /// MPI's with help, 0.99-1.10 without, the 2-vCPU Intel Xeon VM).
     pub(crate) fn help_wanted(&self, src: usize, len: usize) -> bool {
         self.help_on
             && len >= HELP_MIN
