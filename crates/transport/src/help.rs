@@ -26,6 +26,7 @@
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::segment::{HelpLine, K_HELP};
+use crate::wait::Backoff;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -187,22 +188,22 @@ impl Comm {
 
     /// Waits until every piece of help `seq` is copied: the sender is
     /// copying the ones this rank could not claim. Bounded like every wait:
-    /// the peer's death or the job's timeout end it.
+    /// the peer's death or the job's timeout end it. The wait never sleeps
+    /// ([`Backoff::yielding`]): the sender is copying right now, and a
+    /// piece takes tens of microseconds, less than one sleep would add.
     fn help_wait(&mut self, src: usize, line: &HelpLine, seq: u64, pieces: usize) -> Result<()> {
         let all = seq << 32 | pieces as u64;
-        let mut spins = 0u32;
-        let mut start: Option<Instant> = None;
+        let start = Instant::now();
+        let mut b = Backoff::yielding();
         // Acquire: the sender's pieces (and `lost`) before its count.
         while line.done.load(Ordering::Acquire) != all {
-            std::hint::spin_loop();
-            spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 {
+            if b.slow_check_due() {
                 self.health(Some(src))?;
-                if start.get_or_insert_with(Instant::now).elapsed() > self.timeout {
+                if start.elapsed() > self.timeout {
                     return Err(Error::Timeout(self.timeout));
                 }
-                std::thread::yield_now();
             }
+            b.snooze();
         }
         Ok(())
     }
