@@ -68,7 +68,10 @@ const QUIET_TURNS: u32 = 64;
 /// `pause` (2.5 us on the Intel Xeon dev VM, whose `pause` takes about 40
 /// ns) before the first look at its heartbeat were most of a crowded
 /// barrier (4 ranks on 2 CPUs: a `sched_yield` hand-over takes 1 us there).
-const QUIET_TURNS_SHARED: u32 = 2;
+/// One: the first turn already looks (the look reads only the lines the
+/// turn loads anyway, the members' arrival lines); two turns took 4-6 %
+/// longer per 4-rank crowded barrier and allreduce (docs/collectives.md, session 46).
+const QUIET_TURNS_SHARED: u32 = 1;
 
 /// Per-lane state of this rank.
 #[derive(Clone, Debug, Default)]
@@ -261,7 +264,13 @@ impl Comm {
         }
         self.lanes[lane].epoch = e;
         if self.watch_peers {
-            self.beat_note_cpu();
+            let cpu = self.beat_note_cpu();
+            // Relaxed: a hint for the others' waiting policy, carried to
+            // them by the line transfer of the arrival word below.
+            let at = cpu.map_or(0, |c| c as u64 + 1);
+            self.seg
+                .lane_cpu(self.rank, lane)
+                .store(at, Ordering::Relaxed);
         }
         let (arrival, done, base) = self.seg.lane(self.rank, lane);
         if !data.is_empty() {
@@ -423,8 +432,10 @@ impl Comm {
                 if self.watch_peers && everyone {
                     // Once a member needed this CPU, look on every turn
                     // (each one a yield): spin again as soon as none does.
-                    if w.here || w.i == quiet || w.i % self.watch_every() == 0 {
-                        w.here = self.missing_member_here(lane, &members[w.next..], word, target);
+                    let deep = w.i % self.watch_every() == 0;
+                    if w.here || deep || w.i == quiet {
+                        w.here =
+                            self.missing_member_here(lane, &members[w.next..], word, target, deep);
                     }
                     stalled = w.here;
                 } else {
@@ -486,15 +497,34 @@ impl Comm {
     /// context switches per barrier of 4 ranks on 2 CPUs where one per
     /// CPU is the least. The spin phase still bounds the wait for a member
     /// that does not come (a CPU hog beside it).
-    fn missing_member_here(&self, lane: usize, rest: &[usize], word: Word, target: u64) -> bool {
+    ///
+    /// Where a member ran is read from its arrival line (the CPU of its
+    /// last arrival, [`Segment::lane_cpu`]): that line is loaded anyway to
+    /// see whether it arrived, where its heartbeat word is a line of its
+    /// own that it rewrites at every yield, so a miss on the wait's path
+    /// after every hand-over (and a read of it there makes the owner's
+    /// next heartbeat store a miss too). `deep` (every `watch_every` turns)
+    /// also reads the heartbeat: a member that moved to this CPU since its
+    /// last arrival is found there.
+    ///
+    /// [`Segment::lane_cpu`]: crate::segment::Segment::lane_cpu
+    fn missing_member_here(
+        &self,
+        lane: usize,
+        rest: &[usize],
+        word: Word,
+        target: u64,
+        deep: bool,
+    ) -> bool {
         let Some(cpu) = crate::waiting::current_cpu() else {
             return false;
         };
         rest.iter().any(|&m| {
-            // Relaxed: a hint for the waiting policy; the Acquire loads of
+            // Relaxed: hints for the waiting policy; the Acquire loads of
             // the wait loop decide completion.
             self.lane_word(m, lane, word).load(Ordering::Relaxed) < target
-                && crate::waiting::beat_cpu(&self.seg, m) == Some(cpu)
+                && (self.seg.lane_cpu(m, lane).load(Ordering::Relaxed) == cpu as u64 + 1
+                    || deep && crate::waiting::beat_cpu(&self.seg, m) == Some(cpu))
         })
     }
 
@@ -642,9 +672,10 @@ impl Comm {
 
 #[cfg(test)]
 mod tests {
-    use super::{pair_slot, slot};
+    use super::{pair_slot, slot, Word};
     use crate::comm::Comm;
     use crate::segment::{LANE_BYTES, LANE_DATA, LANE_INLINE, PAIR_DATA};
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn slots_blocks_and_words_never_overlap() {
@@ -664,8 +695,9 @@ mod tests {
                 assert!(!(r.start < 192 && r.end > 128), "{r:?}");
             }
         }
-        // Inline slots share the arrival word's line; blocks do not.
-        assert!(range(1, LANE_INLINE).end <= 64);
+        // Inline slots share the arrival word's line; blocks do not; the
+        // CPU word (56..64, `Segment::lane_cpu`) is clear of both slots.
+        assert!(range(1, LANE_INLINE).end <= 56);
         assert!(range(0, LANE_INLINE + 1).start >= 192);
         // The pair line's words and slots: distinct, inside its line.
         let line = base.wrapping_add(128);
@@ -682,6 +714,42 @@ mod tests {
                 assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
             }
         }
+    }
+
+    /// A member that has not arrived counts as "here" from the CPU of its
+    /// last arrival, read from its arrival line; a deep look also finds it
+    /// by its heartbeat (it moved here since); an arrived member never
+    /// counts.
+    #[test]
+    fn a_missing_member_is_found_on_this_cpu_by_its_arrival_line() {
+        std::env::remove_var("TOPOCOMM_SHM_FD");
+        let mut c = Comm::init().unwrap();
+        // Pinned, so that "this CPU" holds still during the test (the
+        // test's own thread; it ends with the test).
+        // SAFETY: a zeroed cpu_set_t with CPU 0 set, for this thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0
+            );
+        }
+        c.watch_peers = true;
+        c.lane_barrier(0).unwrap();
+        let e = c.lane_epoch(0).unwrap();
+        let cpu = c.seg.lane_cpu(0, 0);
+        assert_eq!(cpu.load(Ordering::Relaxed), 1, "CPU 0, stored as 1");
+        assert!(c.missing_member_here(0, &[0], Word::Arrival, e + 1, false));
+        assert!(
+            !c.missing_member_here(0, &[0], Word::Arrival, e, true),
+            "arrived"
+        );
+        // Its arrival line says elsewhere: only the heartbeat (deep) says
+        // here.
+        cpu.store(100, Ordering::Relaxed);
+        assert!(!c.missing_member_here(0, &[0], Word::Arrival, e + 1, false));
+        assert!(c.missing_member_here(0, &[0], Word::Arrival, e + 1, true));
     }
 
     #[test]

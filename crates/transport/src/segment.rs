@@ -613,6 +613,19 @@ impl Segment {
         }
     }
 
+    /// Where rank `r` ran when it last arrived on lane `l`: a word in the
+    /// spare last 8 bytes of the arrival line (after the word and the two
+    /// inline slots), so a member that reads another's arrival word has
+    /// its CPU in the same line transfer (lanes.rs, `missing_member_here`).
+    pub fn lane_cpu(&self, r: usize, l: usize) -> &AtomicU64 {
+        const _: () = assert!(8 + 2 * LANE_INLINE <= 56);
+        let base = self.lane(r, l).2;
+        // SAFETY: bytes 56..64 of the 64-byte aligned arrival line, inside
+        // the lane (LANE_BYTES >= 64), used by nothing else; only ever
+        // accessed atomically.
+        unsafe { &*(base.add(56) as *const AtomicU64) }
+    }
+
     /// The pair line of rank `r`'s lane `l` (its third line): used by the
     /// 2-member communicators whose lower transport rank is `r`.
     pub fn lane_pair(&self, r: usize, l: usize) -> *mut u8 {

@@ -465,8 +465,9 @@ impl Comm {
     /// one (a reduction's non-root member) would otherwise show the CPU of
     /// its last wait, or none, to members deciding whether it needs their
     /// CPU (`Comm::missing_member_here`). A store only when it moved.
-    pub(crate) fn beat_note_cpu(&mut self) {
-        let now = beat::on_cpu(self.beat, current_cpu());
+    pub(crate) fn beat_note_cpu(&mut self) -> Option<usize> {
+        let cpu = current_cpu();
+        let now = beat::on_cpu(self.beat, cpu);
         if now != self.beat {
             self.beat = now;
             self.seg
@@ -474,6 +475,7 @@ impl Comm {
                 .beat
                 .store(self.beat, Ordering::Relaxed);
         }
+        cpu
     }
 
     /// Publishes that this rank spins in a wait for `awaits`. Short waits
