@@ -275,6 +275,13 @@ int tc_lane_epoch(int lane, uint64_t *epoch);
 /* Gives the lane to a communicator of n transport ranks (this one
  * included), counting on from epoch (the members' largest tc_lane_epoch). */
 int tc_lane_start(int lane, uint64_t epoch, const int *members, int n);
+/* `only` of tc_lane_exchange: every member's arrival (TC_LANE_ALL), or
+ * every member's in a collective where every member waits for every
+ * member's, such as a barrier or an allreduce but not a reduce
+ * (TC_LANE_ALL_BY_ALL: the wait may then end at a member already at a
+ * later collective, without reading the others' lines). */
+#define TC_LANE_ALL (-1)
+#define TC_LANE_ALL_BY_ALL (-2)
 /* The next collective, of len bytes per member: publishes data (NULL:
  * nothing), then
  * waits at most budget_s seconds (<= 0: no limit) for every member's

@@ -6,7 +6,12 @@ use crate::error::*;
 use crate::transport::{rank_arg, with};
 use crate::transport_x::budget_arg;
 use std::ffi::{c_int, c_void};
+use topocomm_transport::lanes::Awaited;
 use topocomm_transport::Error;
+
+/// `only` of [`tc_lane_exchange`]: every member's arrival, in a collective
+/// where every member waits for every member's (include/topocomm.h).
+pub const TC_LANE_ALL_BY_ALL: c_int = -2;
 
 fn lane_arg(lane: c_int) -> Result<usize, Error> {
     usize::try_from(lane).map_err(|_| Error::Invalid(format!("lane {lane} is negative")))
@@ -51,9 +56,12 @@ pub extern "C" fn tc_lane_start(lane: c_int, epoch: u64, members: *const c_int, 
 }
 
 /// The next collective on `lane`, of `len` bytes per member (at most
-/// `TC_LANE_DATA`): publishes `data` (NULL: nothing), then waits for every member's arrival (`only`
-/// < 0) or transport rank `only`'s, for at most `budget_s` seconds (<= 0:
-/// no limit). `*flag` = 1 when complete, else 0: call again with the same
+/// `TC_LANE_DATA`): publishes `data` (NULL: nothing), then waits for every
+/// member's arrival (`only` < 0) or transport rank `only`'s, for at most
+/// `budget_s` seconds (<= 0: no limit). `only` = `TC_LANE_ALL_BY_ALL`
+/// (-2): every member's, and every member of this collective waits for
+/// every member's (a barrier, an allreduce), which lets the wait end at a
+/// member already past it. `*flag` = 1 when complete, else 0: call again with the same
 /// arguments (it publishes once). `reads` != 0: this rank reads others'
 /// data, then calls `tc_lane_done`. Once complete, `blocks` (if not NULL,
 /// room for every member, or one with `only`) holds where each member's
@@ -91,13 +99,17 @@ pub extern "C" fn tc_lane_exchange(
             // every member, or one with `only`).
             Some(unsafe { std::slice::from_raw_parts_mut(blocks.cast::<*const u8>(), room) })
         };
-        let only = usize::try_from(only).ok();
+        let awaited = match usize::try_from(only) {
+            Ok(m) => Awaited::One(m),
+            Err(_) if only == TC_LANE_ALL_BY_ALL => Awaited::AllByAll,
+            Err(_) => Awaited::All,
+        };
         let done = c.lane_exchange(
             lane,
             bytes,
             len,
             reads != 0,
-            only,
+            awaited,
             budget_arg(budget_s),
             out,
         )?;

@@ -111,6 +111,21 @@ enum Word {
     Pair { owner: usize },
 }
 
+/// Whose arrival a lane collective waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Awaited {
+    /// Every member's.
+    All,
+    /// Every member's, in a collective where every member waits for every
+    /// member's (a barrier, an allreduce; not a reduce, whose other members
+    /// leave without waiting): a member that already arrived at a later
+    /// collective then shows that all arrived at this one, and the wait
+    /// ends without reading the other members' lines.
+    AllByAll,
+    /// One member's (a transport rank: a broadcast's root).
+    One(usize),
+}
+
 /// Member `m`'s word on the pair line at `line` owned by `owner`.
 fn pair_word<'a>(line: *mut u8, owner: usize, m: usize) -> &'a std::sync::atomic::AtomicU64 {
     // SAFETY: word 0 (the owner's) or 1 of a 64-byte aligned pair line in
@@ -254,7 +269,7 @@ impl Comm {
         let e = self.lanes[lane].epoch + 1;
         if !data.is_empty() && self.lanes[lane].finished + 2 < e {
             // Slot e % 2 last held epoch e - 2: wait for its readers.
-            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget, false);
+            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget, false, false);
             if !self.lane_put(lane, members, r)? {
                 return Ok(None);
             }
@@ -292,29 +307,32 @@ impl Comm {
         Ok(Some(e))
     }
 
-    /// Waits until the current collective of `lane` is published by every
-    /// member, or by member `only` (a transport rank: a broadcast's root);
-    /// `None` budget: no limit. `Ok(false)` when `budget` ran out first
-    /// (call again to go on waiting).
+    /// Waits until the current collective of `lane` is published by the
+    /// members `awaited`; `None` budget: no limit. `Ok(false)` when
+    /// `budget` ran out first (call again to go on waiting).
     fn lane_wait(
         &mut self,
         lane: usize,
-        only: Option<usize>,
+        awaited: Awaited,
         budget: Option<Duration>,
     ) -> Result<bool> {
         let lane = lane_arg(lane)?;
         let all = self.lane_members(lane)?;
-        let one = [only.unwrap_or(0)];
         let e = self.lanes[lane].epoch;
-        let r = match only {
-            Some(m) if !all.contains(&m) => Err(Error::Invalid(format!(
+        let r = match awaited {
+            Awaited::One(m) if !all.contains(&m) => Err(Error::Invalid(format!(
                 "lane {lane}: rank {m} is not a member"
             ))),
-            Some(_) => self.lane_wait_until(lane, &one, Word::Arrival, e, budget, false),
-            None => self.lane_wait_until(lane, &all, Word::Arrival, e, budget, true),
+            Awaited::One(m) => {
+                self.lane_wait_until(lane, &[m], Word::Arrival, e, budget, false, false)
+            }
+            Awaited::All | Awaited::AllByAll => {
+                let by_all = awaited == Awaited::AllByAll;
+                self.lane_wait_until(lane, &all, Word::Arrival, e, budget, true, by_all)
+            }
         };
         let arrived = self.lane_put(lane, all, r)?;
-        if arrived && only.is_none() {
+        if arrived && !matches!(awaited, Awaited::One(_)) {
             // Every member arrived at e, so finished e - 1 (ordering 2).
             let s = &mut self.lanes[lane];
             s.finished = s.finished.max(e.saturating_sub(1));
@@ -347,7 +365,7 @@ impl Comm {
         }
         let e = s.epoch;
         // On success the members stay taken: the lane serves none.
-        let r = self.lane_wait_until(lane, &members, Word::Done, e, None, false);
+        let r = self.lane_wait_until(lane, &members, Word::Done, e, None, false, false);
         if r.is_err() {
             self.lanes[lane].members = members;
         }
@@ -362,7 +380,9 @@ impl Comm {
     /// are all the lane's members, each waiting for the others' arrival
     /// (a barrier, an allreduce, an allgather): then, with CPUs shared,
     /// only a missing member on this CPU makes the wait yield
-    /// ([`Comm::missing_member_here`]).
+    /// ([`Comm::missing_member_here`]). `by_all`: every member waits for
+    /// every member in this collective ([`Awaited::AllByAll`]).
+    #[allow(clippy::too_many_arguments)]
     fn lane_wait_until(
         &mut self,
         lane: usize,
@@ -371,6 +391,7 @@ impl Comm {
         target: u64,
         budget: Option<Duration>,
         everyone: bool,
+        by_all: bool,
     ) -> Result<bool> {
         let mut w = match self.lane_resume.take() {
             Some(w) if w.lane == lane && w.word == word && w.target == target => w,
@@ -400,7 +421,18 @@ impl Comm {
             // Acquire: the member's slot, or its reads, before its word
             // (orderings 1 and 2).
             while let Some(&m) = members.get(w.next) {
-                if self.lane_word(m, lane, word).load(Ordering::Acquire) < target {
+                let v = self.lane_word(m, lane, word).load(Ordering::Acquire);
+                if v < target {
+                    break;
+                }
+                if by_all && v > target {
+                    // `m` finished this collective, so saw every member's
+                    // word at `target` (Acquire) before its Release store
+                    // of a later one, which this Acquire load saw: every
+                    // member's slot is visible here too (happens-before is
+                    // transitive). Saves the lines of members on other
+                    // CPUs on a crowded barrier's critical path.
+                    w.next = members.len();
                     break;
                 }
                 w.next += 1;
@@ -543,7 +575,7 @@ impl Comm {
         data: Option<&[u8]>,
         len: usize,
         reads: bool,
-        only: Option<usize>,
+        awaited: Awaited,
         budget: Option<Duration>,
         blocks: Option<&mut [*const u8]>,
     ) -> Result<bool> {
@@ -557,16 +589,19 @@ impl Comm {
             }
             self.lanes[lane].pending = true;
         }
-        if !self.lane_wait(lane, only, budget)? {
+        if !self.lane_wait(lane, awaited, budget)? {
             return Ok(false);
         }
         self.lanes[lane].pending = false;
         if let Some(out) = blocks {
             let e = self.lanes[lane].epoch;
-            let one = only.map(|m| [m]);
-            let who: &[usize] = match &one {
-                Some(m) => m,
-                None => &self.lanes[lane].members,
+            let one;
+            let who: &[usize] = match awaited {
+                Awaited::One(m) => {
+                    one = [m];
+                    &one
+                }
+                _ => &self.lanes[lane].members,
             };
             if out.len() < who.len() {
                 return Err(Error::Invalid(format!(
@@ -620,7 +655,8 @@ impl Comm {
                 // Slot e % 2 last held epoch e - 2, and the collective
                 // before this one did not show the peer past it (a rooted
                 // lane collective): wait for its done word (ordering 2).
-                let r = self.lane_wait_until(lane, &[peer], Word::Done, e - 2, budget, false);
+                let r =
+                    self.lane_wait_until(lane, &[peer], Word::Done, e - 2, budget, false, false);
                 if !self.lane_put(lane, members, r)? {
                     return Ok(false);
                 }
@@ -643,7 +679,7 @@ impl Comm {
             pair_word(line, owner, self.rank).store(e, Ordering::Release);
         }
         let e = self.lanes[lane].epoch;
-        let r = self.lane_wait_until(lane, &[peer], Word::Pair { owner }, e, budget, true);
+        let r = self.lane_wait_until(lane, &[peer], Word::Pair { owner }, e, budget, true, false);
         if !self.lane_put(lane, members, r)? {
             return Ok(false);
         }
@@ -666,13 +702,13 @@ impl Comm {
     /// arrival and waits for all others'.
     pub fn lane_barrier(&mut self, lane: usize) -> Result<()> {
         self.lane_arrive(lane, &[], false, None)?;
-        self.lane_wait(lane, None, None).map(|_| ())
+        self.lane_wait(lane, Awaited::AllByAll, None).map(|_| ())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{pair_slot, slot, Word};
+    use super::{pair_slot, slot, Awaited, Word};
     use crate::comm::Comm;
     use crate::segment::{LANE_BYTES, LANE_DATA, LANE_INLINE, PAIR_DATA};
     use std::sync::atomic::Ordering;
@@ -752,6 +788,49 @@ mod tests {
         assert!(c.missing_member_here(0, &[0], Word::Arrival, e + 1, true));
     }
 
+    /// A wait for every member of a collective that all members wait
+    /// out (`AllByAll`) ends at a member already at a later collective
+    /// (that one saw everyone arrive); a wait for every member alone
+    /// (`All`: a reduce's root, whose members leave at once) does not: a
+    /// member at a later collective says nothing about the others there.
+    #[test]
+    fn a_member_past_the_collective_ends_only_a_wait_that_all_members_wait_out() {
+        crate::threads_job::job(3, None, |c| {
+            if c.rank() != 0 {
+                // Alive until rank 0 is done (a finalized member is a
+                // dead peer to a wait).
+                c.recv(&mut [], 0, 9).unwrap();
+                return;
+            }
+            // Lane 5 for rank 0 alone; ranks 1 and 2 never touch it, so
+            // their words say what this test stores.
+            c.lane_start(5, 0, &[0, 1, 2]).unwrap();
+            let slice = Some(std::time::Duration::from_millis(5));
+            // Rank 1 past the collective, rank 2 behind it.
+            let e = c.lane_arrive(5, &[], false, None).unwrap().unwrap();
+            c.seg.lane(1, 5).0.store(e + 1, Ordering::Release);
+            c.seg.lane(2, 5).0.store(e - 1, Ordering::Release);
+            assert!(c.lane_wait(5, Awaited::AllByAll, slice).unwrap());
+            // The same for a wait for all alone: rank 2 is missing.
+            let e = c.lane_arrive(5, &[], false, None).unwrap().unwrap();
+            c.seg.lane(1, 5).0.store(e + 1, Ordering::Release);
+            assert!(
+                !c.lane_wait(5, Awaited::All, slice).unwrap(),
+                "rank 2 missing"
+            );
+            c.seg.lane(2, 5).0.store(e, Ordering::Release);
+            assert!(c.lane_wait(5, Awaited::All, slice).unwrap());
+            // Rank 1 exactly at the collective: no shortcut.
+            let e = c.lane_arrive(5, &[], false, None).unwrap().unwrap();
+            c.seg.lane(1, 5).0.store(e, Ordering::Release);
+            assert!(!c.lane_wait(5, Awaited::AllByAll, slice).unwrap());
+            c.seg.lane(2, 5).0.store(e, Ordering::Release);
+            assert!(c.lane_wait(5, Awaited::AllByAll, slice).unwrap());
+            c.send(&[], 1, 9).unwrap();
+            c.send(&[], 2, 9).unwrap();
+        });
+    }
+
     #[test]
     fn a_single_rank_runs_lane_collectives_and_refuses_bad_arguments() {
         std::env::remove_var("TOPOCOMM_SHM_FD");
@@ -774,7 +853,7 @@ mod tests {
                 .lane_arrive(3, &vec![k; len], true, None)
                 .unwrap()
                 .unwrap();
-            assert!(c.lane_wait(3, None, None).unwrap());
+            assert!(c.lane_wait(3, Awaited::All, None).unwrap());
             let p = slot(c.seg.lane(0, 3).2, e, len);
             // SAFETY: len bytes of this rank's own slot, just published.
             let got = unsafe { std::slice::from_raw_parts(p, len) };
@@ -786,7 +865,7 @@ mod tests {
             let mut at = [std::ptr::null::<u8>(); 1];
             let data = vec![k; 40];
             assert!(c
-                .lane_exchange(3, Some(&data), 40, true, None, None, Some(&mut at))
+                .lane_exchange(3, Some(&data), 40, true, Awaited::All, None, Some(&mut at))
                 .unwrap());
             // SAFETY: 40 bytes of this rank's own block, just published.
             assert_eq!(unsafe { std::slice::from_raw_parts(at[0], 40) }, &data[..]);
@@ -814,7 +893,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("out of range"));
-        assert!(c.lane_wait(3, Some(1), None).is_err());
+        assert!(c.lane_wait(3, Awaited::One(1), None).is_err());
         let big = vec![0u8; LANE_DATA + 1];
         assert!(c.lane_arrive(3, &big, true, None).is_err());
     }

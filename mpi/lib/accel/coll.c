@@ -908,7 +908,7 @@ static int lane_exchange(int lane, const void *data, size_t len, int reads, int 
 }
 
 static int lane_barrier(const acc_comm *c) {
-    return lane_exchange(c->lane, NULL, 0, 0, -1, NULL);
+    return lane_exchange(c->lane, NULL, 0, 0, TC_LANE_ALL_BY_ALL, NULL);
 }
 
 /* One pair collective (tc_pair_exchange): publish `len` bytes of `data`,
@@ -948,8 +948,10 @@ static int lane_reduction(const acc_comm *c, struct red *d, const void *src, voi
                           int root) {
     int me = my_comm_rank(c), reads = root < 0 || me == root;
     const void *x[TC_LANE_FLAT_MAX];
-    int rc = tc_err(lane_exchange(c->lane, (const char *)src + d->lb, d->bytes, reads,
-                                  reads ? -1 : c->tc_rank[me], reads ? x : NULL));
+    /* An allreduce's members all wait for all; a reduce's root alone. */
+    int awaited = root < 0 ? TC_LANE_ALL_BY_ALL : reads ? TC_LANE_ALL : c->tc_rank[me];
+    int rc = tc_err(lane_exchange(c->lane, (const char *)src + d->lb, d->bytes, reads, awaited,
+                                  reads ? x : NULL));
     if (rc != MPI_SUCCESS || !reads) return rc;
     rc = lane_reduce(c, d, x, rbuf);
     tc_lane_done(c->lane);
