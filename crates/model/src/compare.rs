@@ -100,7 +100,10 @@ pub struct CacheInput<'a> {
     pub source: &'a str,
 }
 
-/// The two protocols the model compares, under a class's plan.
+/// The two protocols the model compares, under a class's plan. Single
+/// copy without the sender's help (docs/transport.md, "Helped single
+/// copy"): the model is of the receiver's copy alone, so the measurement
+/// it is compared with must be too.
 pub fn protocol_params(plan: &Params) -> [(&'static str, Params); 2] {
     [
         (
@@ -110,7 +113,13 @@ pub fn protocol_params(plan: &Params) -> [(&'static str, Params); 2] {
                 ..plan.clone()
             },
         ),
-        ("single-copy", single_copy(plan, plan.cma_chunk)),
+        (
+            "single-copy",
+            Params {
+                help_min: topocomm_transport::rules::HELP_NEVER,
+                ..single_copy(plan, plan.cma_chunk)
+            },
+        ),
     ]
 }
 
@@ -562,6 +571,23 @@ mod tests {
             e.to_string(),
             "this machine has a single PU: no pair to model"
         );
+    }
+
+    /// The measured protocols are the modelled ones: two-copy without
+    /// single copy, single copy for every message above the inline limit
+    /// and without the sender's help, whatever the plan says.
+    #[test]
+    fn protocols_measured_are_the_modelled_ones() {
+        let plan = Rules::builtin(&machine()).params_for(Some("l3")).clone();
+        assert!(
+            plan.help_min < topocomm_transport::rules::HELP_NEVER,
+            "helped in the plan"
+        );
+        let [(two, t), (single, p)] = protocol_params(&plan);
+        assert_eq!((two, single), ("two-copy", "single-copy"));
+        assert!(!t.cma);
+        assert!(p.cma && p.cma_threshold == 0 && p.eager_max == plan.inline_max);
+        assert_eq!(p.help_min, topocomm_transport::rules::HELP_NEVER);
     }
 
     #[test]
