@@ -1,8 +1,9 @@
 //! Collective lanes: small collectives through flags in the segment instead
 //! of messages (docs/collectives.md, "Lanes").
 //!
-//! Every rank owns, per lane, an arrival word with two inline slots on one
-//! cache line, a done word on another, and two data blocks. Lane `l`
+//! Every rank owns, per lane, an arrival word with two inline slots and the
+//! CPU of its last arrival on one cache line, a done word on another, and
+//! two data blocks. Lane `l`
 //! belongs to the communicator whose matching context is `l`, so a rank's
 //! lane serves one communicator at a time and the members of that
 //! communicator call its collectives in the same order (MPI's rule): the
@@ -30,6 +31,10 @@
 //!    its arrival word at `e + 1` (a member arrives only after finishing
 //!    the previous collective). An allreduce sees the latter on the way;
 //!    the others wait for it (`lane_arrive`).
+//! 3. Early end ([`Awaited::AllByAll`]): in a collective every member waits
+//!    out, a member's word past `e` (Acquire) shows that it saw every word
+//!    at `e` (Acquire) before its Release store of the later one: every
+//!    member's slot of `e` is visible through that chain.
 //!
 //! **Pairs.** A communicator of two members also has the pair line of its
 //! lower transport rank's lane ([`Comm::pair_exchange`]): both members'

@@ -43,8 +43,8 @@ pub const LANE_INLINE: usize = 24;
 /// Payload bytes per member of a pair collective (lanes.rs,
 /// `Comm::pair_exchange`): both members' words and slots share one line.
 pub const PAIR_DATA: usize = 12;
-/// Bytes of one lane: its arrival line (word and two inline slots), its
-/// done line, its pair line and two data blocks.
+/// Bytes of one lane: its arrival line (word, two inline slots and the CPU
+/// of the last arrival), its done line, its pair line and two data blocks.
 pub const LANE_BYTES: usize = 192 + 2 * LANE_DATA;
 const _: () = assert!(8 + 2 * LANE_INLINE <= 64);
 const _: () = assert!(16 + 4 * PAIR_DATA <= 64);
