@@ -160,7 +160,13 @@ fn small_messages_keep_their_order_through_the_duplex_line_and_the_ring() {
         }
     }
     // A bad value: one line from the launcher, naming it.
-    for var in ["TOPOCOMM_DUPLEX", "TOPOCOMM_DEMOTE", "TOPOCOMM_HELP"] {
+    for var in [
+        "TOPOCOMM_DUPLEX",
+        "TOPOCOMM_DEMOTE",
+        "TOPOCOMM_HELP",
+        "TOPOCOMM_SPIN",
+        "TOPOCOMM_COPY",
+    ] {
         let o = selftest_2_ranks(None, "pingpong", "10", "8", &[], &[(var, "yes")]);
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{e}");

@@ -331,10 +331,11 @@ impl Comm {
         // TOPOCOMM_SPIN overrides the policy's spin phase (turns before
         // yielding): e.g. 1 for jobs with many more busy ranks than CPUs
         // (docs/transport.md, "Waiting").
-        crate::wait::set_spin(match env_usize("TOPOCOMM_SPIN")? {
-            Some(t) => u32::try_from(t).unwrap_or(u32::MAX),
-            None => policy.spin_turns(),
-        });
+        crate::wait::set_spin(
+            crate::startup::spin_override()
+                .map_err(Error::Setup)?
+                .unwrap_or_else(|| policy.spin_turns()),
+        );
         crate::copy::CopyChoice::from_env().map_err(Error::Setup)?;
         // Measured here, once, rather than inside the first large copy.
         let copies = crate::copy::MisalignedCost::get();

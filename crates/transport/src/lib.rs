@@ -64,6 +64,6 @@ pub use request::{Request, Status};
 pub use rules::{CopyKind, Owner, Params, Rules};
 pub use segment::{LANES, LANE_DATA, PAIR_DATA};
 pub use startup::{
-    demote_enabled, duplex_enabled, help_enabled, parse_timeout, rules_from_env, spread_enabled,
-    RULES_ENV, TIMEOUT_RANGE,
+    copy_checked, demote_enabled, duplex_enabled, help_enabled, parse_timeout, rules_from_env,
+    spin_override, spread_enabled, RULES_ENV, TIMEOUT_RANGE,
 };

@@ -291,6 +291,26 @@ pub(crate) fn env_switch(name: &str, default: bool) -> std::result::Result<bool,
     }
 }
 
+/// `TOPOCOMM_SPIN`: the spin phase of every rank, in turns before it
+/// yields (unset: its waiting policy's); anything but a non-negative
+/// integer is an error that names the variable.
+pub fn spin_override() -> std::result::Result<Option<u32>, String> {
+    match std::env::var("TOPOCOMM_SPIN") {
+        Err(_) => Ok(None),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(|t| Some(u32::try_from(t).unwrap_or(u32::MAX)))
+            .map_err(|_| format!("TOPOCOMM_SPIN='{v}': expected a non-negative integer")),
+    }
+}
+
+/// `TOPOCOMM_COPY`: checks the copy routine asked for (`auto`, `memcpy`
+/// or `vector`); anything else is an error that names the variable.
+pub fn copy_checked() -> std::result::Result<(), String> {
+    crate::copy::CopyChoice::from_env().map(|_| ())
+}
+
 /// `TOPOCOMM_HELP`: `0` has receivers read single-copy messages alone,
 /// `1` or unset lets them ask the sender for help (help.rs).
 pub fn help_enabled() -> std::result::Result<bool, String> {

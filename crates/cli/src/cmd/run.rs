@@ -54,6 +54,8 @@ fn launch_of(g: &GlobalOpts, a: &Args) -> Result<Launch> {
     topocomm_transport::demote_enabled().map_err(|e| anyhow!(e))?;
     topocomm_transport::spread_enabled().map_err(|e| anyhow!(e))?;
     topocomm_transport::help_enabled().map_err(|e| anyhow!(e))?;
+    topocomm_transport::spin_override().map_err(|e| anyhow!(e))?;
+    topocomm_transport::copy_checked().map_err(|e| anyhow!(e))?;
     // Checked here, once, rather than by every rank (the ranks read
     // TOPOCOMM_TIMEOUT, which --timeout sets).
     let timeout = match (&a.timeout, std::env::var("TOPOCOMM_TIMEOUT")) {
