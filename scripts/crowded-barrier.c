@@ -4,13 +4,18 @@
  * topocomm's waits do when there are more ranks than CPUs): what a small
  * collective on a crowded node cannot go below, whatever its protocol
  * (docs/collectives.md, "What bounds the small collectives on crowded
- * nodes"). One shared counter and one sense word on lines of their own; the
- * last to arrive flips the sense. Prints the median of 5 rounds of 100000
- * barriers, in microseconds per barrier.
+ * nodes"). Rule 0: one shared counter and one sense word on lines of
+ * their own; the last to arrive flips the sense; a waiter always yields.
+ * Rule 1, the lanes' rule (crates/transport/src/lanes.rs): a word per
+ * process on a line of its own holding its barrier count and the CPU it
+ * arrived on; a waiter yields only while a process that has not arrived
+ * last arrived on the CPU the waiter runs on, and spins otherwise. Prints
+ * the median of 5 rounds of 100000 barriers, in microseconds per barrier.
  *
  *   cc -O2 -Wall -Wextra -Werror scripts/crowded-barrier.c -o crowded-barrier
- *   ./crowded-barrier N [pin]      (pin 1: process i bound to CPU i mod CPUs;
- *                                   0: unbound, as `mpirun --bind-to none`)
+ *   ./crowded-barrier N [pin [rule]]  (pin 1: process i bound to CPU i mod
+ *                                      CPUs; 0: unbound, as `mpirun
+ *                                      --bind-to none`; rule 0 or 1, above)
  *
  * On a virtual machine the figure depends on where the host runs the vCPUs
  * at the moment: run scripts/line-probe.c before and after.
@@ -29,7 +34,13 @@
 #define BARRIERS 100000
 #define WARMUP 1000
 
+#define MAX_N 256
+
 struct shared {
+    /* Rule 1: process i's barrier count << 16 | (its CPU + 1). */
+    struct {
+        _Alignas(128) long word;
+    } own[MAX_N];
     _Alignas(128) long count;  /* arrivals at the current barrier */
     _Alignas(128) long sense;  /* flipped by the last arrival */
     _Alignas(128) double us[ROUNDS];
@@ -59,13 +70,37 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Rule 1: barrier number k (from 1) of process me among n. */
+static void own_barrier(struct shared *s, long n, long me, long k) {
+    /* Release: nothing to publish here but the arrival itself. */
+    __atomic_store_n(&s->own[me].word, k << 16 | (sched_getcpu() + 1), __ATOMIC_RELEASE);
+    for (;;) {
+        int missing = 0, here = 0, cpu = sched_getcpu() + 1;
+        for (long j = 0; j < n; j++) {
+            long w = __atomic_load_n(&s->own[j].word, __ATOMIC_ACQUIRE);
+            if (w >> 16 >= k) continue;
+            missing = 1;
+            if ((w & 0xffff) == cpu) {
+                here = 1;
+                break;
+            }
+        }
+        if (!missing) return;
+        if (here)
+            sched_yield();
+        else
+            __builtin_ia32_pause();
+    }
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: crowded-barrier N [pin]\n");
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: crowded-barrier N [pin [rule]]\n");
         return 2;
     }
-    long n = arg(argv[1], "N", 2, 256);
+    long n = arg(argv[1], "N", 2, MAX_N);
     long pin = argc > 2 ? arg(argv[2], "pin", 0, 1) : 1;
+    long rule = argc > 3 ? arg(argv[3], "rule", 0, 1) : 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct shared *s =
         mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -96,6 +131,10 @@ int main(int argc, char **argv) {
         double t0 = 0;
         for (long it = 0; it < WARMUP + BARRIERS; it++) {
             if (it == WARMUP) t0 = now();
+            if (rule == 1) {
+                own_barrier(s, n, me, r * (WARMUP + BARRIERS) + it + 1);
+                continue;
+            }
             local ^= 1;
             /* Acquire-release: the last arrival sees every other arrival's
              * writes; the sense store (release) publishes them onward. */
@@ -111,8 +150,9 @@ int main(int argc, char **argv) {
     if (me != 0) return 0;
     for (long i = 1; i < n; i++) wait(NULL);
     qsort(s->us, ROUNDS, sizeof s->us[0], cmp);
-    printf("%ld processes on %ld CPUs (%s): %.3f us per barrier (median of %d rounds, %.3f-%.3f)\n",
-           n, cpus, pin ? "pinned" : "unbound", s->us[ROUNDS / 2], ROUNDS, s->us[0],
+    printf("%ld processes on %ld CPUs (%s, rule %ld): %.3f us per barrier (median of %d rounds, "
+           "%.3f-%.3f)\n",
+           n, cpus, pin ? "pinned" : "unbound", rule, s->us[ROUNDS / 2], ROUNDS, s->us[0],
            s->us[ROUNDS - 1]);
     return 0;
 }
