@@ -77,6 +77,13 @@ const QUIET_TURNS: u32 = 64;
 /// turn loads anyway, the members' arrival lines); two turns took 4-6 %
 /// longer per 4-rank crowded barrier and allreduce (docs/collectives.md, session 46).
 const QUIET_TURNS_SHARED: u32 = 1;
+/// Turns of a crowded wait that every member waits out spent on
+/// [`Comm::lane_wait_quick`]'s short path before the full wait takes over.
+/// A 4-rank barrier on 2 CPUs needs one or two yields and the spins of a
+/// hand-over on the other CPU (under a microsecond of `pause`); 32 turns
+/// keep the engine's passes (every 16 turns of the full wait) at most 32
+/// turns late.
+const QUICK_TURNS: u32 = 32;
 
 /// Per-lane state of this rank.
 #[derive(Clone, Debug, Default)]
@@ -565,6 +572,56 @@ impl Comm {
         })
     }
 
+    /// The first [`QUICK_TURNS`] turns of a crowded wait for every member's
+    /// arrival at the current collective of `lane`, in a collective every
+    /// member waits out (`Awaited::AllByAll`) and that reads no blocks (a
+    /// barrier): `Ok(true)` when it ended
+    /// there, `Ok(false)` to go on in [`Comm::lane_wait`]. The same rule as
+    /// the full wait (yield while a missing member last arrived on this
+    /// CPU, spin otherwise; end at a member already past the collective)
+    /// without its bookkeeping: no resumable state, no engine pass, no
+    /// slow-path checks, which the full wait makes once this gives up. A
+    /// crowded barrier's period is a `sched_yield` hand-over plus two
+    /// passes of this code on cold caches right after a context switch, so
+    /// its length is on the critical path: 4 ranks on the 2-vCPU Intel
+    /// Xeon VM, 1.20 -> 1.14 us per `MPI_Barrier` under `topocomm accel`
+    /// (docs/collectives.md, session 47).
+    fn lane_wait_quick(&mut self, lane: usize) -> Result<bool> {
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
+        let e = self.lanes[lane].epoch;
+        let mut next = 0;
+        for _ in 0..QUICK_TURNS {
+            let members = &self.lanes[lane].members;
+            // Acquire: as the full wait's loads (orderings 1 and 3).
+            while let Some(&m) = members.get(next) {
+                let v = self.seg.lane(m, lane).0.load(Ordering::Acquire);
+                if v < e {
+                    break;
+                }
+                if v > e {
+                    // Past the collective: it saw every member arrive
+                    // (ordering 3), as in `lane_wait_until`.
+                    next = members.len();
+                    break;
+                }
+                next += 1;
+            }
+            let Some(&peer) = members.get(next) else {
+                self.beat_leave();
+                return Ok(true);
+            };
+            if self.missing_member_here(lane, &members[next..], Word::Arrival, e, false) {
+                self.beat_idle(Some(peer));
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(false)
+    }
+
     /// Publishes this rank's part and waits for the others in one call (one call
     /// across the C ABI per collective on the latency path): `Ok(false)`
     /// when `budget` ran out first; calling again with the same arguments
@@ -585,6 +642,7 @@ impl Comm {
         blocks: Option<&mut [*const u8]>,
     ) -> Result<bool> {
         let lane = lane_arg(lane)?;
+        let mut quick = false;
         if !self.lanes[lane].pending {
             if self
                 .lane_arrive(lane, data.unwrap_or(&[]), reads, budget)?
@@ -593,8 +651,14 @@ impl Comm {
                 return Ok(false);
             }
             self.lanes[lane].pending = true;
+            // Not when this rank reads the others' blocks (an allreduce):
+            // 4 crowded ranks' 8-byte allreduce took 1.30 -> 1.45 us with
+            // the short path (docs/collectives.md, session 47).
+            quick = awaited == Awaited::AllByAll && self.watch_peers && !reads;
         }
-        if !self.lane_wait(lane, awaited, budget)? {
+        let arrived =
+            (quick && self.lane_wait_quick(lane)?) || self.lane_wait(lane, awaited, budget)?;
+        if !arrived {
             return Ok(false);
         }
         self.lanes[lane].pending = false;
@@ -831,6 +895,56 @@ mod tests {
             assert!(!c.lane_wait(5, Awaited::AllByAll, slice).unwrap());
             c.seg.lane(2, 5).0.store(e, Ordering::Release);
             assert!(c.lane_wait(5, Awaited::AllByAll, slice).unwrap());
+            c.send(&[], 1, 9).unwrap();
+            c.send(&[], 2, 9).unwrap();
+        });
+    }
+
+    /// The short path of a crowded barrier's wait ends as the full wait
+    /// does (every member at the collective, or one past it), gives up
+    /// after its turns when a member is missing, and ends a lane exchange
+    /// that the full wait then completes.
+    #[test]
+    fn a_crowded_barrier_waits_on_the_short_path_then_the_full_one() {
+        crate::threads_job::job(3, None, |c| {
+            if c.rank() != 0 {
+                c.recv(&mut [], 0, 9).unwrap();
+                return;
+            }
+            c.watch_peers = true;
+            c.lane_start(6, 0, &[0, 1, 2]).unwrap();
+            // Ranks 1 and 2 at the collective: done on the short path.
+            let e = c.lane_arrive(6, &[], false, None).unwrap().unwrap();
+            c.seg.lane(1, 6).0.store(e, Ordering::Release);
+            c.seg.lane(2, 6).0.store(e, Ordering::Release);
+            assert!(c.lane_wait_quick(6).unwrap());
+            // Rank 1 past it: done, whatever rank 2's word says.
+            let e = c.lane_arrive(6, &[], false, None).unwrap().unwrap();
+            c.seg.lane(1, 6).0.store(e + 1, Ordering::Release);
+            assert!(c.lane_wait_quick(6).unwrap());
+            // Rank 1 at it, rank 2 behind on another CPU: the short path
+            // gives up (bounded), the full wait ends once rank 2 arrives.
+            let e = c.lane_arrive(6, &[], false, None).unwrap().unwrap();
+            c.seg.lane(1, 6).0.store(e, Ordering::Release);
+            c.seg.lane_cpu(2, 6).store(1000, Ordering::Relaxed);
+            assert!(!c.lane_wait_quick(6).unwrap(), "rank 2 missing");
+            let slice = Some(std::time::Duration::from_millis(5));
+            assert!(!c.lane_wait(6, Awaited::AllByAll, slice).unwrap());
+            c.seg.lane(2, 6).0.store(e, Ordering::Release);
+            assert!(c.lane_wait(6, Awaited::AllByAll, slice).unwrap());
+            // Through lane_exchange: a barrier with rank 2 behind returns
+            // unfinished within its budget, and finishes once it arrives.
+            let slice = Some(std::time::Duration::from_millis(5));
+            let ex = |c: &mut Comm| {
+                c.lane_exchange(6, None, 0, false, Awaited::AllByAll, slice, None)
+                    .unwrap()
+            };
+            let e = c.lane_epoch(6).unwrap() + 1;
+            c.seg.lane(1, 6).0.store(e, Ordering::Release);
+            assert!(!ex(c));
+            c.seg.lane(2, 6).0.store(e, Ordering::Release);
+            assert!(ex(c));
+            assert_eq!(c.lane_epoch(6).unwrap(), e, "arrived once");
             c.send(&[], 1, 9).unwrap();
             c.send(&[], 2, 9).unwrap();
         });
