@@ -574,9 +574,9 @@ impl Comm {
 
     /// The first [`QUICK_TURNS`] turns of a crowded wait for every member's
     /// arrival at the current collective of `lane`, in a collective every
-    /// member waits out (`Awaited::AllByAll`) and that reads no blocks (a
-    /// barrier): `Ok(true)` when it ended
-    /// there, `Ok(false)` to go on in [`Comm::lane_wait`]. The same rule as
+    /// member waits out (`Awaited::AllByAll`: a barrier, an allreduce):
+    /// `Ok(true)` when it ended there, `Ok(false)` to go on in
+    /// [`Comm::lane_wait`]. The same rule as
     /// the full wait (yield while a missing member last arrived on this
     /// CPU, spin otherwise; end at a member already past the collective)
     /// without its bookkeeping: no resumable state, no engine pass, no
@@ -584,7 +584,8 @@ impl Comm {
     /// crowded barrier's period is a `sched_yield` hand-over plus two
     /// passes of this code on cold caches right after a context switch, so
     /// its length is on the critical path: 4 ranks on the 2-vCPU Intel
-    /// Xeon VM, 1.20 -> 1.14 us per `MPI_Barrier` under `topocomm accel`
+    /// Xeon VM, 1.09-1.11 -> 1.03-1.05 us per `MPI_Barrier` under
+    /// `topocomm accel`, 8-byte `MPI_Allreduce` 1.26 -> 1.22
     /// (docs/collectives.md, session 47).
     fn lane_wait_quick(&mut self, lane: usize) -> Result<bool> {
         if let Some(e) = &self.broken {
@@ -609,6 +610,10 @@ impl Comm {
                 next += 1;
             }
             let Some(&peer) = members.get(next) else {
+                // Every member arrived at e, so finished e - 1 (ordering
+                // 2), as `lane_wait` notes.
+                let s = &mut self.lanes[lane];
+                s.finished = s.finished.max(e.saturating_sub(1));
                 self.beat_leave();
                 return Ok(true);
             };
@@ -651,10 +656,7 @@ impl Comm {
                 return Ok(false);
             }
             self.lanes[lane].pending = true;
-            // Not when this rank reads the others' blocks (an allreduce):
-            // 4 crowded ranks' 8-byte allreduce took 1.30 -> 1.45 us with
-            // the short path (docs/collectives.md, session 47).
-            quick = awaited == Awaited::AllByAll && self.watch_peers && !reads;
+            quick = awaited == Awaited::AllByAll && self.watch_peers;
         }
         let arrived =
             (quick && self.lane_wait_quick(lane)?) || self.lane_wait(lane, awaited, budget)?;
@@ -918,6 +920,9 @@ mod tests {
             c.seg.lane(1, 6).0.store(e, Ordering::Release);
             c.seg.lane(2, 6).0.store(e, Ordering::Release);
             assert!(c.lane_wait_quick(6).unwrap());
+            // Every member arrived at e: the slots of e - 1 are free (the
+            // next arrival with data need not wait for done words).
+            assert_eq!(c.lanes[6].finished, e - 1);
             // Rank 1 past it: done, whatever rank 2's word says.
             let e = c.lane_arrive(6, &[], false, None).unwrap().unwrap();
             c.seg.lane(1, 6).0.store(e + 1, Ordering::Release);
