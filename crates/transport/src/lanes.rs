@@ -114,6 +114,25 @@ impl LaneState {
     }
 }
 
+/// Who waits on the words a lane wait reads, which decides when it yields
+/// on shared CPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiters {
+    /// This rank alone (a reuse or quiesce wait, a member waiting for a
+    /// reduce's or broadcast's root): it watches the awaited member's
+    /// heartbeat, since that member may itself wait for a rank on this
+    /// CPU that is not a member of the wait.
+    Alone,
+    /// The wait is for every member of the lane (a barrier, an allreduce,
+    /// a reduce's root) or for the other member of a pair: with CPUs
+    /// shared, only a missing member on this CPU makes the wait yield
+    /// ([`Comm::missing_member_here`]).
+    Everyone,
+    /// `Everyone`, and the wait also ends at a member whose word is past
+    /// the target (it saw every member's: ordering 3, [`Awaited::AllByAll`]).
+    EveryoneByAll,
+}
+
 /// The words of a member's lane: its arrival and done words, or its word
 /// on the pair line of `owner` (the pair's lower transport rank).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,7 +300,7 @@ impl Comm {
         let e = self.lanes[lane].epoch + 1;
         if !data.is_empty() && self.lanes[lane].finished + 2 < e {
             // Slot e % 2 last held epoch e - 2: wait for its readers.
-            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget, false, false);
+            let r = self.lane_wait_until(lane, &members, Word::Done, e - 2, budget, Waiters::Alone);
             if !self.lane_put(lane, members, r)? {
                 return Ok(None);
             }
@@ -336,11 +355,15 @@ impl Comm {
                 "lane {lane}: rank {m} is not a member"
             ))),
             Awaited::One(m) => {
-                self.lane_wait_until(lane, &[m], Word::Arrival, e, budget, false, false)
+                self.lane_wait_until(lane, &[m], Word::Arrival, e, budget, Waiters::Alone)
             }
             Awaited::All | Awaited::AllByAll => {
-                let by_all = awaited == Awaited::AllByAll;
-                self.lane_wait_until(lane, &all, Word::Arrival, e, budget, true, by_all)
+                let waiters = if awaited == Awaited::AllByAll {
+                    Waiters::EveryoneByAll
+                } else {
+                    Waiters::Everyone
+                };
+                self.lane_wait_until(lane, &all, Word::Arrival, e, budget, waiters)
             }
         };
         let arrived = self.lane_put(lane, all, r)?;
@@ -377,7 +400,7 @@ impl Comm {
         }
         let e = s.epoch;
         // On success the members stay taken: the lane serves none.
-        let r = self.lane_wait_until(lane, &members, Word::Done, e, None, false, false);
+        let r = self.lane_wait_until(lane, &members, Word::Done, e, None, Waiters::Alone);
         if r.is_err() {
             self.lanes[lane].members = members;
         }
@@ -388,13 +411,8 @@ impl Comm {
     /// under the waiting policy of request waits (waiting.rs): spin, watch
     /// the awaited member's heartbeat, drive the point-to-point engine (a
     /// member may wait for this rank's messages before it arrives), run the
-    /// health and deadline checks on the slow path. `everyone`: `members`
-    /// are all the lane's members, each waiting for the others' arrival
-    /// (a barrier, an allreduce, an allgather): then, with CPUs shared,
-    /// only a missing member on this CPU makes the wait yield
-    /// ([`Comm::missing_member_here`]). `by_all`: every member waits for
-    /// every member in this collective ([`Awaited::AllByAll`]).
-    #[allow(clippy::too_many_arguments)]
+    /// health and deadline checks on the slow path; `waiters` says when it
+    /// yields on shared CPUs and whether a member past `target` ends it.
     fn lane_wait_until(
         &mut self,
         lane: usize,
@@ -402,8 +420,7 @@ impl Comm {
         word: Word,
         target: u64,
         budget: Option<Duration>,
-        everyone: bool,
-        by_all: bool,
+        waiters: Waiters,
     ) -> Result<bool> {
         let mut w = match self.lane_resume.take() {
             Some(w) if w.lane == lane && w.word == word && w.target == target => w,
@@ -437,7 +454,7 @@ impl Comm {
                 if v < target {
                     break;
                 }
-                if by_all && v > target {
+                if waiters == Waiters::EveryoneByAll && v > target {
                     // `m` finished this collective, so saw every member's
                     // word at `target` (Acquire) before its Release store
                     // of a later one, which this Acquire load saw: every
@@ -473,7 +490,7 @@ impl Comm {
             }
             let mut stalled = false;
             if w.b.spinning() {
-                if self.watch_peers && everyone {
+                if self.watch_peers && waiters != Waiters::Alone {
                     // Once a member needed this CPU, look on every turn
                     // (each one a yield): spin again as soon as none does.
                     let deep = w.i % self.watch_every() == 0;
@@ -727,7 +744,7 @@ impl Comm {
                 // before this one did not show the peer past it (a rooted
                 // lane collective): wait for its done word (ordering 2).
                 let r =
-                    self.lane_wait_until(lane, &[peer], Word::Done, e - 2, budget, false, false);
+                    self.lane_wait_until(lane, &[peer], Word::Done, e - 2, budget, Waiters::Alone);
                 if !self.lane_put(lane, members, r)? {
                     return Ok(false);
                 }
@@ -750,7 +767,14 @@ impl Comm {
             pair_word(line, owner, self.rank).store(e, Ordering::Release);
         }
         let e = self.lanes[lane].epoch;
-        let r = self.lane_wait_until(lane, &[peer], Word::Pair { owner }, e, budget, true, false);
+        let r = self.lane_wait_until(
+            lane,
+            &[peer],
+            Word::Pair { owner },
+            e,
+            budget,
+            Waiters::Everyone,
+        );
         if !self.lane_put(lane, members, r)? {
             return Ok(false);
         }

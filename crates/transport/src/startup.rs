@@ -59,12 +59,20 @@ pub(crate) fn timeout_from_env() -> Result<Duration> {
 
 /// A non-negative integer from the environment; `None` when unset.
 pub(crate) fn env_usize(name: &str) -> Result<Option<usize>> {
+    env_count(name)
+        .map(|n| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
+        .map_err(Error::Setup)
+}
+
+/// A non-negative integer from the environment (`None` when unset);
+/// anything else is an error that names the variable.
+fn env_count(name: &str) -> std::result::Result<Option<u64>, String> {
     match std::env::var(name) {
         Ok(v) => v
             .trim()
             .parse()
             .map(Some)
-            .map_err(|_| Error::Setup(format!("{name}='{v}': expected a non-negative integer"))),
+            .map_err(|_| format!("{name}='{v}': expected a non-negative integer")),
         Err(_) => Ok(None),
     }
 }
@@ -295,14 +303,7 @@ pub(crate) fn env_switch(name: &str, default: bool) -> std::result::Result<bool,
 /// yields (unset: its waiting policy's); anything but a non-negative
 /// integer is an error that names the variable.
 pub fn spin_override() -> std::result::Result<Option<u32>, String> {
-    match std::env::var("TOPOCOMM_SPIN") {
-        Err(_) => Ok(None),
-        Ok(v) => v
-            .trim()
-            .parse::<u64>()
-            .map(|t| Some(u32::try_from(t).unwrap_or(u32::MAX)))
-            .map_err(|_| format!("TOPOCOMM_SPIN='{v}': expected a non-negative integer")),
-    }
+    env_count("TOPOCOMM_SPIN").map(|t| t.map(|t| u32::try_from(t).unwrap_or(u32::MAX)))
 }
 
 /// `TOPOCOMM_COPY`: checks the copy routine asked for (`auto`, `memcpy`
