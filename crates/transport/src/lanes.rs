@@ -447,25 +447,8 @@ impl Comm {
             QUIET_TURNS
         };
         loop {
-            // Acquire: the member's slot, or its reads, before its word
-            // (orderings 1 and 2).
-            while let Some(&m) = members.get(w.next) {
-                let v = self.lane_word(m, lane, word).load(Ordering::Acquire);
-                if v < target {
-                    break;
-                }
-                if waiters == Waiters::EveryoneByAll && v > target {
-                    // `m` finished this collective, so saw every member's
-                    // word at `target` (Acquire) before its Release store
-                    // of a later one, which this Acquire load saw: every
-                    // member's slot is visible here too (happens-before is
-                    // transitive). Saves the lines of members on other
-                    // CPUs on a crowded barrier's critical path.
-                    w.next = members.len();
-                    break;
-                }
-                w.next += 1;
-            }
+            let by_all = waiters == Waiters::EveryoneByAll;
+            self.lane_scan(lane, members, word, target, by_all, &mut w.next);
             let Some(&peer) = members.get(w.next) else {
                 self.beat_leave();
                 return Ok(true);
@@ -532,6 +515,42 @@ impl Comm {
             } else {
                 w.b.snooze();
             }
+        }
+    }
+
+    /// Moves `next` past the members of `members[next..]` whose `word` is
+    /// at `target` or beyond, stopping at the first that is not; with
+    /// `by_all` (a collective every member waits out), a member past
+    /// `target` ends the scan: `next` is then `members.len()`, as when
+    /// every member is there.
+    #[inline(always)]
+    fn lane_scan(
+        &self,
+        lane: usize,
+        members: &[usize],
+        word: Word,
+        target: u64,
+        by_all: bool,
+        next: &mut usize,
+    ) {
+        // Acquire: the member's slot, or its reads, before its word
+        // (orderings 1 and 2).
+        while let Some(&m) = members.get(*next) {
+            let v = self.lane_word(m, lane, word).load(Ordering::Acquire);
+            if v < target {
+                return;
+            }
+            if by_all && v > target {
+                // `m` finished this collective, so saw every member's
+                // word at `target` (Acquire) before its Release store of a
+                // later one, which this Acquire load saw: every member's
+                // slot is visible here too (happens-before is transitive,
+                // ordering 3). Saves the lines of members on other CPUs on
+                // a crowded barrier's critical path.
+                *next = members.len();
+                return;
+            }
+            *next += 1;
         }
     }
 
@@ -612,20 +631,7 @@ impl Comm {
         let mut next = 0;
         for _ in 0..QUICK_TURNS {
             let members = &self.lanes[lane].members;
-            // Acquire: as the full wait's loads (orderings 1 and 3).
-            while let Some(&m) = members.get(next) {
-                let v = self.seg.lane(m, lane).0.load(Ordering::Acquire);
-                if v < e {
-                    break;
-                }
-                if v > e {
-                    // Past the collective: it saw every member arrive
-                    // (ordering 3), as in `lane_wait_until`.
-                    next = members.len();
-                    break;
-                }
-                next += 1;
-            }
+            self.lane_scan(lane, members, Word::Arrival, e, true, &mut next);
             let Some(&peer) = members.get(next) else {
                 // Every member arrived at e, so finished e - 1 (ordering
                 // 2), as `lane_wait` notes.
