@@ -84,6 +84,10 @@ const QUIET_TURNS_SHARED: u32 = 1;
 /// keep the engine's passes (every 16 turns of the full wait) at most 32
 /// turns late.
 const QUICK_TURNS: u32 = 32;
+/// Turns between the short path's deep looks (heartbeats too, not only
+/// the arrival lines): a member that moved to this CPU since it last
+/// arrived is found within 16 turns, not only once the full wait looks.
+const QUICK_DEEP_EVERY: u32 = 16;
 
 /// Per-lane state of this rank.
 #[derive(Clone, Debug, Default)]
@@ -612,9 +616,10 @@ impl Comm {
     /// arrival at the current collective of `lane`, in a collective every
     /// member waits out (`Awaited::AllByAll`: a barrier, an allreduce):
     /// `Ok(true)` when it ended there, `Ok(false)` to go on in
-    /// [`Comm::lane_wait`]. The same rule as
-    /// the full wait (yield while a missing member last arrived on this
-    /// CPU, spin otherwise; end at a member already past the collective)
+    /// [`Comm::lane_wait`]. The same rule as the full wait (yield while a
+    /// missing member last arrived on this CPU, spin otherwise; a deep look
+    /// at the heartbeats every [`QUICK_DEEP_EVERY`] turns, for a member that
+    /// moved here since; end at a member already past the collective)
     /// without its bookkeeping: no resumable state, no engine pass, no
     /// slow-path checks, which the full wait makes once this gives up. A
     /// crowded barrier's period is a `sched_yield` hand-over plus two
@@ -629,7 +634,7 @@ impl Comm {
         }
         let e = self.lanes[lane].epoch;
         let mut next = 0;
-        for _ in 0..QUICK_TURNS {
+        for turn in 1..=QUICK_TURNS {
             let members = &self.lanes[lane].members;
             self.lane_scan(lane, members, Word::Arrival, e, true, &mut next);
             let Some(&peer) = members.get(next) else {
@@ -640,7 +645,8 @@ impl Comm {
                 self.beat_leave();
                 return Ok(true);
             };
-            if self.missing_member_here(lane, &members[next..], Word::Arrival, e, false) {
+            let deep = turn % QUICK_DEEP_EVERY == 0;
+            if self.missing_member_here(lane, &members[next..], Word::Arrival, e, deep) {
                 self.beat_idle(Some(peer));
                 std::thread::yield_now();
             } else {
