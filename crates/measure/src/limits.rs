@@ -291,6 +291,17 @@ fn calibrate(min_time: Duration, f: &mut impl FnMut(u64) -> Result<Duration>) ->
     Ok(n)
 }
 
+/// Bytes of each copy pool: hot copies reuse one batch; cold ones rotate
+/// batch-sized slots over more than 2 x LLC, so that a slot comes back only
+/// after the caches held everything else.
+fn copy_pool_bytes(cold: bool, llc: u64, batch: usize) -> usize {
+    if cold {
+        (2 * llc as usize).max(2 * batch) + batch
+    } else {
+        batch
+    }
+}
+
 /// Cross-core copy rate at `size` bytes, GB/s (see the module docs).
 pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
     p.check()?;
@@ -302,11 +313,7 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
         HOT_BATCH_BYTES.div_ceil(size)
     };
     let batch = k * size;
-    let pool = if p.cold {
-        (2 * p.llc as usize).max(2 * batch) + batch
-    } else {
-        batch
-    };
+    let pool = copy_pool_bytes(p.cold, p.llc, batch);
     let slots = pool / batch;
     let src = Mutex::new(vec![1u8; pool]);
     let ready = Barrier::new(2);
@@ -434,6 +441,18 @@ mod tests {
             samples: 5,
             min_time: Duration::from_micros(200),
         }
+    }
+
+    #[test]
+    fn cold_copy_pools_reach_past_twice_the_llc_and_hot_ones_reuse_one_batch() {
+        let (llc, batch) = (480usize << 20, 256usize << 10);
+        let cold = copy_pool_bytes(true, llc as u64, batch);
+        assert!(cold > 2 * llc, "{cold}");
+        // Whole slots, at least three of them, even for a batch beyond the LLC.
+        assert!(cold / batch >= 3);
+        let big = copy_pool_bytes(true, 1 << 20, 64 << 20);
+        assert!(big / (64 << 20) >= 3, "{big}");
+        assert_eq!(copy_pool_bytes(false, llc as u64, batch), batch);
     }
 
     #[test]
