@@ -611,7 +611,22 @@ impl Comm {
                 cma: cma && !ch.cma_failed,
                 stream: len as u64 >= ch.plan.stream_out_min,
             };
-            let planned = if allowed.cma && len as u64 >= ch.plan.cma_threshold {
+            // On a crowded node a message of an exchange (this rank sends
+            // to `src` too, or did within the last block or two of
+            // messages) longer than the channel's slot ring goes by single
+            // copy, unmeasured: by two-copy each rank must refill its
+            // peer's ring while the peer empties it, both directions on
+            // CPUs that more ranks share, a hand-over per ring that the
+            // chooser's copy times (`stream_done`) do not see. Not one-way
+            // streams (bcast, reduce), where the measured choice was the
+            // faster, nor two ranks bound to one PU (4 MiB bibw faster,
+            // 16 MiB slower: docs/collectives.md, session 48).
+            let past_ring = self.crowded
+                && allowed.cma
+                && ch.plan.adaptive != 0
+                && len as u64 > ch.plan.fragment * ch.plan.depth
+                && (sending || ch.overlapped_lately());
+            let planned = if past_ring || (allowed.cma && len as u64 >= ch.plan.cma_threshold) {
                 Rdv::Cma
             } else if allowed.stream {
                 Rdv::Stream
@@ -619,8 +634,10 @@ impl Comm {
                 Rdv::TwoCopy
             };
             let choice = allowed.cma || allowed.stream;
-            let adaptive =
-                choice && ch.plan.adaptive != 0 && len as u64 > ch.plan.exchange_eager_max;
+            let adaptive = choice
+                && ch.plan.adaptive != 0
+                && !past_ring
+                && len as u64 > ch.plan.exchange_eager_max;
             // The lower rank of an exchange chooses for the pair
             // (`Comm::pair_choice`): this rank follows, without timing.
             // An answer (`Comm::answers`) asks for single copy: followed,
@@ -1102,6 +1119,74 @@ mod tests {
         // the wait.
         assert_eq!(deferred_at_posting, 1);
         assert_eq!(c.rdv_counts[1] - single_before, 1, "{:?}", c.rdv_counts);
+    }
+
+    /// On a crowded node an exchange's messages longer than the slot ring
+    /// (4 x 64 KiB here) go by single copy though these rules start with
+    /// two-copy; a one-way stream of the same size keeps the measured
+    /// choice (its first message two-copy), and so does an exchange that
+    /// fits in the ring. Every byte is checked.
+    #[test]
+    fn a_crowded_exchange_past_the_ring_is_read_by_single_copy() {
+        if let Err(e) = crate::cma::probe_fork() {
+            eprintln!("notice: single copy unavailable here ({e}); test skipped");
+            return;
+        }
+        let rules = "[default]\neager_max = 16384\nfragment = 65536\ndepth = 4\ncma = true\ncma_threshold = 1125899906842624\n";
+        crate::threads_job::job(2, Some(rules), |c| {
+            // Whatever the machine's CPU count: the rule itself is tested.
+            c.crowded = true;
+            let peer = 1 - c.rank();
+            let data = |n: usize, i: usize, r: usize| -> Vec<u8> {
+                (0..n).map(|k| (k % 253 + i * 7 + r * 3) as u8).collect()
+            };
+            // (two-copy, single copy) received while `f` ran.
+            let counted = |c: &mut Comm, f: &dyn Fn(&mut Comm)| {
+                let [two, one, _] = c.rdv_counts;
+                f(c);
+                (c.rdv_counts[0] - two, c.rdv_counts[1] - one)
+            };
+            let exchange = |n: usize| {
+                move |c: &mut Comm| {
+                    for i in 0..6 {
+                        let out = data(n, i, c.rank());
+                        let mut got = vec![0u8; n];
+                        // SAFETY: both buffers outlive the waits below.
+                        let r = unsafe { c.irecv_raw(got.as_mut_ptr(), n, peer as i32, 1) };
+                        // SAFETY: as above.
+                        let s = unsafe { c.isend_raw(out.as_ptr(), n, peer, 1) };
+                        c.wait(s.unwrap()).unwrap();
+                        c.wait(r.unwrap()).unwrap();
+                        assert!(got == data(n, i, peer), "exchange {i} of {n} bytes");
+                    }
+                }
+            };
+            let (two, one) = counted(c, &|c: &mut Comm| {
+                for i in 0..4 {
+                    let n = 1 << 20;
+                    if c.rank() == 0 {
+                        c.send(&data(n, i, 0), 1, 2).unwrap();
+                    } else {
+                        let mut got = vec![0u8; n];
+                        c.recv(&mut got, 0, 2).unwrap();
+                        assert!(got == data(n, i, 0), "one-way message {i}");
+                    }
+                }
+            });
+            // First: the two directions have not overlapped yet.
+            if c.rank() == 1 {
+                assert!(two >= 1, "one way: {two} two-copy, {one} single");
+            }
+            let (two, one) = counted(c, &exchange(1 << 20));
+            // The first message may match before this rank's own send is
+            // under way: not an exchange yet.
+            assert!(
+                two <= 1 && one >= 5,
+                "past the ring: {two} two-copy, {one} single"
+            );
+            let (two, _) = counted(c, &exchange(128 << 10));
+            assert!(two >= 1, "within the ring: no two-copy");
+        });
     }
 
     #[test]
