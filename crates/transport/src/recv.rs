@@ -618,9 +618,10 @@ impl Comm {
             // peer's ring while the peer empties it, both directions on
             // CPUs that more ranks share, a hand-over per ring that the
             // chooser's copy times (`stream_done`) do not see. Not one-way
-            // streams (bcast, reduce), where the measured choice was the
-            // faster, nor two ranks bound to one PU (4 MiB bibw faster,
-            // 16 MiB slower: docs/collectives.md, session 48).
+            // streams (a bcast's), where the measured choice was the
+            // faster, nor two ranks bound to one PU (single copy: 4 MiB
+            // bibw faster, 16 MiB slower). docs/transport.md, "Choosing
+            // the rendezvous protocol per message".
             let past_ring = self.crowded
                 && allowed.cma
                 && ch.plan.adaptive != 0
