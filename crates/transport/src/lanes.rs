@@ -109,6 +109,12 @@ pub(crate) struct LaneState {
 }
 
 impl LaneState {
+    /// Every member arrived at epoch `e`, so each finished `e - 1`
+    /// (ordering 2): the slots of `e - 1` and earlier are free.
+    fn all_arrived_at(&mut self, e: u64) {
+        self.finished = self.finished.max(e.saturating_sub(1));
+    }
+
     /// The lanes of a rank of a job of `size` ranks: lane 0 serves the
     /// plain `tc_*` API's collectives over every rank, the others none yet.
     pub(crate) fn initial(size: usize) -> Vec<LaneState> {
@@ -326,8 +332,8 @@ impl Comm {
         if !data.is_empty() {
             // SAFETY: this rank's own slot or block e % 2, large enough
             // (checked length); no member reads it until the arrival word
-            // says e, and
-            // every reader of epoch e - 2 is done with it (ordering 2).
+            // says e, and every reader of epoch e - 2 is done with it
+            // (ordering 2).
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), slot(base, e, data.len()), data.len())
             };
@@ -372,9 +378,7 @@ impl Comm {
         };
         let arrived = self.lane_put(lane, all, r)?;
         if arrived && !matches!(awaited, Awaited::One(_)) {
-            // Every member arrived at e, so finished e - 1 (ordering 2).
-            let s = &mut self.lanes[lane];
-            s.finished = s.finished.max(e.saturating_sub(1));
+            self.lanes[lane].all_arrived_at(e);
         }
         Ok(arrived)
     }
@@ -638,10 +642,7 @@ impl Comm {
             let members = &self.lanes[lane].members;
             self.lane_scan(lane, members, Word::Arrival, e, true, &mut next);
             let Some(&peer) = members.get(next) else {
-                // Every member arrived at e, so finished e - 1 (ordering
-                // 2), as `lane_wait` notes.
-                let s = &mut self.lanes[lane];
-                s.finished = s.finished.max(e.saturating_sub(1));
+                self.lanes[lane].all_arrived_at(e);
                 self.beat_leave();
                 return Ok(true);
             };
@@ -792,8 +793,8 @@ impl Comm {
         }
         let s = &mut self.lanes[lane];
         s.pending = false;
-        // The peer arrived at e, so it finished e - 1 (ordering 2).
-        s.finished = s.finished.max(e - 1);
+        // The peer, the pair's only other member, arrived at e.
+        s.all_arrived_at(e);
         let theirs = pair_slot(line, usize::from(peer != owner), e);
         // SAFETY: the peer's slot e % 2, published (Acquire in the wait);
         // it writes it again only after this member arrives at e + 1.
