@@ -303,7 +303,7 @@ pub fn beyond_limit(rows: &[ResultRow]) -> Vec<String> {
             // (transport `help_min`, 1 MiB and up by the built-in rules of a
             // 2 MiB L2): two cores copy, the limit is one core's.
             let helped = if r.implementation == "topocomm" && r.test == "bw" && r.size >= 64 << 10 {
-                "; and from its rules' help_min (docs/transport.md, \"Helped single copy\") topocomm's sender copies part of each message too: two cores copy, the limit is one core's"
+                "; and if the size is at least its rules' help_min (built-in: half the private cache; docs/transport.md, \"Helped single copy\"), topocomm's sender copies part of each message too: two cores copy, the limit is one core's"
             } else {
                 ""
             };
@@ -510,7 +510,8 @@ mod tests {
             "{}",
             e[0]
         );
-        // topocomm's own: the sender's help named from 64 KiB.
+        // topocomm's own: the sender's help named, as a condition, from
+        // 64 KiB (the least help_min).
         v.push(r("bw", 1 << 22, "topocomm", 80.0));
         let e = beyond_limit(&v);
         assert_eq!(e.len(), 2);
