@@ -94,7 +94,7 @@ mod tests {
             (c.outs[1].slots as *const u8, c.outs[1].plan),
             (c.ins[1].slots, c.ins[1].plan),
         ] {
-            let len = (plan.depth * plan.fragment) as usize;
+            let len = plan.ring_bytes() as usize;
             assert!(len >= 64 << 10, "{len}");
             assert_eq!(missing_pages(ptr, len), 0, "slot pages not resident");
         }

@@ -622,11 +622,12 @@ impl Comm {
             // faster, nor two ranks bound to one PU (single copy: 4 MiB
             // bibw faster, 16 MiB slower). docs/transport.md, "Choosing
             // the rendezvous protocol per message".
+            let exchanging = sending || ch.overlapped_lately();
             let past_ring = self.crowded
                 && allowed.cma
                 && ch.plan.adaptive != 0
-                && len as u64 > ch.plan.fragment * ch.plan.depth
-                && (sending || ch.overlapped_lately());
+                && len as u64 > ch.plan.ring_bytes()
+                && exchanging;
             let planned = if past_ring || (allowed.cma && len as u64 >= ch.plan.cma_threshold) {
                 Rdv::Cma
             } else if allowed.stream {
@@ -653,7 +654,7 @@ impl Comm {
             // half the messages and explored on its own (4 ranks on the
             // 2-vCPU Intel Xeon VM, 1 MiB allreduce and bcast: 1.08-1.12x
             // the time of one set).
-            let exchange = !self.crowded && (sending || ch.overlapped_lately());
+            let exchange = !self.crowded && exchanging;
             let pick = (adaptive && asked.is_none())
                 .then(|| ch.chooser.pick(len, planned, allowed, exchange));
             self.rdv_counts[2] += u64::from(pick.is_some_and(|p| p.explore));

@@ -285,6 +285,11 @@ pub struct PlanRaw {
 }
 
 impl PlanRaw {
+    /// Bytes of the channel's slot ring (`depth` slots of `fragment`).
+    pub fn ring_bytes(&self) -> u64 {
+        self.depth * self.fragment
+    }
+
     pub fn from_plan(plan: &Plan, offset: u64) -> PlanRaw {
         let p = &plan.params;
         let mut name = [0u8; 24];

@@ -120,10 +120,9 @@ impl Comm {
     /// Whether this rank's slot areas (its channels to and from every
     /// peer) are small enough to map in at start-up ([`PREFAULT_MAX`]).
     pub(crate) fn prefault_wanted(&self) -> bool {
-        let bytes = |p: &PlanRaw| p.depth * p.fragment;
         let total: u64 = (0..self.size)
             .filter(|&p| p != self.rank)
-            .map(|p| bytes(&self.outs[p].plan) + bytes(&self.ins[p].plan))
+            .map(|p| self.outs[p].plan.ring_bytes() + self.ins[p].plan.ring_bytes())
             .sum();
         total <= PREFAULT_MAX
     }
@@ -135,7 +134,7 @@ impl Comm {
         for p in (0..self.size).filter(|&p| p != self.rank) {
             let (o, i) = (&self.outs[p], &self.ins[p]);
             let (out_mine, in_mine) = (o.plan.receiver_owned == 0, i.plan.receiver_owned != 0);
-            let len = |plan: &PlanRaw| (plan.depth * plan.fragment) as usize;
+            let len = |plan: &PlanRaw| plan.ring_bytes() as usize;
             // SAFETY: each range is a channel's slot area inside the
             // mapping, and nothing is sent before start-up barrier 2.
             unsafe {
