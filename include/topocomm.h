@@ -253,6 +253,13 @@ int tc_can_put_x(void);
  * bad argument or a dead peer. The caller orders the write with the
  * peer's use of that memory (e.g. a message sent after it). */
 int tc_put_x(int dst, const void *buf, size_t len, uint64_t remote);
+/* Reads len bytes at address remote in rank src's memory into buf
+ * (process_vm_readv), complete when it returns: 1 read, 0 not (as
+ * tc_put_x: off, or failed here, said once, and every later tc_get_x and
+ * tc_put_x returns 0; the bytes must come by message instead), a negative
+ * code for a bad argument or a dead peer. The caller tells src (e.g. by a
+ * message) when it may change that memory again. */
+int tc_get_x(int src, void *buf, size_t len, uint64_t remote);
 /* Cancels a receive no message has matched yet: *cancelled = 1 and
  * *req = TC_REQUEST_NULL; else *cancelled = 0 (complete it as usual).
  * Sends are never cancelled. */

@@ -594,6 +594,26 @@ pub unsafe extern "C" fn tc_put_x(dst: c_int, buf: *const c_void, len: usize, re
     })
 }
 
+/// Reads `len` bytes at address `remote` in rank `src`'s memory into `buf`
+/// (`process_vm_readv`), complete on return: 1 read, 0 not (single copy
+/// off or failed here: the bytes must come by message), a negative code for
+/// a bad argument or a dead peer.
+///
+/// # Safety
+/// `buf` must be valid for `len` writable bytes, and `remote..remote+len`
+/// memory that rank `src` keeps unchanged until told the read is done.
+#[no_mangle]
+pub unsafe extern "C" fn tc_get_x(src: c_int, buf: *mut c_void, len: usize, remote: u64) -> i32 {
+    with(|c| {
+        if buf.is_null() && len > 0 {
+            return Err(Error::Invalid("buf is NULL".into()));
+        }
+        let src = rank_arg(src, "source")?;
+        // SAFETY: the caller vouches for buf and for the remote range.
+        unsafe { c.get(src, buf.cast(), len, remote) }.map(i32::from)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -477,6 +477,67 @@ fn collectives_run_over_the_transport_in_rank_order() {
     }
 }
 
+/// Bytes each rank put into members' results, from the `--verbose` lines.
+fn put_bytes(t: &str) -> Vec<u64> {
+    coll_counts(t).iter().map(|v| v.3).collect()
+}
+
+#[test]
+fn large_reductions_by_gets_finish_by_messages_after_a_refused_get_or_put() {
+    // tests/accel/gets.c: 3 MiB allreduces and reduces, in place first or
+    // not. With TOPOCOMM_FAIL_PUTS=1:K rank 1's K-th get or put fails as
+    // refused: at 2 ranks (a get, then a put of each piece) K = 0 fails the
+    // first get, 1 the first put; at 3 (two gets, then two puts) 1 fails a
+    // get after one landed, 3 a put after another member's went in, which
+    // in place has overwritten that member's contribution to the piece
+    // (so the piece must not be folded again); at 4, 2 the third get, 4
+    // the second put, 7 a get of the second piece. The first call meets
+    // the failure; rank 1 then goes by messages for the rest of the job.
+    let puts_work = single_copy_works();
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so"]);
+        let exe = check_program(imp, "gets", "gets").display().to_string();
+        let cases: [(usize, &[&str]); 3] = [
+            (2, &["", "0", "1"]),
+            (3, &["", "1", "3"]),
+            (4, &["", "2", "4", "7"]),
+        ];
+        for (np, ks) in cases {
+            for ip in ["0", "1"] {
+                let launch = mpirun(imp, np, &[&exe, ip]);
+                for &k in ks {
+                    let spec = format!("1:{k}");
+                    let env: Vec<(&str, &str)> = if k.is_empty() {
+                        vec![]
+                    } else {
+                        vec![("TOPOCOMM_FAIL_PUTS", spec.as_str())]
+                    };
+                    let what = format!("{imp} gets, {np} ranks, in place first {ip}, fault '{k}'");
+                    let t = assert_ok(&accel(&["-v"], &launch, &env), &what);
+                    assert!(t.contains("accel_gets: ok"), "{what}:\n{t}");
+                    let refused = t.contains("rank 1: reading from rank")
+                        || t.contains("rank 1: writing into rank");
+                    assert_eq!(refused, puts_work && !k.is_empty(), "{what}:\n{t}");
+                    let put = put_bytes(&t);
+                    assert_eq!(put.len(), np, "{what}:\n{t}");
+                    if puts_work && k.is_empty() {
+                        assert!(put.iter().all(|&b| b > 0), "{what}: bytes put:\n{t}");
+                    }
+                }
+            }
+        }
+        // Switched off: the blocks by message (and their puts at 3-4 ranks).
+        let launch = mpirun(imp, 4, &[&exe, "1"]);
+        let what = format!("{imp} gets, 4 ranks, TOPOCOMM_ACCEL_GETS=0");
+        let t = assert_ok(
+            &accel(&["-v"], &launch, &[("TOPOCOMM_ACCEL_GETS", "0")]),
+            &what,
+        );
+        assert!(t.contains("accel_gets: ok"), "{what}:\n{t}");
+        let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
+    }
+}
+
 #[test]
 fn the_job_falls_back_to_plain_mpi_together_with_one_line() {
     for imp in mpi_impls() {

@@ -71,6 +71,9 @@ pub struct Comm {
     /// A `put` failed (not for a dead peer): later ones are refused at
     /// once, the caller sending instead (put.rs).
     pub(crate) put_failed: bool,
+    /// Gets and puts this rank may still make before they fail as if
+    /// refused (`TOPOCOMM_FAIL_PUTS`, a test hook); `None`: no limit.
+    pub(crate) puts_left: Option<u64>,
     /// Whether a receiver asks the sender to help with a single-copy read
     /// (help.rs): unless `TOPOCOMM_HELP=0`, on nodes with a CPU per rank.
     pub(crate) help_on: bool,
@@ -250,6 +253,7 @@ impl Comm {
             cma_ok: false,
             cma_note: String::new(),
             put_failed: false,
+            puts_left: None,
             help_on: false,
             help_failed: false,
             help_given: 0,
@@ -337,6 +341,7 @@ impl Comm {
                 .unwrap_or_else(|| policy.spin_turns()),
         );
         crate::copy::CopyChoice::from_env().map_err(Error::Setup)?;
+        comm.puts_left = crate::startup::put_faults(rank).map_err(Error::Setup)?;
         // Measured here, once, rather than inside the first large copy.
         let copies = crate::copy::MisalignedCost::get();
         if std::env::var_os("TOPOCOMM_VERBOSE").is_some() {

@@ -58,15 +58,87 @@ impl Comm {
             return Ok(true);
         }
         let chunk = self.outs[dst].plan.cma_chunk as usize;
-        // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
-        match unsafe { crate::cma::write(self.pids[dst], local, remote, len, chunk) } {
+        let done = if self.injected_put_fault() {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        } else {
+            // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
+            unsafe { crate::cma::write(self.pids[dst], local, remote, len, chunk) }
+        };
+        self.single_copy_done(done, dst, "writing into", "a put")
+    }
+
+    /// Reads `len` bytes at address `remote` in rank `src`'s memory into
+    /// `local`, complete when this returns: the mirror of [`Comm::put`],
+    /// for a collective whose members lent each other their buffers'
+    /// addresses. `Ok(true)`: read; `Ok(false)`: single copy is off in
+    /// this job or failed (said once on stderr; every later get or put
+    /// then returns `Ok(false)` at once): the caller moves the bytes by a
+    /// message instead.
+    ///
+    /// # Safety
+    /// `local` must be valid for `len` writable bytes; `remote..remote+len`
+    /// must be memory rank `src` does not change until the caller tells it
+    /// (by a message) that the read is done.
+    pub unsafe fn get(
+        &mut self,
+        src: usize,
+        local: *mut u8,
+        len: usize,
+        remote: u64,
+    ) -> Result<bool> {
+        if src >= self.size || src == self.rank {
+            return Err(Error::Invalid(format!(
+                "get from rank {src}: expected another rank in 0..{}",
+                self.size
+            )));
+        }
+        if !self.can_put() || self.put_failed {
+            return Ok(false);
+        }
+        if len == 0 {
+            return Ok(true);
+        }
+        let chunk = self.outs[src].plan.cma_chunk as usize;
+        let done = if self.injected_put_fault() {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        } else {
+            // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
+            unsafe { crate::cma::read(self.pids[src], local, remote, len, chunk) }
+        };
+        self.single_copy_done(done, src, "reading from", "a get")
+    }
+
+    /// Counts one get or put against `TOPOCOMM_FAIL_PUTS`: whether this
+    /// one is to fail as if refused.
+    fn injected_put_fault(&mut self) -> bool {
+        match self.puts_left.as_mut() {
+            Some(0) => true,
+            Some(n) => {
+                *n -= 1;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The outcome of a get or put with `peer`: a vanished peer breaks the
+    /// communicator; any other failure is said once and turns every later
+    /// get and put into `Ok(false)` (the caller moves bytes by message).
+    fn single_copy_done(
+        &mut self,
+        done: std::io::Result<()>,
+        peer: usize,
+        verb: &str,
+        what: &str,
+    ) -> Result<bool> {
+        match done {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                Err(self.vanished(dst, "process vanished during a put"))
+                Err(self.vanished(peer, &format!("process vanished during {what}")))
             }
             Err(e) => {
                 crate::say!(
-                    "topocomm: rank {}: writing into rank {dst} failed ({e}); messages instead from now on",
+                    "topocomm: rank {}: {verb} rank {peer} failed ({e}); messages instead from now on",
                     self.rank
                 );
                 self.put_failed = true;
@@ -119,6 +191,48 @@ mod tests {
                     // SAFETY: refused before any write.
                     let e = unsafe { c.put(dst, src.as_ptr(), 1, at) }.unwrap_err();
                     assert!(e.to_string().contains(&format!("rank {dst}")), "{e}");
+                }
+                c.send(&[1u8; 8], 0, 2).unwrap();
+            }
+        });
+    }
+
+    /// Rank 0 lends a buffer's address; rank 1 reads 3 MiB + 5 bytes of it
+    /// (four calls of the 1 MiB chunk) and tells it so. Under a fault limit
+    /// of 1 (`TOPOCOMM_FAIL_PUTS`), the next get fails as refused, and so
+    /// does every later get and put; a get from itself or past the job is
+    /// refused, naming the rank.
+    #[test]
+    fn a_get_reads_the_peer_buffer_until_one_is_refused() {
+        let rules = "[default]\ncma = true\ncma_chunk = 1048576\n";
+        crate::threads_job::job(2, Some(rules), |c| {
+            let len = 3 * (1 << 20) + 5;
+            let pat = |i: usize| (i % 251) as u8 ^ 0xa5;
+            let mut word = [0u8; 8];
+            if c.rank() == 0 {
+                let buf: Vec<u8> = (0..len).map(pat).collect();
+                c.send(&(buf.as_ptr() as u64).to_le_bytes(), 1, 1).unwrap();
+                // Kept unchanged until rank 1 is done reading.
+                c.recv(&mut word, 1, 2).unwrap();
+                drop(std::hint::black_box(buf));
+            } else {
+                c.recv(&mut word, 0, 1).unwrap();
+                let at = u64::from_le_bytes(word);
+                c.puts_left = Some(1);
+                let mut got = vec![0u8; len];
+                // SAFETY: got holds len bytes; rank 0 keeps len bytes at
+                // `at` unchanged until the message below.
+                assert!(unsafe { c.get(0, got.as_mut_ptr(), len, at) }.unwrap());
+                let bad = got.iter().enumerate().find(|&(i, &b)| b != pat(i));
+                assert_eq!(bad, None, "first wrong byte");
+                // SAFETY: as above; refused before any copy.
+                assert!(!unsafe { c.get(0, got.as_mut_ptr(), len, at) }.unwrap());
+                // SAFETY: refused at once (every later get and put).
+                assert!(!unsafe { c.put(0, got.as_ptr(), 8, at) }.unwrap());
+                for src in [1, 2] {
+                    // SAFETY: refused before any copy.
+                    let e = unsafe { c.get(src, got.as_mut_ptr(), 1, at) }.unwrap_err();
+                    assert!(e.to_string().contains(&format!("rank {src}")), "{e}");
                 }
                 c.send(&[1u8; 8], 0, 2).unwrap();
             }

@@ -298,6 +298,33 @@ pub(crate) fn env_switch(name: &str, default: bool) -> std::result::Result<bool,
     }
 }
 
+/// `TOPOCOMM_FAIL_PUTS`: `RANK:N` makes rank RANK's single-copy gets and
+/// puts (put.rs) fail from its `N`-th on (counting from 0), as if the
+/// kernel refused them mid-job: a test hook for the collectives' way back
+/// to messages, which no healthy machine takes otherwise. Unset: `None`;
+/// anything but two non-negative integers around a colon is an error
+/// that names the variable.
+pub fn put_faults(rank: usize) -> std::result::Result<Option<u64>, String> {
+    match std::env::var("TOPOCOMM_FAIL_PUTS") {
+        Err(_) => Ok(None),
+        Ok(v) => parse_put_faults(&v, rank),
+    }
+}
+
+/// [`put_faults`] of the value `v` for rank `rank`.
+fn parse_put_faults(v: &str, rank: usize) -> std::result::Result<Option<u64>, String> {
+    let parsed = v
+        .trim()
+        .split_once(':')
+        .and_then(|(r, n)| Some((r.parse::<usize>().ok()?, n.parse::<u64>().ok()?)));
+    match parsed {
+        Some((r, n)) => Ok((r == rank).then_some(n)),
+        None => Err(format!(
+            "TOPOCOMM_FAIL_PUTS='{v}': expected RANK:N (rank RANK's gets and puts fail from its N-th on)"
+        )),
+    }
+}
+
 /// `TOPOCOMM_SPIN`: the spin phase of every rank, in turns before it
 /// yields (unset: its waiting policy's); anything but a non-negative
 /// integer is an error that names the variable.
@@ -425,4 +452,23 @@ pub(crate) fn endpoints(
         });
     }
     (outs, ins)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_put_faults;
+
+    #[test]
+    fn put_faults_name_one_rank_and_a_count_or_are_refused_by_name() {
+        assert_eq!(parse_put_faults("1:3", 1), Ok(Some(3)));
+        assert_eq!(parse_put_faults(" 0:0 ", 0), Ok(Some(0)));
+        assert_eq!(parse_put_faults("1:3", 2), Ok(None), "another rank's");
+        for bad in ["", "3", "1:", ":3", "a:1", "1:-2", "1:2:3"] {
+            let e = parse_put_faults(bad, 1).unwrap_err();
+            assert!(
+                e.contains("TOPOCOMM_FAIL_PUTS") && e.contains("RANK:N"),
+                "{bad}: {e}"
+            );
+        }
+    }
 }

@@ -94,6 +94,32 @@ static int puts_on(void) {
     return acc_put && can == 1;
 }
 
+/* TOPOCOMM_ACCEL_GETS=0: large reductions by messages (coll.c's blocks,
+ * the two-member pair) also where single copy works. */
+static int acc_gets = 1;
+
+/* Smallest reductions by gets (gets.c), bytes per member: below, the
+ * exchange of addresses and the words at the end (two more rounds of
+ * messages) cost more than the copies they save. Alternating rounds of
+ * scripts/lib-ab.py on the 2-vCPU Intel Xeon VM (docs/collectives.md,
+ * "Reductions by gets"): an allreduce of 4 crowded ranks took 28.2 us by
+ * gets against 31.2 by blocks at 64 KiB, 22.8 against 22.0 at 32 KiB;
+ * of 2 ranks 9.2 against 9.5-25.9 at 128 KiB (the pair's pieces), 5.8
+ * against 5.6 at 64 KiB; a reduce of 4 crowded ranks 533 against 576 at 2
+ * MiB, even at 1 MiB, 52 against 45 at 256 KiB (its non-roots, which
+ * leave by blocks as soon as their blocks are sent, wait for every
+ * member's word here). Two-member reduces stay with the pair's one
+ * message (reduce_pair: 16 MiB in 1.64 ms against 1.72 by gets). */
+enum { GETS_MIN = 64u << 10, GETS_MIN_PAIR = 128u << 10, GETS_REDUCE_MIN = 2u << 20 };
+
+/* Whether a reduction of `bytes` per member over n members (root < 0: an
+ * allreduce) runs by gets: the same answer on every member. */
+static int by_gets(int n, size_t bytes, int root) {
+    if (!acc_gets || n < 2 || !puts_on()) return 0;
+    if (root >= 0) return n > 2 && bytes >= GETS_REDUCE_MIN;
+    return bytes >= (n == 2 ? GETS_MIN_PAIR : GETS_MIN);
+}
+
 void acc_coll_init(void) {
     const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
     if (a2 && *a2) {
@@ -129,6 +155,15 @@ void acc_coll_init(void) {
         } else if (acc.world_rank == 0) {
             fprintf(stderr,
                     "topocomm accel: TOPOCOMM_ACCEL_PUT='%s': expected 0 or 1; using 1\n", pu);
+        }
+    }
+    const char *gt = getenv("TOPOCOMM_ACCEL_GETS");
+    if (gt && *gt) {
+        if (!strcmp(gt, "0") || !strcmp(gt, "1")) {
+            acc_gets = *gt == '1';
+        } else if (acc.world_rank == 0) {
+            fprintf(stderr,
+                    "topocomm accel: TOPOCOMM_ACCEL_GETS='%s': expected 0 or 1; using 1\n", gt);
         }
     }
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
@@ -1472,7 +1507,8 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
      * with 8 (bench coll, 4-8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, c->size == 2 ? allreduce_two(c, &g, &d, src, rbuf)
+        *rc = acc_error(comm, c->size == 2 && !by_gets(2, d.bytes, -1)
+                                  ? allreduce_two(c, &g, &d, src, rbuf)
                                            : reduce_split(&g, &d, src, rbuf, -1));
         acc.stats.coll_tc++;
         return 1;
@@ -1532,13 +1568,9 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
  * between senders and receivers, and its size), never on one member's
  * datatype layout: non-contiguous layouts are packed. */
 
-/* Requests of one collective: on the stack up to 64 members. */
-struct reqs {
-    tc_request small[64], *r;
-    int n;
-};
+/* struct reqs (the requests of one collective): coll.h. */
 
-static int reqs_init(struct reqs *q, int n) {
+int acc_reqs_init(struct reqs *q, int n) {
     q->n = 0;
     q->r = n <= 64 ? q->small : malloc(sizeof(tc_request) * (size_t)n);
     return q->r ? MPI_SUCCESS : MPI_ERR_NO_MEM;
@@ -1547,7 +1579,7 @@ static int reqs_init(struct reqs *q, int n) {
 /* Waits for every posted request (all of them, also after a failure, so
  * none is left pointing at the caller's buffers; those already waited for
  * are TC_REQUEST_NULL) and frees the array. */
-static int reqs_wait(struct reqs *q) {
+int acc_reqs_wait(struct reqs *q) {
     int rc = 0;
     for (int i = 0; i < q->n; i++) {
         tc_status ts;
@@ -1562,12 +1594,12 @@ static int reqs_wait(struct reqs *q) {
 static char empty_block;
 #define NONEMPTY(p, len) ((len) ? (void *)(p) : (void *)&empty_block)
 
-static int post_recv(const struct grp *g, struct reqs *q, void *buf, size_t len, int src, int tag) {
+int acc_post_recv(const struct grp *g, struct reqs *q, void *buf, size_t len, int src, int tag) {
     return tc_irecv_x(NONEMPTY(buf, len), len, g->tc[src], tag, g->ctx, &q->r[q->n++]);
 }
 
-static int post_send(const struct grp *g, struct reqs *q, const void *buf, size_t len, int dst,
-                     int tag) {
+int acc_post_send(const struct grp *g, struct reqs *q, const void *buf, size_t len, int dst,
+                  int tag) {
     return tc_isend_x(NONEMPTY(buf, len), len, g->tc[dst], tag, g->ctx, 0, &q->r[q->n++]);
 }
 
@@ -1601,7 +1633,7 @@ static int post_send_waited(const struct grp *g, struct reqs *q, const void *buf
 
 /* Block j of `count` elements cut n ways (counts NULL), or of the given
  * counts (MPI_Reduce_scatter's): its first element and count. */
-static void block_of(const struct blocks *b, int j, int *first, int *cnt) {
+void acc_block_of(const struct blocks *b, int j, int *first, int *cnt) {
     if (b->counts) {
         int f = 0;
         for (int i = 0; i < j; i++) f += b->counts[i];
@@ -1618,7 +1650,7 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
                            const char *mine, char **T, int aliased) {
     int n = g->n, me = g->me, top = n - 1, first, cnt;
     size_t esz = d->bytes / (size_t)d->count; /* contiguous: count x size bytes */
-    block_of(b, me, &first, &cnt);
+    acc_block_of(b, me, &first, &cnt);
     size_t my_off = (size_t)first * esz, my_len = (size_t)cnt * esz, slot = round64(my_len);
     /* Slot j: member j's copy of my block; slot n: my result if *T is NULL. */
     char *w = work_area(slot * (size_t)(n + 1));
@@ -1626,18 +1658,19 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
     if (!w) return MPI_ERR_NO_MEM;
     if (!*T) *T = w + (size_t)n * slot;
     char *t = *T;
-    int err = reqs_init(&q, 2 * n);
+    int err = acc_reqs_init(&q, 2 * n);
     if (err != MPI_SUCCESS) return err;
     if (aliased && me != top) memcpy(w + (size_t)me * slot, t, my_len);
     /* Receives in member order: member j's at index j - (j > me). */
     int terr = 0;
     for (int j = 0; j < n && terr == 0; j++)
         if (j != me)
-            terr = post_recv(g, &q, j == top ? t : w + (size_t)j * slot, my_len, j, T_ALLREDUCE);
+            terr = acc_post_recv(g, &q, j == top ? t : w + (size_t)j * slot, my_len, j,
+                                 T_ALLREDUCE);
     for (int k = 1; k < n && terr == 0; k++) {
         int dst = (me + k) % n, f, c;
-        block_of(b, dst, &f, &c);
-        terr = post_send(g, &q, mine + (size_t)f * esz, (size_t)c * esz, dst, T_ALLREDUCE);
+        acc_block_of(b, dst, &f, &c);
+        terr = acc_post_send(g, &q, mine + (size_t)f * esz, (size_t)c * esz, dst, T_ALLREDUCE);
     }
     /* The fold from the top: t = x_{n-1}, then t = x_j (op) t. The top
      * member's own block goes into t with the first step (acc_reduce_to:
@@ -1667,7 +1700,7 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
             }
         }
     }
-    int werr = reqs_wait(&q); /* the sends, and everything after a failure */
+    int werr = acc_reqs_wait(&q); /* the sends, and everything after a failure */
     if (terr == 0) terr = werr;
     return err != MPI_SUCCESS ? err : tc_err(terr);
 }
@@ -1677,21 +1710,21 @@ int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct bloc
 static int blocks_out(const struct grp *g, const struct blocks *b, size_t esz, const char *t,
                       char *out, int root) {
     int n = g->n, me = g->me, first, cnt;
-    block_of(b, me, &first, &cnt);
+    acc_block_of(b, me, &first, &cnt);
     struct reqs q;
-    int err = reqs_init(&q, 2 * n), terr = 0;
+    int err = acc_reqs_init(&q, 2 * n), terr = 0;
     if (err != MPI_SUCCESS) return err;
     for (int k = 1; k < n && terr == 0 && (root < 0 || me == root); k++) {
         int from = (me - k + n) % n, f, c;
-        block_of(b, from, &f, &c);
-        terr = post_recv(g, &q, out + (size_t)f * esz, (size_t)c * esz, from, T_RESULT);
+        acc_block_of(b, from, &f, &c);
+        terr = acc_post_recv(g, &q, out + (size_t)f * esz, (size_t)c * esz, from, T_RESULT);
     }
     for (int k = 1; k < n && terr == 0; k++) {
         int dst = (me + k) % n;
         if (root < 0 || dst == root)
-            terr = post_send(g, &q, t, (size_t)cnt * esz, dst, T_RESULT);
+            terr = acc_post_send(g, &q, t, (size_t)cnt * esz, dst, T_RESULT);
     }
-    int werr = reqs_wait(&q);
+    int werr = acc_reqs_wait(&q);
     return tc_err(terr ? terr : werr);
 }
 
@@ -1735,11 +1768,12 @@ static int reduce_flat(const struct grp *g, struct red *d, const char *own, char
     size_t slot = round64(d->bytes);
     if (!flat_slots(slot, n)) return MPI_ERR_NO_MEM;
     struct reqs q;
-    int err = reqs_init(&q, n), terr = 0;
+    int err = acc_reqs_init(&q, n), terr = 0;
     if (err != MPI_SUCCESS) return err;
     for (int j = 0; j < n && terr == 0; j++)
-        if (j != me) terr = post_recv(g, &q, flat_area + (size_t)j * slot, d->bytes, j, T_REDUCE);
-    int werr = reqs_wait(&q);
+        if (j != me)
+            terr = acc_post_recv(g, &q, flat_area + (size_t)j * slot, d->bytes, j, T_REDUCE);
+    int werr = acc_reqs_wait(&q);
     if (terr == 0) terr = werr;
     if (terr != 0) return tc_err(terr);
     memcpy(flat_area + (size_t)me * slot, own, d->bytes);
@@ -1762,15 +1796,15 @@ static int allreduce_flat(const struct grp *g, struct red *d) {
     size_t slot = round64(d->bytes);
     if (!flat_slots(slot, n)) return MPI_ERR_NO_MEM;
     struct reqs q;
-    int err = reqs_init(&q, 2 * n), terr = 0;
+    int err = acc_reqs_init(&q, 2 * n), terr = 0;
     if (err != MPI_SUCCESS) return err;
     for (int k = 1; k < n && terr == 0; k++) {
         int j = (me - k + n) % n;
-        terr = post_recv(g, &q, flat_area + (size_t)j * slot, d->bytes, j, T_ALLREDUCE);
+        terr = acc_post_recv(g, &q, flat_area + (size_t)j * slot, d->bytes, j, T_ALLREDUCE);
     }
     for (int k = 1; k < n && terr == 0; k++)
-        terr = post_send(g, &q, d->acc, d->bytes, (me + k) % n, T_ALLREDUCE);
-    int werr = reqs_wait(&q);
+        terr = acc_post_send(g, &q, d->acc, d->bytes, (me + k) % n, T_ALLREDUCE);
+    int werr = acc_reqs_wait(&q);
     if (terr == 0) terr = werr;
     if (terr != 0) return tc_err(terr);
     memcpy(flat_area + (size_t)me * slot, d->acc, d->bytes);
@@ -1793,18 +1827,18 @@ static int peer_outs_cap;
 static int blocks_put(const struct grp *g, const struct blocks *b, size_t esz, const char *t,
                       char *out, int root, struct reqs *q_at) {
     int n = g->n, me = g->me, first, cnt, recv = root < 0 || me == root;
-    block_of(b, me, &first, &cnt);
+    acc_block_of(b, me, &first, &cnt);
     size_t len = (size_t)cnt * esz;
     /* peer_outs: [0, n) the receivers' result addresses, [n, 2n) their
      * words to me, [2n, 3n) mine to them (kept until reqs_wait). */
     uint64_t *at = peer_outs, *theirs = peer_outs + n, *words = peer_outs + 2 * n;
-    int terr = reqs_wait(q_at);
+    int terr = acc_reqs_wait(q_at);
     struct reqs q;
-    int err = reqs_init(&q, 3 * n);
+    int err = acc_reqs_init(&q, 3 * n);
     if (err != MPI_SUCCESS) return err;
     for (int k = 1; k < n && terr == 0 && recv; k++) {
         int from = (me - k + n) % n;
-        terr = post_recv(g, &q, &theirs[from], sizeof *theirs, from, T_RESULT);
+        terr = acc_post_recv(g, &q, &theirs[from], sizeof *theirs, from, T_RESULT);
     }
     for (int k = 1; k < n && terr == 0; k++) {
         int dst = (me + k) % n;
@@ -1816,16 +1850,16 @@ static int blocks_put(const struct grp *g, const struct blocks *b, size_t esz, c
         }
         if (put == 1) acc.stats.coll_put_bytes += len;
         words[dst] = (uint64_t)put;
-        terr = post_send(g, &q, &words[dst], sizeof *words, dst, T_RESULT);
-        if (terr == 0 && put == 0) terr = post_send(g, &q, t, len, dst, T_RESULT);
+        terr = acc_post_send(g, &q, &words[dst], sizeof *words, dst, T_RESULT);
+        if (terr == 0 && put == 0) terr = acc_post_send(g, &q, t, len, dst, T_RESULT);
     }
-    int werr = reqs_wait(&q);
+    int werr = acc_reqs_wait(&q);
     if (terr == 0) terr = werr;
     /* The blocks a member could not put: by message after its word. */
     for (int k = 1; k < n && terr == 0 && recv; k++) {
         int from = (me - k + n) % n, f, c;
         if (theirs[from] == 1) continue;
-        block_of(b, from, &f, &c);
+        acc_block_of(b, from, &f, &c);
         terr = xfer(g, NULL, 0, -1, out + (size_t)f * esz, (size_t)c * esz, from, T_RESULT);
     }
     return tc_err(terr);
@@ -1833,8 +1867,10 @@ static int blocks_put(const struct grp *g, const struct blocks *b, size_t esz, c
 
 /* MPI_Allreduce (root < 0) or MPI_Reduce by blocks, from SPLIT_MIN bytes.
  * Where single copy works (tc_can_put_x: the same answer on every member
- * for the whole job), the reduced blocks are put into the receivers'
- * results (blocks_put), the receivers' addresses sent at the start. */
+ * for the whole job), from the sizes of by_gets each member reads its
+ * block of the others' contributions itself (gets.c), else the reduced
+ * blocks are put into the receivers' results (blocks_put), the
+ * receivers' addresses sent at the start. */
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
                         int root) {
     struct blocks b = {d->count, g->n, NULL};
@@ -1842,8 +1878,9 @@ static int reduce_split(const struct grp *g, struct red *d, const void *src, voi
     const char *mine = (const char *)src + d->lb; /* data starts */
     char *out = all ? (char *)rbuf + d->lb : NULL;
     size_t esz = d->bytes / (size_t)d->count;
-    block_of(&b, me, &first, &cnt);
+    acc_block_of(&b, me, &first, &cnt);
     int put = puts_on();
+    if (by_gets(n, d->bytes, root)) return acc_coll_reduce_gets(g, d, mine, out, root);
     struct reqs q_at;
     if (put) {
         /* [0, n): the receivers' result addresses; [n, 2n): their words
@@ -1854,19 +1891,19 @@ static int reduce_split(const struct grp *g, struct red *d, const void *src, voi
             peer_outs = p;
             peer_outs_cap = 3 * n + 1;
         }
-        int err = reqs_init(&q_at, 2 * n), terr = 0;
+        int err = acc_reqs_init(&q_at, 2 * n), terr = 0;
         if (err != MPI_SUCCESS) return err;
         peer_outs[3 * n] = (uint64_t)(uintptr_t)out;
         for (int k = 1; k < n && terr == 0; k++) {
             int j = (me - k + n) % n;
             if (root < 0 || j == root)
-                terr = post_recv(g, &q_at, &peer_outs[j], sizeof(uint64_t), j, T_ADDR);
+                terr = acc_post_recv(g, &q_at, &peer_outs[j], sizeof(uint64_t), j, T_ADDR);
         }
         for (int k = 1; k < n && terr == 0 && all; k++)
-            terr = post_send(g, &q_at, &peer_outs[3 * n], sizeof(uint64_t), (me + k) % n,
+            terr = acc_post_send(g, &q_at, &peer_outs[3 * n], sizeof(uint64_t), (me + k) % n,
                              T_ADDR);
         if (terr != 0) {
-            reqs_wait(&q_at);
+            acc_reqs_wait(&q_at);
             return tc_err(terr);
         }
     }
@@ -1874,7 +1911,7 @@ static int reduce_split(const struct grp *g, struct red *d, const void *src, voi
     int err = acc_coll_reduce_blocks(g, d, &b, mine, &t, all && mine == out);
     if (put) {
         if (err != MPI_SUCCESS) {
-            reqs_wait(&q_at);
+            acc_reqs_wait(&q_at);
             return err;
         }
         return blocks_put(g, &b, esz, t, out, root, &q_at);
@@ -1946,7 +1983,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         struct acc_msg area;
         struct reqs q;
         err = acc_recv_area(rbuf, c->size * rcount, rtype, &area);
-        if (err == MPI_SUCCESS) err = reqs_init(&q, c->size);
+        if (err == MPI_SUCCESS) err = acc_reqs_init(&q, c->size);
         if (err != MPI_SUCCESS) {
             acc_tmp_free(area.tmp);
             return acc_coll_done(comm, err, rc);
@@ -1958,7 +1995,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
          * first so that every rendezvous can start at once. */
         int small = blk <= XFER_EAGER;
         for (int i = 0; i < g.n && terr == 0 && !small; i++)
-            if (i != me) terr = post_recv(&g, &q, a + (size_t)i * blk, blk, i, T_GATHER);
+            if (i != me) terr = acc_post_recv(&g, &q, a + (size_t)i * blk, blk, i, T_GATHER);
         if (sbuf != MPI_IN_PLACE) {
             err = acc_pack(sbuf, scount, stype, comm, &m);
             if (err == MPI_SUCCESS) {
@@ -1976,7 +2013,7 @@ int acc_coll_gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
         }
         for (int i = 0; i < g.n && terr == 0 && small; i++)
             if (i != me) terr = recv_from(&g, a + (size_t)i * blk, blk, i, T_GATHER);
-        int werr = reqs_wait(&q);
+        int werr = acc_reqs_wait(&q);
         if (terr == 0) terr = werr;
         if (err == MPI_SUCCESS) err = tc_err(terr);
         if (err == MPI_SUCCESS)
@@ -2013,7 +2050,7 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
         struct reqs q;
         err = acc_pack(sbuf, c->size * scount, stype, comm, &m);
         if (err != MPI_SUCCESS) return acc_coll_done(comm, err, rc);
-        err = reqs_init(&q, c->size);
+        err = acc_reqs_init(&q, c->size);
         if (err != MPI_SUCCESS) {
             acc_tmp_free(m.tmp);
             return acc_coll_done(comm, err, rc);
@@ -2026,8 +2063,8 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
          * ordinary sends: not measured. */
         for (int i = 0; i < g.n && terr == 0; i++)
             if (i != me)
-                terr = (g.n == 2 ? post_send_waited : post_send)(&g, &q, s + (size_t)i * blk, blk,
-                                                                  i, T_SCATTER);
+                terr = (g.n == 2 ? post_send_waited : acc_post_send)(&g, &q, s + (size_t)i * blk,
+                                                                      blk, i, T_SCATTER);
         if (rbuf != MPI_IN_PLACE) {
             struct acc_msg own;
             err = acc_recv_area(rbuf, rcount, rtype, &own);
@@ -2036,7 +2073,7 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
                 err = acc_unpack(&own, blk, rbuf, rcount, rtype, comm);
             }
         }
-        int werr = reqs_wait(&q);
+        int werr = acc_reqs_wait(&q);
         if (terr == 0) terr = werr;
         if (err == MPI_SUCCESS) err = tc_err(terr);
         acc_tmp_free(m.tmp);
@@ -2052,7 +2089,7 @@ int acc_coll_scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbu
 static int exchange(const struct grp *g, const char *send, int per_dest, char *area, size_t blk,
                     int tag) {
     struct reqs q;
-    int rc = reqs_init(&q, 2 * g->n);
+    int rc = acc_reqs_init(&q, 2 * g->n);
     if (rc != MPI_SUCCESS) return rc;
     int terr = 0;
     if (blk <= XFER_EAGER) {
@@ -2080,27 +2117,27 @@ static int exchange(const struct grp *g, const char *send, int per_dest, char *a
          * Pairwise steps (n-1 rounds, each waiting for one given peer)
          * took 2.4x longer than this for a 4-byte alltoall with 4 ranks on
          * 2 CPUs (110 us against 46). */
-        if (reqs_init(&q, n) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
+        if (acc_reqs_init(&q, n) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
         for (int k = 1; k < n && terr == 0; k++) {
             int dst = (me + k) % n;
-            terr = post_send(g, &q, send + (per_dest ? (size_t)dst * blk : 0), blk, dst, tag);
+            terr = acc_post_send(g, &q, send + (per_dest ? (size_t)dst * blk : 0), blk, dst, tag);
         }
         for (int k = 1; k < n && terr == 0; k++) {
             int src = (me - k + n) % n;
             terr = recv_from(g, area + (size_t)src * blk, blk, src, tag);
         }
-        int werr = reqs_wait(&q);
+        int werr = acc_reqs_wait(&q);
         return tc_err(terr ? terr : werr);
     }
     for (int k = 1; k < g->n && terr == 0; k++) {
         int src = (g->me - k + g->n) % g->n;
-        terr = post_recv(g, &q, area + (size_t)src * blk, blk, src, tag);
+        terr = acc_post_recv(g, &q, area + (size_t)src * blk, blk, src, tag);
     }
     for (int k = 1; k < g->n && terr == 0; k++) {
         int dst = (g->me + k) % g->n;
-        terr = post_send(g, &q, send + (per_dest ? (size_t)dst * blk : 0), blk, dst, tag);
+        terr = acc_post_send(g, &q, send + (per_dest ? (size_t)dst * blk : 0), blk, dst, tag);
     }
-    int werr = reqs_wait(&q);
+    int werr = acc_reqs_wait(&q);
     return tc_err(terr ? terr : werr);
 }
 

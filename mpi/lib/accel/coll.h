@@ -43,6 +43,27 @@ struct blocks {
     const int *counts;
 };
 
+/* Block j of `count` elements cut n ways (counts NULL), or of the given
+ * counts (MPI_Reduce_scatter's): its first element and count. */
+void acc_block_of(const struct blocks *b, int j, int *first, int *cnt);
+
+/* Requests of one collective: on the stack up to 64 members. */
+struct reqs {
+    tc_request small[64], *r;
+    int n;
+};
+/* Room for n requests (MPI_ERR_NO_MEM when not). */
+int acc_reqs_init(struct reqs *q, int n);
+/* Waits for every posted request (all of them, also after a failure, so
+ * none is left pointing at the caller's buffers) and frees the array: the
+ * first transport code that is not 0, else 0. */
+int acc_reqs_wait(struct reqs *q);
+/* A receive of exactly `len` bytes from member src / a send of `len` bytes
+ * to member dst, posted into q: a transport code. */
+int acc_post_recv(const struct grp *g, struct reqs *q, void *buf, size_t len, int src, int tag);
+int acc_post_send(const struct grp *g, struct reqs *q, const void *buf, size_t len, int dst,
+                  int tag);
+
 /* The reduce-scatter of the large reductions: member j ends with block j of
  * the reduction, in member order, in *T (NULL: a working area, returned in
  * *T, valid until the next collective). `mine` is where this member's
@@ -51,6 +72,15 @@ struct blocks {
  * data). An MPI error class (transport failures included). */
 int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct blocks *b,
                            const char *mine, char **T, int aliased);
+/* A large reduction by gets (gets.c): member j reads block j of every
+ * other member's contribution (`mine`, where its data starts) out of that
+ * member's memory, folds it in member order, and puts it into the
+ * receivers' results (`out`, where their data starts: every member's for
+ * root < 0, the root's else; NULL at a reduce's other members). Needs
+ * single copy (tc_can_put_x) and n >= 2; d needs count, type, op, lb and
+ * bytes, contiguous, count >= n. An MPI error class. */
+int acc_coll_reduce_gets(const struct grp *g, struct red *d, const char *mine, char *out,
+                         int root);
 /* Whether a contiguous reduction of `bytes` per member runs by blocks:
  * from ACC_SPLIT_MIN to the reduction limit (TOPOCOMM_ACCEL_COLL_MAX);
  * inline, as every small allreduce asks. */
