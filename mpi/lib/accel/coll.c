@@ -280,7 +280,18 @@ static int send_waited(const struct grp *g, const void *buf, size_t len, int dst
 
 /* An MPI error class from a transport code (0: success). */
 static int tc_err(int tc_rc) {
-    return tc_rc == 0 ? MPI_SUCCESS : tc_rc == TC_ERR_TRUNCATED ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+    static int said;
+    if (tc_rc == 0) return MPI_SUCCESS;
+    if (tc_rc == TC_ERR_TRUNCATED) return MPI_ERR_TRUNCATE;
+    /* MPI_ERR_OTHER alone does not say what happened (a member died, a
+     * wait timed out): the transport's reason, once per process (a
+     * program under MPI_ERRORS_RETURN may meet it on every later call). */
+    if (!said) {
+        said = 1;
+        fprintf(stderr, "topocomm accel: rank %d: collective over the transport failed: %s\n",
+                acc.world_rank, tc_last_error());
+    }
+    return MPI_ERR_OTHER;
 }
 
 /* This machine's online CPUs (read once; -1 or 0 when unknown). */
