@@ -484,7 +484,7 @@ fn put_bytes(t: &str) -> Vec<u64> {
 
 #[test]
 fn large_reductions_by_gets_finish_by_messages_after_a_refused_get_or_put() {
-    // tests/accel/gets.c: 3 MiB allreduces and reduces, in place first or
+    // tests/accel/gets.c: 3 MiB allreduces, reduces and a reduce-scatter, in place first or
     // not. With TOPOCOMM_FAIL_PUTS=1:K rank 1's K-th get or put fails as
     // refused: at 2 ranks (a get, then a put of each piece) K = 0 fails the
     // first get, 1 the first put; at 3 (two gets, then two puts) 1 fails a

@@ -109,16 +109,30 @@ static int acc_gets = 1;
  * MiB, even at 1 MiB, 52 against 45 at 256 KiB (its non-roots, which
  * leave by blocks as soon as their blocks are sent, wait for every
  * member's word here). Two-member reduces stay with the pair's one
- * message (reduce_pair: 16 MiB in 1.64 ms against 1.72 by gets). */
-enum { GETS_MIN = 64u << 10, GETS_MIN_PAIR = 128u << 10, GETS_REDUCE_MIN = 2u << 20 };
+ * message (reduce_pair: 16 MiB in 1.64 ms against 1.72 by gets). The
+ * reduce-scatters (whole vector, nothing put afterwards): 4 crowded
+ * ranks, 512 KiB 59-77 against 64-68 us, 1 MiB even, 4 MiB 488-500
+ * against 660; 2 ranks 256 KiB 8.4-8.6 against 8.5-9.7, 512 KiB 17-22
+ * against 20-23 (std_collv, alternating jobs). */
+enum {
+    GETS_MIN = 64u << 10,
+    GETS_MIN_PAIR = 128u << 10,
+    GETS_REDUCE_MIN = 2u << 20,
+    GETS_SCATTER_MIN = 1u << 20,
+    GETS_SCATTER_MIN_PAIR = 256u << 10
+};
 
-/* Whether a reduction of `bytes` per member over n members (root < 0: an
- * allreduce) runs by gets: the same answer on every member. */
+/* Whether a reduction of `bytes` per member over n members runs by gets
+ * (root: GETS_ALL, GETS_NONE or a reduce's root): the same answer on every
+ * member. */
 static int by_gets(int n, size_t bytes, int root) {
     if (!acc_gets || n < 2 || !puts_on()) return 0;
     if (root >= 0) return n > 2 && bytes >= GETS_REDUCE_MIN;
+    if (root == GETS_NONE) return bytes >= (n == 2 ? GETS_SCATTER_MIN_PAIR : GETS_SCATTER_MIN);
     return bytes >= (n == 2 ? GETS_MIN_PAIR : GETS_MIN);
 }
+
+int acc_coll_by_gets(int n, size_t bytes, int root) { return by_gets(n, bytes, root); }
 
 void acc_coll_init(void) {
     const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
@@ -1518,7 +1532,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
      * with 8 (bench coll, 4-8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, c->size == 2 && !by_gets(2, d.bytes, -1)
+        *rc = acc_error(comm, c->size == 2 && !by_gets(2, d.bytes, GETS_ALL)
                                   ? allreduce_two(c, &g, &d, src, rbuf)
                                            : reduce_split(&g, &d, src, rbuf, -1));
         acc.stats.coll_tc++;
@@ -1891,7 +1905,8 @@ static int reduce_split(const struct grp *g, struct red *d, const void *src, voi
     size_t esz = d->bytes / (size_t)d->count;
     acc_block_of(&b, me, &first, &cnt);
     int put = puts_on();
-    if (by_gets(n, d->bytes, root)) return acc_coll_reduce_gets(g, d, mine, out, root);
+    if (by_gets(n, d->bytes, root < 0 ? GETS_ALL : root))
+        return acc_coll_reduce_gets(g, d, &b, mine, out, root < 0 ? GETS_ALL : root, NULL);
     struct reqs q_at;
     if (put) {
         /* [0, n): the receivers' result addresses; [n, 2n): their words

@@ -72,15 +72,22 @@ int acc_post_send(const struct grp *g, struct reqs *q, const void *buf, size_t l
  * data). An MPI error class (transport failures included). */
 int acc_coll_reduce_blocks(const struct grp *g, struct red *d, const struct blocks *b,
                            const char *mine, char **T, int aliased);
-/* A large reduction by gets (gets.c): member j reads block j of every
- * other member's contribution (`mine`, where its data starts) out of that
- * member's memory, folds it in member order, and puts it into the
- * receivers' results (`out`, where their data starts: every member's for
- * root < 0, the root's else; NULL at a reduce's other members). Needs
- * single copy (tc_can_put_x) and n >= 2; d needs count, type, op, lb and
- * bytes, contiguous, count >= n. An MPI error class. */
-int acc_coll_reduce_gets(const struct grp *g, struct red *d, const char *mine, char *out,
-                         int root);
+/* A large reduction by gets (gets.c): the vector cut as `cut` says,
+ * member j reads block j of every other member's contribution (`mine`,
+ * where its data starts) out of that member's memory, folds it in member
+ * order into `own` (NULL: into its block of `out`, or only put), and puts
+ * it into the receivers' results (`out`, where the whole vector's data
+ * starts): every member's for root GETS_ALL (MPI_Allreduce), the root's
+ * for root >= 0 (MPI_Reduce; NULL at the other members), nobody's for
+ * GETS_NONE (the reduce-scatters: each member's block only in its `own`).
+ * Needs single copy (tc_can_put_x) and n >= 2; d needs count, type, op, lb
+ * and bytes, contiguous. An MPI error class. */
+enum { GETS_ALL = -1, GETS_NONE = -2 };
+int acc_coll_reduce_gets(const struct grp *g, struct red *d, const struct blocks *cut,
+                         const char *mine, char *out, int root, char *own);
+/* Whether a reduction of `bytes` per member over n members goes by gets
+ * (root: as acc_coll_reduce_gets): the same answer on every member. */
+int acc_coll_by_gets(int n, size_t bytes, int root);
 /* Whether a contiguous reduction of `bytes` per member runs by blocks:
  * from ACC_SPLIT_MIN to the reduction limit (TOPOCOMM_ACCEL_COLL_MAX);
  * inline, as every small allreduce asks. */

@@ -287,6 +287,19 @@ int acc_coll_alltoallv(const void *sbuf, const int scounts[], const int sdispls[
 /* ---- Reduce-scatter: the rank-ordered reduction to member 0, then member
  * 0 sends each member its segment (all sends posted at once). ----------- */
 
+/* A working area of `bytes` for an in-place reduce-scatter by gets
+ * (grow-only, kept for the next call); NULL without memory. */
+static char *scatter_area(size_t bytes) {
+    static char *area;
+    static size_t cap;
+    if (bytes > cap) {
+        free(area);
+        area = malloc(bytes);
+        cap = area ? bytes : 0;
+    }
+    return area ? area : (char *)&cap; /* 0 bytes: any address */
+}
+
 static int red_scatter(const void *sbuf, void *rbuf, const int *counts, int each,
                        MPI_Datatype type, MPI_Op op, MPI_Comm comm, int *rc) {
     acc_comm *c = acc_coll_local_red(comm);
@@ -308,10 +321,17 @@ static int red_scatter(const void *sbuf, void *rbuf, const int *counts, int each
         d.count = (int)total;
         d.type = type;
         d.op = op;
-        int in_place = sbuf == MPI_IN_PLACE;
-        char *t = in_place ? NULL : (char *)rbuf + d.lb;
-        int err = acc_coll_reduce_blocks(&g, &d, &b, (const char *)src + d.lb, &t, 0);
+        int in_place = sbuf == MPI_IN_PLACE, err;
         size_t mine = d.bytes / (size_t)total * (size_t)(counts ? counts[g.me] : each);
+        char *t = in_place ? NULL : (char *)rbuf + d.lb;
+        if (acc_coll_by_gets(g.n, d.bytes, GETS_NONE)) {
+            /* In place the others read this member's rbuf until its call
+             * returns: the segment waits in a working area till then. */
+            if (in_place && !(t = scatter_area(mine))) return acc_coll_done(comm, MPI_ERR_NO_MEM, rc);
+            err = acc_coll_reduce_gets(&g, &d, &b, (const char *)src + d.lb, NULL, GETS_NONE, t);
+        } else {
+            err = acc_coll_reduce_blocks(&g, &d, &b, (const char *)src + d.lb, &t, 0);
+        }
         if (err == MPI_SUCCESS && in_place && mine) memcpy((char *)rbuf + d.lb, t, mine);
         return acc_coll_done(comm, err, rc);
     }

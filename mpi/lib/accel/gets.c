@@ -88,36 +88,39 @@ static int grow(size_t piece, int n) {
     return 1;
 }
 
-/* Whether member j receives the reduced blocks (root < 0: everyone). */
-static int receives(int j, int root) { return root < 0 || j == root; }
+/* Whether member j receives the other members' reduced blocks: everyone
+ * for an allreduce (GETS_ALL), the root for a reduce (root >= 0), nobody
+ * for a reduce-scatter (GETS_NONE). */
+static int receives(int j, int root) { return root == GETS_ALL || j == root; }
 
 /* How far a member's block got by gets: `put` bytes were put into every
  * receiver's result; `folded` bytes (put, or put plus the piece whose put
- * failed) are reduced, the piece past `put` in res or in the `lone`
+ * failed) are reduced, the piece past `put` in `own` or in the `lone`
  * piece buffer. */
 struct reached {
     size_t put, folded;
 };
 
-/* Member me's block (len0 bytes from off0) by gets; n >= 2. *err: an MPI
+/* Member me's block (len0 bytes from off0 of the vector) by gets into
+ * `own` (NULL: a piece buffer at a time, only put); n >= 2. *err: an MPI
  * error class (the fold's) or MPI_SUCCESS; *terr: a negative transport
  * code for a dead peer or a bad argument. A get or put refused stops it
  * where it is (the returned offsets). */
 static struct reached fold_by_gets(const struct grp *g, struct red *d, const uint64_t *addr,
-                                   const char *mine, char *res, size_t off0, size_t len0,
+                                   const char *mine, char *own, size_t off0, size_t len0,
                                    size_t piece, int root, int *err, int *terr) {
-    int n = g->n, me = g->me, top = n - 1, aliased = res != NULL && res == mine;
+    int n = g->n, me = g->me, top = n - 1, aliased = own != NULL && own == mine + off0;
     size_t esz = d->bytes / (size_t)d->count, rp = round64(piece);
-    char *buf = piece_area, *own = piece_area + rp, *lone = piece_area + 2 * rp;
+    char *buf = piece_area, *kept = piece_area + rp, *lone = piece_area + 2 * rp;
     for (size_t off = 0; off < len0; off += piece) {
         size_t len = len0 - off < piece ? len0 - off : piece;
         const char *x_me = mine + off0 + off;
         /* Where this piece's fold runs: the result, or a piece buffer. */
-        char *fold = res ? res + off0 + off : lone;
+        char *fold = own ? own + off : lone;
         int in_fold = 1, r = 1;
         if (aliased) { /* fold is my contribution: keep it for the fold (and a failure) */
-            memcpy(own, fold, len);
-            x_me = own;
+            memcpy(kept, fold, len);
+            x_me = kept;
         }
         if (top != me)
             r = tc_get_x(g->tc[top], fold, len, addr[2 * top] + off0 + off);
@@ -139,7 +142,7 @@ static struct reached fold_by_gets(const struct grp *g, struct red *d, const uin
             }
         }
         if (r != 1 || *err != MPI_SUCCESS) {
-            if (aliased) memcpy(fold, own, len); /* my contribution back for the messages */
+            if (aliased) memcpy(fold, kept, len); /* my contribution back for the messages */
             if (r < 0) *terr = r;
             return (struct reached){off, off};
         }
@@ -163,18 +166,18 @@ static struct reached fold_by_gets(const struct grp *g, struct red *d, const uin
 /* Member me's block from where the gets stopped, by messages: every other
  * member's contribution from `at.folded` received into a working area and
  * folded in member order, then the reduced bytes from `at.put` sent to
- * every receiver (the piece between the two taken from res or from the
+ * every receiver (the piece between the two taken from `own` or from the
  * `lone` piece buffer). */
-static int fold_by_messages(const struct grp *g, struct red *d, const char *mine, char *res,
+static int fold_by_messages(const struct grp *g, struct red *d, const char *mine, char *own,
                             const char *lone, size_t off0, size_t len0, struct reached at, int root,
                             int *terr) {
     int n = g->n, me = g->me, top = n - 1;
     size_t esz = d->bytes / (size_t)d->count, len = len0 - at.folded, slot = round64(len);
     size_t head = at.folded - at.put, out_len = len0 - at.put;
-    /* Slot j: member j's contribution; slot n: the reduced bytes without res. */
+    /* Slot j: member j's contribution; slot n: the reduced bytes without `own`. */
     char *w = malloc(slot * (size_t)n + round64(out_len) + 64);
     if (!w) return MPI_ERR_NO_MEM;
-    char *t = res ? res + off0 + at.put : w + slot * (size_t)n;
+    char *t = own ? own + at.put : w + slot * (size_t)n;
     struct reqs q;
     int err = acc_reqs_init(&q, n);
     for (int j = 0; j < n && err == MPI_SUCCESS && *terr == 0; j++)
@@ -184,7 +187,7 @@ static int fold_by_messages(const struct grp *g, struct red *d, const char *mine
         if (*terr == 0) *terr = werr;
     }
     if (err == MPI_SUCCESS && *terr == 0) {
-        if (!res) memcpy(t, lone, head);
+        if (!own) memcpy(t, lone, head);
         memcpy(w + (size_t)me * slot, mine + off0 + at.folded, len);
         memcpy(t + head, w + (size_t)top * slot, len);
         for (int j = top - 1; j >= 0 && err == MPI_SUCCESS; j--)
@@ -206,9 +209,9 @@ static int fold_by_messages(const struct grp *g, struct red *d, const char *mine
     return err;
 }
 
-int acc_coll_reduce_gets(const struct grp *g, struct red *d, const char *mine, char *out,
-                         int root) {
-    struct blocks b = {d->count, g->n, NULL};
+int acc_coll_reduce_gets(const struct grp *g, struct red *d, const struct blocks *cut,
+                         const char *mine, char *out, int root, char *own) {
+    struct blocks b = *cut;
     int n = g->n, me = g->me, first, cnt;
     size_t esz = d->bytes / (size_t)d->count, piece = piece_bytes(g, esz);
     if (!grow(piece, n)) return MPI_ERR_NO_MEM;
@@ -233,8 +236,9 @@ int acc_coll_reduce_gets(const struct grp *g, struct red *d, const char *mine, c
 
     acc_block_of(&b, me, &first, &cnt);
     size_t off0 = (size_t)first * esz, len0 = (size_t)cnt * esz;
-    char *res = receives(me, root) ? out : NULL;
-    struct reached at = fold_by_gets(g, d, addr, mine, res, off0, len0, piece, root, &err, &terr);
+    char *res = receives(me, root) ? out : NULL; /* the whole vector's result here */
+    if (!own && res) own = res + off0;
+    struct reached at = fold_by_gets(g, d, addr, mine, own, off0, len0, piece, root, &err, &terr);
     if (err != MPI_SUCCESS) return err; /* the operation failed: every member's does */
     if (terr != 0) return acc_coll_tc_err(terr);
 
@@ -283,7 +287,7 @@ int acc_coll_reduce_gets(const struct grp *g, struct red *d, const char *mine, c
     }
     if (terr == 0 && !whole) {
         const char *lone = piece_area + 2 * round64(piece);
-        err = fold_by_messages(g, d, mine, res, lone, off0, len0, at, root, &terr);
+        err = fold_by_messages(g, d, mine, own, lone, off0, len0, at, root, &terr);
     }
     werr = acc_reqs_wait(&q);
     if (terr == 0) terr = werr;

@@ -744,9 +744,10 @@ static void check_rs_scan(MPI_Comm comm, const char *name) {
     int r, n;
     MPI_Comm_rank(comm, &r);
     MPI_Comm_size(comm, &n);
-    /* 2100 longs per member: large enough for the blocks of coll.c. */
-    const int ms[] = {0, 1, 3, 100, 2100};
-    for (int mi = 0; mi < 5; mi++) {
+    /* 2100 longs per member: large enough for the blocks of coll.c;
+     * 70000 (1.1-2.2 MiB in all with 2-4 members): by gets (gets.c). */
+    const int ms[] = {0, 1, 3, 100, 2100, 70000};
+    for (int mi = 0; mi < 6; mi++) {
         int m = ms[mi];
         size_t all = (size_t)n * (size_t)m;
         long *in = malloc(sizeof(long) * (all + 1)), *out = malloc(sizeof(long) * (all + 1));

@@ -1,7 +1,8 @@
 /* Large reductions by gets under `topocomm accel` (crates/cli/tests/accel.rs,
  * mpi/lib/accel/gets.c): allreduces of 3 MiB, first in place or not as
  * argv[1] says (1 / 0), then the other way, and reduces of 3 MiB to the
- * first and the last rank (in place at the root, then not), sums of small
+ * first and the last rank (in place at the root, then not), and a
+ * reduce-scatter of as much (in place as argv[1] says), sums of small
  * integers as doubles (exact in any order) checked element by element.
  * Run with TOPOCOMM_FAIL_PUTS=RANK:K, rank RANK's K-th single-copy get or
  * put of the job fails as if the kernel refused it, at a place fixed by K
@@ -57,6 +58,22 @@ int main(int argc, char **argv) {
         MPI_Reduce(ip ? MPI_IN_PLACE : in, rank == root ? out : NULL, M, MPI_DOUBLE, MPI_SUM, root,
                    MPI_COMM_WORLD);
         if (rank == root) check_sums(out, ip ? "reduce in place" : "reduce");
+    }
+    /* A reduce-scatter of the same vector, in place as argv[1] says:
+     * member r's block is elements [r * M / size, (r + 1) * M / size). */
+    {
+        int each = M / size, ip = first_in_place;
+        double *v = malloc((size_t)each * size * sizeof *v);
+        CHECK(v, "no memory");
+        for (int i = 0; i < each * size; i++) v[i] = contribution(i);
+        for (int i = 0; i < each; i++) out[i] = -1.0;
+        MPI_Reduce_scatter_block(ip ? MPI_IN_PLACE : v, ip ? v : out, each, MPI_DOUBLE, MPI_SUM,
+                                 MPI_COMM_WORLD);
+        const double *got = ip ? v : out;
+        for (int i = 0; i < each; i++)
+            CHECK(got[i] == sum_of(rank * each + i), "reduce_scatter_block: [%d] = %.17g", i,
+                  got[i]);
+        free(v);
     }
     /* The contributions are untouched (nobody wrote into them). */
     for (int i = 0; i < M; i++)
