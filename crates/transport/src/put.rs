@@ -45,26 +45,10 @@ impl Comm {
         len: usize,
         remote: u64,
     ) -> Result<bool> {
-        if dst >= self.size || dst == self.rank {
-            return Err(Error::Invalid(format!(
-                "put to rank {dst}: expected another rank in 0..{}",
-                self.size
-            )));
-        }
-        if !self.can_put() || self.put_failed {
-            return Ok(false);
-        }
-        if len == 0 {
-            return Ok(true);
-        }
-        let chunk = self.outs[dst].plan.cma_chunk as usize;
-        let done = if self.injected_put_fault() {
-            Err(std::io::Error::from_raw_os_error(libc::EPERM))
-        } else {
+        self.single_copy(dst, len, ["put", "to", "writing into"], |pid, chunk| {
             // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
-            unsafe { crate::cma::write(self.pids[dst], local, remote, len, chunk) }
-        };
-        self.single_copy_done(done, dst, "writing into", "a put")
+            unsafe { crate::cma::write(pid, local, remote, len, chunk) }
+        })
     }
 
     /// Reads `len` bytes at address `remote` in rank `src`'s memory into
@@ -86,9 +70,31 @@ impl Comm {
         len: usize,
         remote: u64,
     ) -> Result<bool> {
-        if src >= self.size || src == self.rank {
+        self.single_copy(src, len, ["get", "from", "reading from"], |pid, chunk| {
+            // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
+            unsafe { crate::cma::read(pid, local, remote, len, chunk) }
+        })
+    }
+
+    /// A get or put of `len` bytes with `peer` (`words`: the noun, its
+    /// preposition, and how a failure is told: `["put", "to", "writing
+    /// into"]`), `copy` making it with the
+    /// peer's pid and the channel's chunk: a bad rank is refused by name;
+    /// with single copy off or failed, `Ok(false)` at once; a vanished peer
+    /// breaks the communicator; any other failure is said once and turns
+    /// every later get and put into `Ok(false)` (the caller moves bytes by
+    /// message). Counts against `TOPOCOMM_FAIL_PUTS`.
+    fn single_copy(
+        &mut self,
+        peer: usize,
+        len: usize,
+        words: [&str; 3],
+        copy: impl FnOnce(i32, usize) -> std::io::Result<()>,
+    ) -> Result<bool> {
+        let [noun, prep, verb] = words;
+        if peer >= self.size || peer == self.rank {
             return Err(Error::Invalid(format!(
-                "get from rank {src}: expected another rank in 0..{}",
+                "{noun} {prep} rank {peer}: expected another rank in 0..{}",
                 self.size
             )));
         }
@@ -98,43 +104,23 @@ impl Comm {
         if len == 0 {
             return Ok(true);
         }
-        let chunk = self.outs[src].plan.cma_chunk as usize;
-        let done = if self.injected_put_fault() {
-            Err(std::io::Error::from_raw_os_error(libc::EPERM))
-        } else {
-            // SAFETY: the caller vouches for `local`; the kernel checks `remote`.
-            unsafe { crate::cma::read(self.pids[src], local, remote, len, chunk) }
-        };
-        self.single_copy_done(done, src, "reading from", "a get")
-    }
-
-    /// Counts one get or put against `TOPOCOMM_FAIL_PUTS`: whether this
-    /// one is to fail as if refused.
-    fn injected_put_fault(&mut self) -> bool {
-        match self.puts_left.as_mut() {
+        let injected = match self.puts_left.as_mut() {
             Some(0) => true,
             Some(n) => {
                 *n -= 1;
                 false
             }
             None => false,
-        }
-    }
-
-    /// The outcome of a get or put with `peer`: a vanished peer breaks the
-    /// communicator; any other failure is said once and turns every later
-    /// get and put into `Ok(false)` (the caller moves bytes by message).
-    fn single_copy_done(
-        &mut self,
-        done: std::io::Result<()>,
-        peer: usize,
-        verb: &str,
-        what: &str,
-    ) -> Result<bool> {
+        };
+        let done = if injected {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        } else {
+            copy(self.pids[peer], self.outs[peer].plan.cma_chunk as usize)
+        };
         match done {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                Err(self.vanished(peer, &format!("process vanished during {what}")))
+                Err(self.vanished(peer, &format!("process vanished during a {noun}")))
             }
             Err(e) => {
                 crate::say!(

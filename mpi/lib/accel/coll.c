@@ -134,6 +134,17 @@ static int by_gets(int n, size_t bytes, int root) {
 
 int acc_coll_by_gets(int n, size_t bytes, int root) { return by_gets(n, bytes, root); }
 
+/* An on/off switch from the environment into *v (left as it is when
+ * unset or empty; anything but 0 or 1 is said once, by world rank 0). */
+static void on_off(const char *name, int *v) {
+    const char *e = getenv(name);
+    if (!e || !*e) return;
+    if (!strcmp(e, "0") || !strcmp(e, "1"))
+        *v = *e == '1';
+    else if (acc.world_rank == 0)
+        fprintf(stderr, "topocomm accel: %s='%s': expected 0 or 1; using %d\n", name, e, *v);
+}
+
 void acc_coll_init(void) {
     const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
     if (a2 && *a2) {
@@ -162,24 +173,8 @@ void acc_coll_init(void) {
             pair_piece_set = x;
         }
     }
-    const char *pu = getenv("TOPOCOMM_ACCEL_PUT");
-    if (pu && *pu) {
-        if (!strcmp(pu, "0") || !strcmp(pu, "1")) {
-            acc_put = *pu == '1';
-        } else if (acc.world_rank == 0) {
-            fprintf(stderr,
-                    "topocomm accel: TOPOCOMM_ACCEL_PUT='%s': expected 0 or 1; using 1\n", pu);
-        }
-    }
-    const char *gt = getenv("TOPOCOMM_ACCEL_GETS");
-    if (gt && *gt) {
-        if (!strcmp(gt, "0") || !strcmp(gt, "1")) {
-            acc_gets = *gt == '1';
-        } else if (acc.world_rank == 0) {
-            fprintf(stderr,
-                    "topocomm accel: TOPOCOMM_ACCEL_GETS='%s': expected 0 or 1; using 1\n", gt);
-        }
-    }
+    on_off("TOPOCOMM_ACCEL_PUT", &acc_put);
+    on_off("TOPOCOMM_ACCEL_GETS", &acc_gets);
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
     /* Unset: barriers and reductions on crowded nodes only. With a CPU per
