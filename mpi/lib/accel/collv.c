@@ -292,12 +292,12 @@ int acc_coll_alltoallv(const void *sbuf, const int scounts[], const int sdispls[
 static char *scatter_area(size_t bytes) {
     static char *area;
     static size_t cap;
-    if (bytes > cap) {
+    if (bytes > cap || !area) {
         free(area);
-        area = malloc(bytes);
+        area = malloc(bytes ? bytes : 1);
         cap = area ? bytes : 0;
     }
-    return area ? area : (char *)&cap; /* 0 bytes: any address */
+    return area;
 }
 
 static int red_scatter(const void *sbuf, void *rbuf, const int *counts, int each,

@@ -30,10 +30,11 @@
  *
  * Failures: a get or a put that fails (single copy refused by the kernel
  * mid-job; the transport then refuses every later one and says so once)
- * makes the member finish its block by messages from the first piece that
- * was not put everywhere: its words ask the others for their
- * contributions from there and announce its result from there by message.
- * A dead peer or a transport error ends the call with an error. */
+ * makes the member finish its block by messages: its words ask the others
+ * for their contributions from the first piece it had not folded and
+ * announce its reduced bytes by message from the first piece it had not
+ * put everywhere. A dead peer or a transport error ends the call with an
+ * error. */
 #include "accel.h"
 #include "coll.h"
 
@@ -67,7 +68,7 @@ static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
 static size_t piece_bytes(const struct grp *g, size_t esz) {
     uint64_t frag = 0;
     if (tc_pair_fragment_x(g->tc[g->me], g->tc[(g->me + 1) % g->n], &frag) != 0 || frag == 0)
-        frag = 128 << 10;
+        frag = 128 << 10; /* not reached with a transport; the built-in fragment */
     size_t p = (size_t)frag / esz * esz;
     return p ? p : esz;
 }
