@@ -122,17 +122,13 @@ enum {
     GETS_SCATTER_MIN_PAIR = 256u << 10
 };
 
-/* Whether a reduction of `bytes` per member over n members runs by gets
- * (root: GETS_ALL, GETS_NONE or a reduce's root): the same answer on every
- * member. */
-static int by_gets(int n, size_t bytes, int root) {
+/* acc_coll_by_gets (coll.h): the same answer on every member. */
+int acc_coll_by_gets(int n, size_t bytes, int root) {
     if (!acc_gets || n < 2 || !puts_on()) return 0;
     if (root >= 0) return n > 2 && bytes >= GETS_REDUCE_MIN;
     if (root == GETS_NONE) return bytes >= (n == 2 ? GETS_SCATTER_MIN_PAIR : GETS_SCATTER_MIN);
     return bytes >= (n == 2 ? GETS_MIN_PAIR : GETS_MIN);
 }
-
-int acc_coll_by_gets(int n, size_t bytes, int root) { return by_gets(n, bytes, root); }
 
 /* An on/off switch from the environment into *v (left as it is when
  * unset or empty; anything but 0 or 1 is said once, by world rank 0). */
@@ -1527,9 +1523,9 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
      * with 8 (bench coll, 4-8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, c->size == 2 && !by_gets(2, d.bytes, GETS_ALL)
-                                  ? allreduce_two(c, &g, &d, src, rbuf)
-                                           : reduce_split(&g, &d, src, rbuf, -1));
+        int pair = c->size == 2 && !acc_coll_by_gets(2, d.bytes, GETS_ALL);
+        *rc = acc_error(comm, pair ? allreduce_two(c, &g, &d, src, rbuf)
+                                   : reduce_split(&g, &d, src, rbuf, GETS_ALL));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -1900,8 +1896,8 @@ static int reduce_split(const struct grp *g, struct red *d, const void *src, voi
     size_t esz = d->bytes / (size_t)d->count;
     acc_block_of(&b, me, &first, &cnt);
     int put = puts_on();
-    if (by_gets(n, d->bytes, root < 0 ? GETS_ALL : root))
-        return acc_coll_reduce_gets(g, d, &b, mine, out, root < 0 ? GETS_ALL : root, NULL);
+    if (acc_coll_by_gets(n, d->bytes, root)) /* root -1 is GETS_ALL */
+        return acc_coll_reduce_gets(g, d, &b, mine, out, root, NULL);
     struct reqs q_at;
     if (put) {
         /* [0, n): the receivers' result addresses; [n, 2n): their words
