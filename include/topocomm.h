@@ -242,6 +242,22 @@ int tc_eager_floor_x(uint64_t *bytes);
  * pair's caches. A negative code for a NULL pointer, a rank out of range,
  * a == b, or without a communicator. */
 int tc_pair_fragment_x(int a, int b, uint64_t *bytes);
+/* The near order of n members (job ranks ranks[i], a communicator's members
+ * in its rank order) for the trees of collectives: 1 when there is one, with
+ * order[k] the member (an index into ranks) at position k and split[k]
+ * (k >= 1) the depth of the lowest common ancestor of the PUs of the
+ * members at positions k-1 and k (larger: nearer; split[0] = 0), so every
+ * group sharing a locality level is a run of positions; 0 when there is
+ * none (a member not bound to one PU, all pairs at one level, one member);
+ * a negative code for a NULL pointer, a rank out of range or without a
+ * communicator. The same answer on every rank. */
+int tc_near_order(const int *ranks, int n, int *order, int *split);
+/* The positions of a near order (its n splits) in the order a tree rooted
+ * at position p takes them, into out (n ints): p first, then the rest of its
+ * deepest group, then the rest of each enclosing group outwards, so a
+ * binomial tree from out[0] keeps every group's subtree inside the group.
+ * 0, or a negative code for a bad argument. Needs no communicator. */
+int tc_near_rooted(const int *split, int n, int p, int *out);
 /* 1 when tc_put_x can write into the other ranks' memory (single copy
  * works between every pair of the job: the same answer on every rank), 0
  * when not, a negative code without a communicator. */

@@ -567,6 +567,111 @@ pub unsafe extern "C" fn tc_pair_fragment_x(a: c_int, b: c_int, bytes: *mut u64)
     })
 }
 
+/// The near order of `n` members (job ranks `ranks[i]`, a communicator's
+/// members in its rank order) for the collectives' trees: 1 when there is
+/// one, with `order[k]` the member (an index into `ranks`) at position `k`
+/// and `split[k]` (k >= 1) the depth of the lowest common ancestor of the
+/// PUs of the members at positions `k - 1` and `k` (larger: nearer;
+/// `split[0]` = 0); 0 when there is none (a member not bound to one PU,
+/// every pair at one level, one member: keep the rank order); a negative
+/// code for a bad argument. The same answer on every rank (docs/collectives.md,
+/// "Trees from the locality classes").
+///
+/// # Safety
+/// `ranks` must hold `n` readable ints, `order` and `split` room for `n`
+/// each.
+#[no_mangle]
+pub unsafe extern "C" fn tc_near_order(
+    ranks: *const c_int,
+    n: c_int,
+    order: *mut c_int,
+    split: *mut c_int,
+) -> i32 {
+    with(|c| {
+        let n = usize::try_from(n)
+            .map_err(|_| Error::Invalid(format!("n {n}: expected 0 or more members")))?;
+        if n > 0 && (ranks.is_null() || order.is_null() || split.is_null()) {
+            return Err(Error::Invalid("ranks, order or split is NULL".into()));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: non-NULL (checked), n ints (the caller's contract).
+        let given = unsafe { std::slice::from_raw_parts(ranks, n) };
+        let mut job = Vec::with_capacity(n);
+        for &r in given {
+            let r = rank_arg(r, "member")?;
+            if r >= c.size() {
+                return Err(Error::Invalid(format!(
+                    "member rank {r}: the job has {} ranks",
+                    c.size()
+                )));
+            }
+            job.push(r);
+        }
+        let Some((o, d)) = c.near_order(&job) else {
+            return Ok(0);
+        };
+        // SAFETY: room for n ints each (the caller's contract); positions
+        // and depths fit an int (n <= NEAR_MAX, depths of a machine tree).
+        unsafe {
+            for k in 0..n {
+                *order.add(k) = o[k] as c_int;
+                *split.add(k) = d[k].min(c_int::MAX as u32) as c_int;
+            }
+        }
+        Ok(1)
+    })
+}
+
+/// The positions of a near order (`split`, `n` entries, from
+/// [`tc_near_order`]) in the order a tree rooted at position `p` takes
+/// them, into `out` (`n` ints): `p` first, then the rest of its deepest
+/// group, then the rest of each enclosing group outwards. 0, or a negative
+/// code for a bad argument. Needs no communicator.
+///
+/// # Safety
+/// `split` must hold `n` readable ints, `out` room for `n`.
+#[no_mangle]
+pub unsafe extern "C" fn tc_near_rooted(
+    split: *const c_int,
+    n: c_int,
+    p: c_int,
+    out: *mut c_int,
+) -> i32 {
+    use crate::error::{fail, guard, TC_ERR_INVALID_ARGUMENT};
+    guard(|| {
+        let Ok(len) = usize::try_from(n) else {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                format!("n {n}: expected 1 or more positions"),
+            );
+        };
+        let Some(p) = usize::try_from(p).ok().filter(|&p| p < len) else {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                format!("root position {p}: expected 0..{n}"),
+            );
+        };
+        if split.is_null() || out.is_null() {
+            return fail(TC_ERR_INVALID_ARGUMENT, "split or out is NULL");
+        }
+        // SAFETY: n readable ints (the caller's contract).
+        let split: Vec<u32> = unsafe { std::slice::from_raw_parts(split, len) }
+            .iter()
+            .map(|&d| d.max(0) as u32)
+            .collect();
+        for (k, q) in topocomm_transport::near::rooted(&split, p)
+            .into_iter()
+            .enumerate()
+        {
+            // SAFETY: room for n ints (the caller's contract); q < n.
+            unsafe { *out.add(k) = q as c_int };
+        }
+        0
+    })
+}
+
 /// 1 when `tc_put_x` can write into the other ranks' memory (single copy
 /// works between every pair: the same answer on every rank), 0 when not.
 #[no_mangle]

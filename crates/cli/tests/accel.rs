@@ -477,6 +477,58 @@ fn collectives_run_over_the_transport_in_rank_order() {
     }
 }
 
+/// Per rank of `accel -v`'s report: the trees run along a near order.
+fn near_counts(t: &str) -> Vec<u64> {
+    t.lines()
+        .filter_map(|l| l.strip_suffix(" trees in near order"))
+        .filter_map(|l| l.rsplit_once("; "))
+        .map(|(_, n)| n.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn small_collectives_follow_the_members_locality_when_their_pus_differ_in_it() {
+    // Ranks bound round-robin to the 2 CPUs of the CI machine, which a
+    // synthetic topology puts in two packages: ranks 0, 2 in one, 1, 3 in
+    // the other. The node is taken for one with a CPU per rank (the trees'
+    // paths, not the crowded node's one hop) and the lanes are off, so the
+    // barriers, broadcasts, small reductions and their non-blocking forms
+    // run their trees along the near order (0, 2, 1, 3 from rank 0); coll.c
+    // checks every result, the rank-ordered product of matrices (a
+    // non-commutative operation: rank order kept) and the determinism.
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so"]);
+        let exe = check_program(imp, "near", "coll").display().to_string();
+        for (np, near) in [(3, "1"), (4, "1"), (4, "0")] {
+            let mut launch = mpirun(imp, np, &[&exe]);
+            let bind: &[&str] = if imp == "openmpi" {
+                &["--bind-to", "core:overload-allowed", "--map-by", "core"]
+            } else {
+                &["-bind-to", "core"]
+            };
+            for (i, b) in bind.iter().enumerate() {
+                launch.insert(1 + i, b.to_string());
+            }
+            let env = [
+                ("TOPOCOMM_TOPOLOGY", "synthetic:package:2 core:1 pu:1"),
+                ("TOPOCOMM_ACCEL_CPUS", "4"),
+                ("TOPOCOMM_ACCEL_COLL_LANES", "0"),
+                ("TOPOCOMM_ACCEL_NEAR", near),
+            ];
+            let o = accel(&["-v"], &launch, &env);
+            let what = format!("{imp} coll, {np} ranks bound over two packages, near order {near}");
+            let t = assert_ok(&o, &what);
+            assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");
+            let c = near_counts(&t);
+            assert_eq!(c.len(), np, "{what}:\n{t}");
+            assert!(
+                c.iter().all(|&k| (k > 100) == (near == "1")),
+                "{what}: trees along the near order:\n{t}"
+            );
+        }
+    }
+}
+
 /// Bytes each rank put into members' results, from the `--verbose` lines.
 fn put_bytes(t: &str) -> Vec<u64> {
     coll_counts(t).iter().map(|v| v.3).collect()

@@ -29,6 +29,7 @@ mod error;
 mod help;
 pub mod lanes;
 pub mod launch;
+pub mod near;
 pub mod plan;
 mod progress;
 mod put;

@@ -11,6 +11,10 @@ use topocomm_topo::{ClassIndex, Machine, ObjectKind};
 pub struct Plan {
     /// Locality class name, or `default` when a rank is not bound.
     pub class: String,
+    /// Depth of the lowest common ancestor of the two ranks' PUs in the
+    /// machine model (larger: nearer), `None` when a rank is not bound:
+    /// what the collectives' near order (near.rs) groups members by.
+    pub lca_depth: Option<u32>,
     pub params: Params,
     /// The eager limit for a message to a peer the sender is receiving
     /// from at the time (an exchange), where single copy is allowed: where
@@ -35,6 +39,7 @@ impl Plan {
     pub fn alone(class: &str, params: Params) -> Plan {
         Plan {
             class: class.into(),
+            lca_depth: None,
             exchange_eager_max: params.eager_max,
             params,
         }
@@ -56,9 +61,12 @@ pub fn resolve(m: &Machine, rules: &Rules, pus: &[Option<u32>]) -> Result<Vec<Pl
     let mut plans = Vec::with_capacity(pus.len() * pus.len());
     for a in &pos {
         for b in &pos {
-            let class = match (a, b) {
-                (Some(a), Some(b)) => Some(index.classify(m, *a, *b).0.to_string()),
-                _ => None,
+            let (class, lca_depth) = match (a, b) {
+                (Some(a), Some(b)) => {
+                    let (class, depth) = index.classify(m, *a, *b);
+                    (Some(class.to_string()), Some(depth))
+                }
+                _ => (None, None),
             };
             let mut params = rules.params_for(class.as_deref()).clone();
             let rules_eager_max = params.eager_max;
@@ -99,6 +107,7 @@ pub fn resolve(m: &Machine, rules: &Rules, pus: &[Option<u32>]) -> Result<Vec<Pl
             };
             plans.push(Plan {
                 class,
+                lca_depth,
                 params,
                 exchange_eager_max,
             });

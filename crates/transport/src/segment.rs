@@ -240,8 +240,8 @@ pub const CHANNEL_HEAD: usize = 128;
 // The rank table follows the header's 64-byte-aligned end; the header
 // fits in one line.
 const _: () = assert!(std::mem::size_of::<Header>() <= 64);
-// The plan table: `n * n` plain records of 152 bytes.
-const _: () = assert!(std::mem::size_of::<PlanRaw>() == 152);
+// The plan table: `n * n` plain records of 160 bytes.
+const _: () = assert!(std::mem::size_of::<PlanRaw>() == 160);
 
 pub const K_INLINE: u16 = 1;
 pub const K_EAGER: u16 = 2;
@@ -280,6 +280,8 @@ pub struct PlanRaw {
     pub lone_min: u64,
     /// `Params::help_min`.
     pub help_min: u64,
+    /// `Plan::lca_depth`, `u64::MAX` for unknown.
+    pub lca_depth: u64,
     /// The class's name, NUL-terminated (names are at most a few bytes).
     pub class: [u8; 24],
 }
@@ -312,8 +314,14 @@ impl PlanRaw {
             adaptive: u64::from(p.adaptive),
             lone_min: p.lone_rendezvous_min.unwrap_or(u64::MAX),
             help_min: p.help_min,
+            lca_depth: plan.lca_depth.map_or(u64::MAX, u64::from),
             class: name,
         }
+    }
+
+    /// `Plan::lca_depth` back.
+    pub fn lca_depth(&self) -> Option<u32> {
+        u32::try_from(self.lca_depth).ok()
     }
 
     pub fn class_name(&self) -> String {

@@ -29,6 +29,7 @@ struct acc_stats {
     uint64_t coll_tc, coll_plain;     /* collectives per path (coll.c) */
     uint64_t coll_lane;               /* of coll_tc: through the lanes */
     uint64_t coll_put_bytes;          /* written into members' results (tc_put_x) */
+    uint64_t coll_near;               /* trees run along a near order (coll.c) */
 };
 
 struct acc_global {
@@ -85,6 +86,14 @@ typedef struct acc_comm {
      * lane_flat: the members' words (barriers, small reductions and
      * broadcasts); lane_pair: two members' pair line (barriers). */
     int lane, lane_flat, lane_pair;
+    /* The near order of an all-local communicator's members (coll.c,
+     * acc_coll_near_setup; NULL without one): near_tc[k] is the transport
+     * rank at position k, near_split[k] the depth at which positions k-1
+     * and k part, near_pos[comm rank] its position, near_me this member's.
+     * rooted_tc: the order rooted at comm rank rooted_root (-1: none yet),
+     * this member at rooted_me. */
+    int *near_tc, *near_split, *near_pos, near_me;
+    int *rooted_tc, rooted_root, rooted_me;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
     unsigned nbc_seq; /* non-blocking collectives started on it (nbc.c) */
     /* Requests bound to it (acc_req_bind) and not released yet: a
@@ -534,6 +543,8 @@ enum { LANES_OFF, LANES_CROWDED, LANES_ALL };
 extern int acc_coll_lanes;
 /* Gives c its lane when it qualifies (collective over c's members). */
 void acc_coll_lane_setup(acc_comm *c);
+/* Gives c its near order when its members' PUs have one (coll.c). */
+void acc_coll_near_setup(acc_comm *c);
 int acc_coll_barrier(MPI_Comm comm, int *rc);
 int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, int *rc);
 int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,

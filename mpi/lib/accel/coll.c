@@ -98,6 +98,10 @@ static int puts_on(void) {
  * the two-member pair) also where single copy works. */
 static int acc_gets = 1;
 
+/* TOPOCOMM_ACCEL_NEAR=0: the small collectives' trees in rank order, not
+ * in the members' near order (acc_coll_near_setup). */
+static int acc_near = 1;
+
 /* Smallest reductions by gets (gets.c), bytes per member: below, the
  * exchange of addresses and the words at the end (two more rounds of
  * messages) cost more than the copies they save. Alternating rounds of
@@ -171,6 +175,7 @@ void acc_coll_init(void) {
     }
     on_off("TOPOCOMM_ACCEL_PUT", &acc_put);
     on_off("TOPOCOMM_ACCEL_GETS", &acc_gets);
+    on_off("TOPOCOMM_ACCEL_NEAR", &acc_near);
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
     /* Unset: barriers and reductions on crowded nodes only. With a CPU per
@@ -221,6 +226,98 @@ static struct grp node_part(const acc_comm *c) {
     struct grp g = {c->ctx + ACC_NCTX, c->nlocal, c->my_local, c->local_tc};
     return g;
 }
+
+/* ---- Trees from the locality classes -------------------------------------
+ * The small collectives' trees (the binomial broadcast and reduction,
+ * recursive doubling, the dissemination barrier) run over the members in
+ * their near order (the transport's tc_near_order: every group of members
+ * sharing a cache, a NUMA node or a package is a run of positions, nested
+ * as the machine nests them), so a subtree leaves its group only where it
+ * spans it. The levels are the depths of the members' PUs' lowest common
+ * ancestors in the machine model, not a fixed list. Reductions take it
+ * only with a commutative operation (the rank order is MPI's for the
+ * others); their result is then the same bits from run to run for a given
+ * placement. TOPOCOMM_ACCEL_NEAR=0 keeps the rank order (acc_near). */
+
+void acc_coll_near_setup(acc_comm *c) {
+    int n = c->size;
+    if (!acc_near || c->mixed || n < 3) return;
+    int *order = malloc(sizeof(int) * (size_t)n);
+    int *split = malloc(sizeof(int) * (size_t)n);
+    int *tc = malloc(sizeof(int) * (size_t)n);
+    int *pos = malloc(sizeof(int) * (size_t)n);
+    int *rooted = malloc(sizeof(int) * (size_t)n);
+    /* The same answer on every member (the plans are in the segment), so
+     * a member out of memory cannot keep the rank order alone. */
+    if (!order || !split || !tc || !pos || !rooted) {
+        fprintf(stderr, "topocomm accel: out of memory for a communicator's near order\n");
+        PMPI_Abort(c->comm, 1);
+    }
+    if (tc_near_order(c->tc_rank, n, order, split) == 1) {
+        for (int k = 0; k < n; k++) {
+            tc[k] = c->tc_rank[order[k]];
+            pos[order[k]] = k;
+        }
+        c->near_tc = tc;
+        c->near_split = split;
+        c->near_pos = pos;
+        c->near_me = pos[c->comm_rank[acc.node_rank]];
+        c->rooted_tc = rooted;
+        c->rooted_root = -1;
+        free(order);
+        return;
+    }
+    free(order);
+    free(split);
+    free(tc);
+    free(pos);
+    free(rooted);
+}
+
+/* The members in their near order (in rank order without one). */
+static struct grp near_grp(const acc_comm *c) {
+    if (!c->near_tc) return whole(c);
+    acc.stats.coll_near++;
+    struct grp g = {c->ctx + ACC_NCTX, c->size, c->near_me, c->near_tc};
+    return g;
+}
+
+/* The members in the near order rooted at comm rank `root`: the root
+ * first, then the rest of its deepest group, then the rest of each
+ * enclosing group outwards (each run in near order), so a binomial tree
+ * from member 0 keeps every group's subtree inside the group wherever the
+ * root sits (near.rs, rooted). *groot: the root's member index (0, or
+ * `root` itself in rank order without a near order). Kept for the next
+ * call with the same root. */
+static struct grp rooted_grp(acc_comm *c, int root, int *groot) {
+    if (!c->near_tc) {
+        *groot = root;
+        return whole(c);
+    }
+    if (c->rooted_root != root) {
+        int n = c->size;
+        /* Positions first (rooted_tc as room), then their transport ranks. */
+        if (tc_near_rooted(c->near_split, n, c->near_pos[root], c->rooted_tc) != 0) {
+            /* Cannot fail with near_setup's arguments; on every member
+             * alike if it did. */
+            c->rooted_root = -1;
+            *groot = root;
+            return whole(c);
+        }
+        for (int i = 0; i < n; i++) c->rooted_tc[i] = c->near_tc[c->rooted_tc[i]];
+        int mine = c->near_tc[c->near_me];
+        for (int i = 0; i < n; i++)
+            if (c->rooted_tc[i] == mine) c->rooted_me = i;
+        c->rooted_root = root;
+    }
+    *groot = 0;
+    acc.stats.coll_near++;
+    struct grp g = {c->ctx + ACC_NCTX, c->size, c->rooted_me, c->rooted_tc};
+    return g;
+}
+
+struct grp acc_coll_near(const acc_comm *c) { return near_grp(c); }
+struct grp acc_coll_rooted(acc_comm *c, int root, int *groot) { return rooted_grp(c, root, groot); }
 
 /* Receives exactly `len` bytes from member src: the transport's blocking
  * receive (its latency path takes a message already there with no
@@ -299,10 +396,28 @@ static int tc_err(int tc_rc) {
     return MPI_ERR_OTHER;
 }
 
-/* This machine's online CPUs (read once; -1 or 0 when unknown). */
+/* This machine's online CPUs (read once; -1 or 0 when unknown), or
+ * TOPOCOMM_ACCEL_CPUS: the count the collectives' choices assume (tests
+ * run the paths of a node with a CPU per rank on a 2-CPU machine). */
 static long online_cpus(void) {
     static long cpus = -1;
-    if (cpus < 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus >= 0) return cpus;
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *e = getenv("TOPOCOMM_ACCEL_CPUS");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        long x = strtol(e, &end, 10);
+        if (errno || *end || x < 1) {
+            if (acc.world_rank == 0)
+                fprintf(stderr,
+                        "topocomm accel: TOPOCOMM_ACCEL_CPUS='%s': expected a number of CPUs "
+                        "from 1; using the %ld online\n",
+                        e, cpus);
+        } else {
+            cpus = x;
+        }
+    }
     return cpus;
 }
 
@@ -1054,7 +1169,7 @@ int acc_coll_barrier(MPI_Comm comm, int *rc) {
         err = tc_err(lane_barrier(c));
         acc.stats.coll_lane++;
     } else if (!c->mixed) {
-        struct grp g = whole(c);
+        struct grp g = near_grp(c);
         err = tc_err(barrier(&g));
     } else {
         struct grp g = node_part(c);
@@ -1077,8 +1192,9 @@ static int bcast_run(acc_comm *c, struct acc_msg *m, void *buf, int count, MPI_D
         err = lane_bcast(c, data, m->len, root);
         acc.stats.coll_lane++;
     } else if (!c->mixed) {
-        struct grp g = whole(c);
-        err = tc_err(bcast_bytes(&g, data, m->len, root));
+        int groot;
+        struct grp g = rooted_grp(c, root, &groot);
+        err = tc_err(bcast_bytes(&g, data, m->len, groot));
     } else {
         /* Root -> its node's leader, leaders (PMPI), each leader -> its node. */
         struct grp g = node_part(c);
@@ -1453,6 +1569,12 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         struct grp g = whole(c);
         err = reduce_flat(&g, &d, d.acc, d.acc, root);
         holder = root;
+    } else if (!c->mixed && c->near_tc && commutative(op)) {
+        /* The near order rooted at the root: the tree ends there. */
+        int groot;
+        struct grp g = rooted_grp(c, root, &groot);
+        err = reduce_to_first(&g, &d);
+        holder = root;
     } else if (!c->mixed) {
         struct grp g = whole(c);
         err = reduce_to_first(&g, &d);
@@ -1556,7 +1678,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
         struct grp g = whole(c);
         err = allreduce_flat(&g, &d);
     } else if (!c->mixed) {
-        struct grp g = whole(c);
+        struct grp g = c->near_tc && commutative(op) ? near_grp(c) : whole(c);
         err = allreduce_grp(&g, &d);
     } else {
         /* Node reduction to the leader, leaders' allreduce (PMPI), node

@@ -107,6 +107,11 @@ acc_comm *acc_coll_local(MPI_Comm comm);
 acc_comm *acc_coll_local_red(MPI_Comm comm);
 /* All of c's members as a group. */
 struct grp acc_coll_whole(const acc_comm *c);
+/* All of c's members in their near order (coll.c, "Trees from the locality
+ * classes"; rank order without one), and in the near order rooted at comm
+ * rank root (*groot: the root's member index in it). */
+struct grp acc_coll_near(const acc_comm *c);
+struct grp acc_coll_rooted(acc_comm *c, int root, int *groot);
 /* coll.c's xfer: send slen bytes to member dst, receive exactly rlen from
  * src (either -1: none); a transport code. */
 int acc_coll_xfer(const struct grp *g, const void *sbuf, size_t slen, int dst, void *rbuf,

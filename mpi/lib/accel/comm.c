@@ -83,6 +83,10 @@ static void free_comm(acc_comm *c) {
     free(c->local_tc);
     free(c->leader_of);
     free(c->leaders_rank);
+    free(c->near_tc);
+    free(c->near_split);
+    free(c->near_pos);
+    free(c->rooted_tc);
     free(c);
 }
 
@@ -203,6 +207,7 @@ void acc_comm_register(MPI_Comm comm) {
         PMPI_Abort(comm, 1);
     }
     acc_coll_lane_setup(c);
+    acc_coll_near_setup(c);
 }
 
 void acc_comm_unregister(MPI_Comm comm) {

@@ -273,10 +273,12 @@ void acc_nbc_free(struct acc_nbc *b) {
     free(b);
 }
 
-/* A new schedule over all of c's members, its request, and the next tag
- * of c's sequence. NULL when out of memory. */
-static acc_req *start(acc_comm *c, MPI_Comm comm, int what) {
-    struct grp g = acc_coll_whole(c);
+/* A new schedule over all of c's members in the order of `grp` (the
+ * blocking collective's: the same tree, so an MPI_Iallreduce gives the
+ * bits of MPI_Allreduce), its request, and the next tag of c's sequence.
+ * NULL when out of memory. */
+static acc_req *start(acc_comm *c, MPI_Comm comm, int what, const struct grp *grp) {
+    struct grp g = *grp;
     acc_req *r = acc_req_new();
     struct acc_nbc *b = calloc(1, sizeof *b);
     int *tc = malloc(sizeof(int) * (size_t)g.n);
@@ -326,7 +328,8 @@ static int launch(acc_req *r, MPI_Request *req) {
 int acc_coll_ibarrier(MPI_Comm comm, MPI_Request *req, int *rc) {
     acc_comm *c = acc_coll_local(comm);
     if (!c) return 0;
-    acc_req *r = start(c, comm, NB_BARRIER);
+    struct grp g = acc_coll_near(c);
+    acc_req *r = start(c, comm, NB_BARRIER, &g);
     if (!r) return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     *rc = launch(r, req);
     return 1;
@@ -350,7 +353,9 @@ int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
         acc_tmp_free(m.tmp);
         return refuse(comm, MPI_ERR_TYPE, req, rc);
     }
-    acc_req *r = start(c, comm, NB_BCAST);
+    int groot;
+    struct grp g = acc_coll_rooted(c, root, &groot);
+    acc_req *r = start(c, comm, NB_BCAST, &g);
     if (!r) {
         acc_tmp_free(m.tmp);
         if (held != MPI_DATATYPE_NULL) PMPI_Type_free(&held);
@@ -361,7 +366,7 @@ int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
     b->utype = held;
     b->ubuf = buf;
     b->ucount = count;
-    b->root = root;
+    b->root = groot;
     *rc = launch(r, req);
     return 1;
 }
@@ -374,7 +379,10 @@ int acc_coll_iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype ty
     size_t half = (d.bytes + 63) & ~(size_t)63;
     char *mem = aligned_alloc(64, half ? 2 * half : 64);
     if (!mem) return refuse(comm, MPI_ERR_NO_MEM, req, rc);
-    acc_req *r = start(c, comm, NB_ALLREDUCE);
+    int commutes = 0;
+    if (PMPI_Op_commutative(op, &commutes) != MPI_SUCCESS) commutes = 0;
+    struct grp g = commutes ? acc_coll_near(c) : acc_coll_whole(c);
+    acc_req *r = start(c, comm, NB_ALLREDUCE, &g);
     if (!r) {
         free(mem);
         return refuse(comm, MPI_ERR_NO_MEM, req, rc);
