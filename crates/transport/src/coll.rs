@@ -10,9 +10,12 @@
 //! gather) from [`SPLIT_MIN`] bytes, direct exchanges for the block
 //! collectives.
 //!
-//! Reductions combine partial results only as (lower ranks) op (higher
-//! ranks) along a tree fixed by the job size, so a floating-point result
-//! is the same bits on every run and, for an allreduce, on every rank.
+//! Reductions combine partial results only as (lower members) op (higher
+//! members) along a tree fixed by the job's size and placement (the trees
+//! of the small ones run over the job's near order where its ranks' PUs
+//! differ in locality, near.rs, rooted at the root for a rooted call), so
+//! a floating-point result is the same bits on every run and, for an
+//! allreduce, on every rank.
 //! The prefix reductions ([`scan`], [`exscan`]) and
 //! [`reduce_scatter_block`] keep the same rule.
 //!
@@ -274,17 +277,50 @@ fn check_elems(dt: Dtype, bytes: usize, what: &str) -> Result<()> {
 // ---- Broadcast ------------------------------------------------------------
 
 /// Binomial tree from the root: each rank receives from its parent, then
-/// sends to its children (all posted at once, larger subtrees first).
+/// sends to its children (all posted at once, larger subtrees first),
+/// over the job's near order rooted at the root where it has one
+/// ([`tree_from`]).
 pub fn bcast(c: &mut Comm, buf: &mut [u8], root: usize) -> Result<()> {
     check_root(c, root)?;
-    let (n, me) = (c.size(), c.rank());
-    let vr = (me + n - root) % n;
+    let members = tree_from(c, root);
+    bcast_over(c, buf, &members)
+}
+
+/// The job ranks in the order a tree rooted at `root` takes them (the
+/// root first): the job's near order rooted there (near.rs: every group
+/// of ranks sharing a locality level keeps its subtree), else the ranks
+/// from the root on, wrapping around.
+fn tree_from(c: &mut Comm, root: usize) -> Vec<usize> {
+    let n = c.size();
+    match c.job_near() {
+        Some(near) => near.rooted_at(root),
+        None => (0..n).map(|v| (v + root) % n).collect(),
+    }
+}
+
+/// The job ranks in the order a tree with no root takes them: the job's
+/// near order where it has one, else rank order.
+fn tree_order(c: &mut Comm) -> Vec<usize> {
+    match c.job_near() {
+        Some(near) => near.ranks.clone(),
+        None => (0..c.size()).collect(),
+    }
+}
+
+/// This rank's index in `members`.
+fn index_in(c: &Comm, members: &[usize]) -> usize {
+    members.iter().position(|&r| r == c.rank()).unwrap_or(0)
+}
+
+/// [`bcast`] from `members[0]` along the binomial tree over `members`.
+fn bcast_over(c: &mut Comm, buf: &mut [u8], members: &[usize]) -> Result<()> {
+    let (n, vr) = (members.len(), index_in(c, members));
     let len = buf.len();
     let p = buf.as_mut_ptr();
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
-            let parent = (vr - mask + root) % n;
+            let parent = members[vr - mask];
             // SAFETY: `buf` is borrowed for the whole step.
             step(c, |c, q| unsafe { q.recv(c, p, len, parent, T_BCAST) })?;
             break;
@@ -296,7 +332,7 @@ pub fn bcast(c: &mut Comm, buf: &mut [u8], root: usize) -> Result<()> {
         while m > 0 {
             if vr + m < n {
                 // SAFETY: as above; only read while the sends are out.
-                unsafe { q.send(c, p, len, (vr + m + root) % n, T_BCAST)? };
+                unsafe { q.send(c, p, len, members[vr + m], T_BCAST)? };
             }
             m >>= 1;
         }
@@ -318,25 +354,34 @@ fn swap_with(c: &mut Comm, send: &[u8], recv: &mut [u8], peer: usize, tag: i32) 
     })
 }
 
-/// Binomial reduction in rank order to rank 0: at step `mask`, rank r (a
-/// multiple of 2 mask) holds ranks [r, r+mask) in `acc` and combines
-/// [r+mask, r+2 mask) from r+mask on its right. Rank 0 ends with the
-/// result in `acc`.
-fn reduce_to_first(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<()> {
-    let (n, r) = (c.size(), c.rank());
+/// Binomial reduction along `members` to `members[0]`: at step `mask`,
+/// member r (a multiple of 2 mask) holds members [r, r+mask) in `acc` and
+/// combines [r+mask, r+2 mask) from member r+mask on its right. Member 0
+/// ends with the result in `acc`. (Every [`Op`] is commutative, so any
+/// order of the members gives the reduction; a fixed one, the same bits.)
+fn reduce_to_first(
+    c: &mut Comm,
+    dt: Dtype,
+    op: Op,
+    acc: &mut Vec<u8>,
+    members: &[usize],
+) -> Result<()> {
+    let (n, r) = (members.len(), index_in(c, members));
     let mut tmp = Vec::new(); // only ranks that receive need it
     let mut mask = 1;
     while mask < n {
         if r & mask != 0 {
             let (p, len) = (acc.as_ptr(), acc.len());
+            let parent = members[r - mask];
             // SAFETY: `acc` is borrowed for the whole step.
-            return step(c, |c, q| unsafe { q.send(c, p, len, r - mask, T_REDUCE) });
+            return step(c, |c, q| unsafe { q.send(c, p, len, parent, T_REDUCE) });
         }
         if r + mask < n {
             tmp.resize(acc.len(), 0);
             let (p, len) = (tmp.as_mut_ptr(), tmp.len());
+            let child = members[r + mask];
             // SAFETY: `tmp` is borrowed for the whole step.
-            step(c, |c, q| unsafe { q.recv(c, p, len, r + mask, T_REDUCE) })?;
+            step(c, |c, q| unsafe { q.recv(c, p, len, child, T_REDUCE) })?;
             combine(dt, op, acc, &mut tmp);
             std::mem::swap(acc, &mut tmp);
         }
@@ -345,20 +390,21 @@ fn reduce_to_first(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result
     Ok(())
 }
 
-/// Whole-vector allreduce: recursive doubling for power-of-two sizes (both
-/// partners combine lower (op) upper), else the reduction to rank 0 and
-/// the broadcast.
+/// Whole-vector allreduce over the job's tree order ([`tree_order`]):
+/// recursive doubling for power-of-two sizes (both partners combine lower
+/// (op) upper member), else the reduction to member 0 and the broadcast.
 fn allreduce_tree(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<()> {
-    let (n, r) = (c.size(), c.rank());
+    let members = tree_order(c);
+    let (n, r) = (members.len(), index_in(c, &members));
     if !n.is_power_of_two() {
-        reduce_to_first(c, dt, op, acc)?;
-        return bcast(c, acc, 0);
+        reduce_to_first(c, dt, op, acc, &members)?;
+        return bcast_over(c, acc, &members);
     }
     let mut tmp = vec![0u8; acc.len()];
     let mut mask = 1;
     while mask < n {
         let partner = r ^ mask;
-        swap_with(c, acc, &mut tmp, partner, T_ALLREDUCE)?;
+        swap_with(c, acc, &mut tmp, members[partner], T_ALLREDUCE)?;
         if partner > r {
             combine(dt, op, acc, &mut tmp);
             std::mem::swap(acc, &mut tmp);
@@ -539,18 +585,9 @@ pub fn reduce(
         };
     }
     let mut acc = send.map_or_else(|| recv.to_vec(), <[u8]>::to_vec);
-    reduce_to_first(c, dt, op, &mut acc)?;
-    if root != 0 {
-        if me == 0 {
-            let (p, len) = (acc.as_ptr(), acc.len());
-            // SAFETY: `acc` lives until the step ends.
-            step(c, |c, q| unsafe { q.send(c, p, len, root, T_RESULT) })?;
-        } else if me == root {
-            let (p, len) = (acc.as_mut_ptr(), acc.len());
-            // SAFETY: `acc` is borrowed for the whole step.
-            step(c, |c, q| unsafe { q.recv(c, p, len, 0, T_RESULT) })?;
-        }
-    }
+    // The tree rooted at the root ends there.
+    let members = tree_from(c, root);
+    reduce_to_first(c, dt, op, &mut acc, &members)?;
     if me == root {
         recv.copy_from_slice(&acc);
     }

@@ -91,6 +91,9 @@ pub struct Comm {
     #[cfg(test)]
     pub(crate) help_wait_sender: bool,
     pub(crate) timeout: Duration,
+    /// The job's near order (near.rs), computed by the first collective
+    /// that asks (`None` until then; `Some(None)`: there is none).
+    pub(crate) job_near: Option<Option<crate::near::Near>>,
     pub(crate) broken: Option<Error>,
     /// The awaited peer a health check last found finalized: the next
     /// check reports it (see `Comm::health`).
@@ -262,6 +265,7 @@ impl Comm {
             help_fail_writes: false,
             #[cfg(test)]
             help_wait_sender: false,
+            job_near: None,
             rdv_counts: [0; 3],
             rdv_streamed: 0,
             rdv_followed: 0,

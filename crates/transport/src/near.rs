@@ -17,7 +17,47 @@
 
 use crate::Comm;
 
+/// A near order of job ranks: `ranks[k]` at position `k`, `split` as
+/// [`near_order`] gives it, and each rank's position.
+#[derive(Clone, Debug)]
+pub struct Near {
+    pub ranks: Vec<usize>,
+    pub split: Vec<u32>,
+    pub pos: Vec<usize>,
+}
+
+impl Near {
+    /// The job ranks in the order a tree rooted at job rank `root` takes
+    /// them ([`rooted`]), the root first.
+    pub fn rooted_at(&self, root: usize) -> Vec<usize> {
+        rooted(&self.split, self.pos[root])
+            .into_iter()
+            .map(|q| self.ranks[q])
+            .collect()
+    }
+}
+
 impl Comm {
+    /// The near order of the whole job (every rank, for the `tc_*`
+    /// collectives), computed once: `None` when there is none.
+    pub fn job_near(&mut self) -> Option<&Near> {
+        if self.job_near.is_none() {
+            let all: Vec<usize> = (0..self.size()).collect();
+            self.job_near = Some(self.near_order(&all).map(|(order, split)| {
+                let mut pos = vec![0; order.len()];
+                for (k, &r) in order.iter().enumerate() {
+                    pos[r] = k;
+                }
+                Near {
+                    ranks: order,
+                    split,
+                    pos,
+                }
+            }));
+        }
+        self.job_near.as_ref().and_then(|n| n.as_ref())
+    }
+
     /// The near order ([`near_order`]) of the job ranks `ranks` (a
     /// communicator's members in its rank order), from the plans' depths:
     /// the same answer on every rank. `None` also for a rank out of range.

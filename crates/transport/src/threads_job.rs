@@ -9,6 +9,18 @@ use crate::comm::Comm;
 /// text) or the built-in rules. Panics of a rank fail the test.
 pub(crate) fn job(n: usize, rules: Option<&str>, f: fn(&mut Comm)) {
     let m = topocomm_topo::load_default(Some(&format!("synthetic:core:{n} pu:1"))).unwrap();
+    job_on(&m, &vec![None; n], rules, f)
+}
+
+/// Runs `f(rank's comm)` on ranks planned as bound to `pus` of `m` (the
+/// threads are not bound: only the plans know).
+pub(crate) fn job_on(
+    m: &topocomm_topo::Machine,
+    pus: &[Option<u32>],
+    rules: Option<&str>,
+    f: fn(&mut Comm),
+) {
+    let n = pus.len();
     let file = rules.map(|text| {
         let p = std::env::temp_dir().join(format!(
             "topocomm-threads-job-{}-{:?}.toml",
@@ -18,7 +30,7 @@ pub(crate) fn job(n: usize, rules: Option<&str>, f: fn(&mut Comm)) {
         std::fs::write(&p, text).unwrap();
         p
     });
-    let fd = create_segment(&m, &vec![None; n], file.as_deref()).unwrap();
+    let fd = create_segment(m, pus, file.as_deref()).unwrap();
     if let Some(p) = file {
         let _ = std::fs::remove_file(p);
     }

@@ -101,6 +101,62 @@ fn allreduces_give_exact_sums_minima_and_maxima_in_place_or_not() {
     }
 }
 
+/// Runs `f` on ranks planned on PUs `pus` of 2 packages x 2 cores.
+fn job_two_packages(pus: &[u32], f: fn(&mut Comm)) {
+    let m = topocomm_topo::load_default(Some("synthetic:package:2 core:2 pu:1")).unwrap();
+    let pus: Vec<Option<u32>> = pus.iter().map(|&p| Some(p)).collect();
+    crate::threads_job::job_on(&m, &pus, None, f)
+}
+
+/// Small broadcasts, reductions and allreduces along the near order: 3
+/// and 4 ranks dealt round-robin over two packages.
+fn near_order_collectives(c: &mut Comm) {
+    let (n, me) = (c.size(), c.rank());
+    let near = c.job_near().expect("the ranks differ in locality").clone();
+    // Package 0 (PUs 0, 1) holds ranks 0 and 2.
+    assert_eq!(&near.ranks[..2], &[0, 2]);
+    for root in 0..n {
+        let order = near.rooted_at(root);
+        assert_eq!(order[0], root);
+        let mut b = if me == root {
+            vec![root as u8 + 1; 7]
+        } else {
+            vec![0; 7]
+        };
+        bcast(c, &mut b, root).unwrap();
+        assert_eq!(b, vec![root as u8 + 1; 7], "{n} ranks, root {root}");
+        let (mine, sum) = mine_and_sum(n, me, 3);
+        let mut out = vec![0u8; 24];
+        reduce(c, Dtype::I64, Op::Sum, Some(&i64s(&mine)), &mut out, root).unwrap();
+        if me == root {
+            assert_eq!(as_i64s(&out), sum, "{n} ranks, reduce to {root}");
+        }
+    }
+    let mine: Vec<f64> = (0..16)
+        .map(|i| (i * 7 + me * 13) as f64 * 1e-3 + 1e8 * (me % 2) as f64)
+        .collect();
+    let mut first = vec![0u8; 16 * 8];
+    allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut first).unwrap();
+    for _ in 0..10 {
+        let mut again = vec![0u8; 16 * 8];
+        allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut again).unwrap();
+        assert_eq!(again, first, "{n} ranks");
+    }
+    let mut all = vec![0u8; n * first.len()];
+    allgather(c, Some(&first), &mut all).unwrap();
+    assert!(
+        all.chunks_exact(first.len()).all(|b| b == first),
+        "ranks differ"
+    );
+}
+
+#[test]
+fn small_collectives_run_along_the_near_order_of_ranks_over_two_packages() {
+    // Rank r on PU [0, 2, 1, 3][r]: ranks 0 and 2 in package 0.
+    job_two_packages(&[0, 2, 1, 3], near_order_collectives);
+    job_two_packages(&[0, 2, 1], near_order_collectives);
+}
+
 #[test]
 fn double_sums_are_the_same_bits_every_time_and_on_every_rank() {
     for n in 2..=4 {
