@@ -86,6 +86,13 @@ int tc_finalize(void);
  * segment's descriptor (close-on-exec, never a file in /dev/shm); pass it to
  * every rank (e.g. SCM_RIGHTS), each of which calls tc_init_fd. */
 int tc_segment_create(int nranks, const int *pus, const char *rules_path, int *fd_out);
+/* tc_segment_create with each rank's binding for the ranks not bound to one
+ * PU: sets[r * words .. (r + 1) * words - 1] is rank r's CPU mask (bit k of
+ * word w: the PU of OS index 64 w + k; all zero: unknown), so that the
+ * collectives' near order (tc_near_order) can group ranks bound to a
+ * package, a NUMA node or a cache each. sets NULL or words 0: none given. */
+int tc_segment_create_sets(int nranks, const int *pus, const uint64_t *sets, int words,
+                           const char *rules_path, int *fd_out);
 /* Joins as `rank` the job of segment descriptor fd (from tc_segment_create)
  * and waits for all ranks (at most TOPOCOMM_TIMEOUT seconds), like tc_init.
  * fd is closed in every case. */

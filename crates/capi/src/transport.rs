@@ -330,6 +330,27 @@ pub extern "C" fn tc_segment_create(
     rules_path: *const c_char,
     fd_out: *mut c_int,
 ) -> i32 {
+    // SAFETY: no sets (NULL, 0 words).
+    unsafe { tc_segment_create_sets(nranks, pus, std::ptr::null(), 0, rules_path, fd_out) }
+}
+
+/// [`tc_segment_create`] with each rank's binding: `sets[r * words ..
+/// (r + 1) * words]` is rank r's CPU mask (bit k of word w: PU of OS index
+/// 64 w + k; all zero: unknown), for the ranks not bound to one PU, so the
+/// collectives' near order can group ranks bound to a package, NUMA node or
+/// cache each (`sets` NULL or `words` 0: none given).
+///
+/// # Safety
+/// Non-NULL `sets` must hold `nranks * words` readable words.
+#[no_mangle]
+pub unsafe extern "C" fn tc_segment_create_sets(
+    nranks: c_int,
+    pus: *const c_int,
+    sets: *const u64,
+    words: c_int,
+    rules_path: *const c_char,
+    fd_out: *mut c_int,
+) -> i32 {
     guard(|| {
         if fd_out.is_null() {
             return fail(TC_ERR_INVALID_ARGUMENT, "fd_out is NULL");
@@ -350,6 +371,26 @@ pub extern "C" fn tc_segment_create(
             let s = unsafe { std::slice::from_raw_parts(pus, n) };
             s.iter().map(|&p| u32::try_from(p).ok()).collect()
         };
+        let Ok(words) = usize::try_from(words) else {
+            return fail(
+                TC_ERR_INVALID_ARGUMENT,
+                format!("words {words}: expected 0 or more"),
+            );
+        };
+        let sets: Vec<Vec<u32>> = if sets.is_null() || words == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: non-NULL `sets` holds nranks * words words (documented).
+            let all = unsafe { std::slice::from_raw_parts(sets, n * words) };
+            all.chunks_exact(words)
+                .map(|mask| {
+                    (0..words * 64)
+                        .filter(|&b| mask[b / 64] >> (b % 64) & 1 == 1)
+                        .map(|b| b as u32)
+                        .collect()
+                })
+                .collect()
+        };
         let rules = if rules_path.is_null() {
             None
         } else {
@@ -362,7 +403,8 @@ pub extern "C" fn tc_segment_create(
             Ok(m) => m,
             Err(e) => return fail(TC_ERR_TOPOLOGY, format!("machine model: {e}")),
         };
-        match topocomm_transport::bootstrap::create_segment(&m, &pus, rules.as_deref()) {
+        match topocomm_transport::bootstrap::create_segment_bound(&m, &pus, &sets, rules.as_deref())
+        {
             Ok(fd) => {
                 // SAFETY: fd_out is non-NULL (checked) and writable.
                 unsafe { *fd_out = fd.into_raw_fd() };

@@ -22,11 +22,24 @@ pub fn create_segment(
     pus: &[Option<u32>],
     rules: Option<&Path>,
 ) -> Result<OwnedFd, String> {
+    create_segment_bound(m, pus, &[], rules)
+}
+
+/// [`create_segment`] where the ranks not bound to one PU may be bound to
+/// sets of PUs: `sets[r]`, OS indexes (empty: unknown), which the
+/// collectives' near order groups by ([`crate::plan::fill_set_depths`]).
+pub fn create_segment_bound(
+    m: &Machine,
+    pus: &[Option<u32>],
+    sets: &[Vec<u32>],
+    rules: Option<&Path>,
+) -> Result<OwnedFd, String> {
     let rules = match rules {
         Some(p) => Rules::load(p, m)?,
         None => crate::autotune::cached_or_builtin(m),
     };
-    let plans = resolve(m, &rules, pus)?;
+    let mut plans = resolve(m, &rules, pus)?;
+    crate::plan::fill_set_depths(&mut plans, m, pus, sets);
     let mut seg = Segment::create(pus.len(), &plans)?;
     let fd = seg.fd;
     // The descriptor now belongs to the caller; dropping `seg` only unmaps.

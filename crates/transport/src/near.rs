@@ -342,6 +342,40 @@ mod tests {
     }
 
     #[test]
+    fn ranks_bound_to_packages_group_by_package() {
+        // Open MPI's default above two ranks: each rank bound to a whole
+        // package, dealt round-robin. Rank 4 is bound to PUs of both
+        // packages, rank 5 to a PU this machine lacks (unknown).
+        let m = synthetic("package:2 core:2 pu:1");
+        let rules = crate::rules::Rules::builtin(&m);
+        let depth_of = |pus: &[Option<u32>], sets: &[Vec<u32>]| {
+            let mut plans = crate::plan::resolve(&m, &rules, pus).unwrap();
+            crate::plan::fill_set_depths(&mut plans, &m, pus, sets);
+            let n = pus.len();
+            move |i: usize, j: usize| plans[i * n + j].lca_depth
+        };
+        let sets = vec![vec![0, 1], vec![2, 3], vec![0, 1], vec![2, 3]];
+        let (order, split) = near_order(4, depth_of(&[None; 4], &sets)).unwrap();
+        assert_eq!(order, vec![0, 2, 1, 3]);
+        assert!(split[2] < split[1], "{split:?}");
+        // A rank bound to one PU sits in its package's group.
+        let pus = [None, None, Some(1), None];
+        let (order, _) = near_order(4, depth_of(&pus, &sets)).unwrap();
+        assert_eq!(order, vec![0, 2, 1, 3]);
+        // Both packages: a group of its own at the top; a PU the machine
+        // lacks: no order.
+        let mut wide = sets.clone();
+        wide.push(vec![1, 2]);
+        let (order, _) = near_order(5, depth_of(&[None; 5], &wide)).unwrap();
+        assert_eq!(order, vec![0, 2, 1, 3, 4]);
+        wide.push(vec![9]);
+        assert_eq!(
+            near_order(6, depth_of(&[None; 6], &wide)).map(|o| o.0),
+            None
+        );
+    }
+
+    #[test]
     fn the_shared_topologies_give_contiguous_groups() {
         let Some(dir) = topocomm_topo::testdata::shared_topologies() else {
             return;

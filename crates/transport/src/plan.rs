@@ -117,6 +117,47 @@ pub fn resolve(m: &Machine, rules: &Rules, pus: &[Option<u32>]) -> Result<Vec<Pl
     Ok(plans)
 }
 
+/// Fills the plans' `lca_depth` of the pairs whose ranks are bound to
+/// sets of PUs rather than one (`sets[r]`: OS indexes of rank r's
+/// binding; empty or missing = unknown): the depth of the lowest common
+/// ancestor of both sets together, so that ranks bound to a package, a NUMA
+/// node or an L3 each (Open MPI's `--bind-to socket`, its default above two
+/// ranks) still group by it in the collectives' near order (near.rs). A
+/// rank bound to one PU counts as the set of that PU; a set naming a PU the
+/// machine lacks leaves the rank unknown. Pairs already known are kept.
+pub fn fill_set_depths(plans: &mut [Plan], m: &Machine, pus: &[Option<u32>], sets: &[Vec<u32>]) {
+    let n = pus.len();
+    let index = ClassIndex::new(m);
+    // Per rank: a PU of its set (position) and the depth of its set's own
+    // lowest common ancestor. The ancestors of that PU nest, so the
+    // common ancestor of a set is the shallowest of those it shares with
+    // each member, and that of two sets the shallowest of theirs and of
+    // their two PUs' (the two sets' ancestors are on the PUs' chains).
+    let bound: Vec<Option<(usize, u32)>> = (0..n)
+        .map(|r| {
+            let set: Vec<u32> = match pus[r] {
+                Some(p) => vec![p],
+                None => sets.get(r).cloned().unwrap_or_default(),
+            };
+            let pos: Option<Vec<usize>> = set.iter().map(|&os| m.pu_position(os)).collect();
+            let pos = pos.filter(|p| !p.is_empty())?;
+            let depth = pos.iter().map(|&q| index.classify(m, pos[0], q).1).min()?;
+            Some((pos[0], depth))
+        })
+        .collect();
+    for a in 0..n {
+        for b in 0..n {
+            let plan = &mut plans[a * n + b];
+            if plan.lca_depth.is_some() {
+                continue;
+            }
+            if let (Some((pa, da)), Some((pb, db))) = (bound[a], bound[b]) {
+                plan.lca_depth = Some(da.min(db).min(index.classify(m, pa, pb).1));
+            }
+        }
+    }
+}
+
 /// Fewest slots per channel the budget leaves before fragments shrink: the
 /// two-copy pipeline needs a few in flight to overlap the two copies.
 const MIN_DEPTH: u64 = 4;

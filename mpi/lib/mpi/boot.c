@@ -61,15 +61,27 @@ static int agree(MPI_Comm comm, const struct outcome *mine, int node_rank) {
     return w.code != 0 ? w.code : TC_ERR_TRANSPORT;
 }
 
-/* The PU this process is bound to, or -1 when it may run on several. */
-static int bound_pu(void) {
+/* The PU this process is bound to, or -1 when it may run on several; and
+ * its CPU mask into mask[MASK_INTS] (32 bits each, CPU c in bit c % 32 of
+ * int c / 32; all zero when unknown): ranks bound to a package or a cache
+ * each are grouped by it in the collectives' near order. */
+enum { MASK_INTS = CPU_SETSIZE / 32 };
+static int bound_pu(unsigned *mask) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+    memset(mask, 0, sizeof(unsigned) * MASK_INTS);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    int one = -1;
     for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set)) return c;
-    return -1;
+        if (CPU_ISSET(c, &set)) {
+            mask[c / 32] |= 1u << (c % 32);
+            one = one == -1 ? c : -2;
+        }
+    return one >= 0 ? one : -1;
 }
+
+/* Ints per rank in the bootstrap's gather: PU, pid, CPU mask. */
+enum { INFO_INTS = 2 + MASK_INTS };
 
 /* TOPOCOMM_TIMEOUT (seconds) or 30 s for the descriptor hand-off. */
 static double handoff_timeout(struct outcome *o) {
@@ -112,14 +124,25 @@ static void test_delay(int node_rank) {
 static void create(const int *info, int nsize, int *seg_fd, int *lfd, char *name,
                    struct outcome *o) {
     int *pus = malloc(sizeof(int) * (size_t)nsize);
-    if (!pus) {
+    uint64_t *sets = malloc(sizeof(uint64_t) * (MASK_INTS / 2) * (size_t)nsize);
+    if (!pus || !sets) {
+        free(pus);
+        free(sets);
         set(o, TC_ERR_INTERNAL, "out of memory");
         return;
     }
-    for (int r = 0; r < nsize; r++) pus[r] = info[2 * r];
+    for (int r = 0; r < nsize; r++) {
+        const int *in = info + (size_t)INFO_INTS * r;
+        pus[r] = in[0];
+        for (int w = 0; w < MASK_INTS / 2; w++)
+            sets[(size_t)r * (MASK_INTS / 2) + w] =
+                (uint64_t)(unsigned)in[2 + 2 * w] | (uint64_t)(unsigned)in[3 + 2 * w] << 32;
+    }
     const char *rules = getenv("TOPOCOMM_RULES");
-    int rc = tc_segment_create(nsize, pus, rules && *rules ? rules : NULL, seg_fd);
+    int rc = tc_segment_create_sets(nsize, pus, sets, MASK_INTS / 2, rules && *rules ? rules : NULL,
+                                    seg_fd);
     free(pus);
+    free(sets);
     if (rc != 0) {
         set(o, rc, "%s", tc_last_error());
         return;
@@ -139,13 +162,15 @@ static int bootstrap(MPI_Comm comm, MPI_Comm node, int flags) {
     PMPI_Comm_size(node, &nsize);
     struct outcome o = {0, ""};
     double timeout = handoff_timeout(&o);
-    int mine[2] = {bound_pu(), (int)getpid()};
+    int mine[INFO_INTS];
+    mine[0] = bound_pu((unsigned *)mine + 2);
+    mine[1] = (int)getpid();
     int *info = NULL;
-    if (nrank == 0 && !(info = malloc(sizeof(int) * 2 * (size_t)nsize))) {
+    if (nrank == 0 && !(info = malloc(sizeof(int) * INFO_INTS * (size_t)nsize))) {
         fprintf(stderr, "topocomm_mpi_init: out of memory\n");
         PMPI_Abort(comm, 1);
     }
-    PMPI_Gather(mine, 2, MPI_INT, info, 2, MPI_INT, 0, node);
+    PMPI_Gather(mine, INFO_INTS, MPI_INT, info, INFO_INTS, MPI_INT, 0, node);
     int seg_fd = -1, lfd = -1;
     char name[FDP_NAME_LEN] = "";
     if (nrank == 0 && o.code == 0) create(info, nsize, &seg_fd, &lfd, name, &o);
@@ -158,7 +183,7 @@ static int bootstrap(MPI_Comm comm, MPI_Comm node, int flags) {
                 fprintf(stderr, "topocomm_mpi_init: out of memory\n");
                 PMPI_Abort(comm, 1);
             }
-            for (int r = 0; r < nsize; r++) pids[r] = info[2 * r + 1];
+            for (int r = 0; r < nsize; r++) pids[r] = info[(size_t)INFO_INTS * r + 1];
             if (lfd >= 0 && fdp_serve(lfd, seg_fd, pids, nsize, timeout, err) != 0)
                 set(&o, TC_ERR_TIMEOUT, "%s", err);
             free(pids);
