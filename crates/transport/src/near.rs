@@ -5,9 +5,9 @@
 //! A tree over the members in this order (a binomial broadcast or
 //! reduction, recursive doubling, the dissemination barrier) crosses a far
 //! boundary only where its subtrees span it: with ranks dealt round-robin
-//! over two packages (Open MPI's `--map-by socket`, its default above two
-//! ranks), a binomial broadcast in rank order crosses the packages at every
-//! one of its ceil(log2 n) rounds, in the near order once.
+//! over two packages (Open MPI's `--map-by socket`), a binomial broadcast
+//! in rank order crosses the packages at every one of its ceil(log2 n)
+//! rounds, in the near order once.
 //!
 //! The levels are not a fixed list: they are the depths of the lowest
 //! common ancestors of the members' PUs (the pair's locality class, as the
@@ -343,8 +343,8 @@ mod tests {
 
     #[test]
     fn ranks_bound_to_packages_group_by_package() {
-        // Open MPI's default above two ranks: each rank bound to a whole
-        // package, dealt round-robin. Rank 4 is bound to PUs of both
+        // Open MPI's default binding above two ranks (a whole package
+        // each), ranks dealt round-robin (`--map-by socket`). Rank 4 is bound to PUs of both
         // packages, rank 5 to a PU this machine lacks (unknown).
         let m = synthetic("package:2 core:2 pu:1");
         let rules = crate::rules::Rules::builtin(&m);
