@@ -3,11 +3,11 @@
 //! package) is contiguous, nested the way the machine nests them.
 //!
 //! A tree over the members in this order (a binomial broadcast or
-//! reduction, recursive doubling, the dissemination barrier) crosses a far
-//! boundary only where its subtrees span it: with ranks dealt round-robin
-//! over two packages (Open MPI's `--map-by socket`), a binomial broadcast
-//! in rank order crosses the packages at every one of its ceil(log2 n)
-//! rounds, in the near order once.
+//! reduction) crosses a boundary only where a subtree spans it: with n
+//! ranks dealt round-robin over k packages (Open MPI's `--map-by socket`),
+//! n - n/k of a binomial broadcast's n - 1 edges cross between packages in
+//! rank order, k - 1 along the near order, so far fewer messages and bytes
+//! cross the link between them.
 //!
 //! The levels are not a fixed list: they are the depths of the lowest
 //! common ancestors of the members' PUs (the pair's locality class, as the
