@@ -521,6 +521,12 @@ fn small_collectives_follow_the_members_locality_when_their_pus_differ_in_it() {
             assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");
             let c = near_counts(&t);
             assert_eq!(c.len(), np, "{what}:\n{t}");
+            // Rank 0 says the world's near order: the packages apart.
+            let said = format!(
+                "MPI_COMM_WORLD's trees along the near order {}\n",
+                if np == 3 { "0 2 | 1" } else { "0 2 | 1 3" }
+            );
+            assert_eq!(t.contains(&said), near == "1", "{what}: {said}\n{t}");
             assert!(
                 c.iter().all(|&k| (k > 100) == (near == "1")),
                 "{what}: trees along the near order:\n{t}"

@@ -239,6 +239,23 @@ static struct grp node_part(const acc_comm *c) {
  * others); their result is then the same bits from run to run for a given
  * placement. TOPOCOMM_ACCEL_NEAR=0 keeps the rank order (acc_near). */
 
+/* accel -v, once for MPI_COMM_WORLD: its ranks in their near order, the
+ * groups of the farthest level apart ("0 2 4 6 | 1 3 5 7"). */
+static void say_near(const int *order, const int *split, int n) {
+    int far = split[1];
+    for (int k = 2; k < n; k++)
+        if (split[k] < far) far = split[k];
+    char line[512];
+    size_t at = 0;
+    for (int k = 0; k < n && at + 32 < sizeof line; k++)
+        at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", k == 0 ? ""
+                                                                  : split[k] == far ? " | "
+                                                                                    : " ",
+                               order[k]);
+    fprintf(stderr, "topocomm accel: MPI_COMM_WORLD's trees along the near order %s%s\n", line,
+            at + 32 >= sizeof line ? " ..." : "");
+}
+
 void acc_coll_near_setup(acc_comm *c) {
     int n = c->size;
     if (!acc_near || c->mixed || n < 3) return;
@@ -264,6 +281,7 @@ void acc_coll_near_setup(acc_comm *c) {
         c->near_me = pos[c->comm_rank[acc.node_rank]];
         c->rooted_tc = rooted;
         c->rooted_root = -1;
+        if (acc.verbose && c->comm == MPI_COMM_WORLD && c->near_me == pos[0]) say_near(order, split, n);
         free(order);
         return;
     }
