@@ -135,18 +135,24 @@ fn near_order_collectives(c: &mut Comm) {
     let mine: Vec<f64> = (0..16)
         .map(|i| (i * 7 + me * 13) as f64 * 1e-3 + 1e8 * (me % 2) as f64)
         .collect();
-    let mut first = vec![0u8; 16 * 8];
-    allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut first).unwrap();
-    for _ in 0..10 {
-        let mut again = vec![0u8; 16 * 8];
-        allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut again).unwrap();
-        assert_eq!(again, first, "{n} ranks");
+    same_sums_every_time_and_everywhere(c, &mine, 10, &format!("{n} ranks"));
+}
+
+/// Allreduces `mine` (doubles) `times` more times after a first: the same
+/// bits each time, and on every rank.
+fn same_sums_every_time_and_everywhere(c: &mut Comm, mine: &[f64], times: usize, what: &str) {
+    let mut first = vec![0u8; mine.len() * 8];
+    allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(mine)), &mut first).unwrap();
+    for _ in 0..times {
+        let mut again = vec![0u8; mine.len() * 8];
+        allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(mine)), &mut again).unwrap();
+        assert_eq!(again, first, "{what}");
     }
-    let mut all = vec![0u8; n * first.len()];
+    let mut all = vec![0u8; c.size() * first.len()];
     allgather(c, Some(&first), &mut all).unwrap();
     assert!(
         all.chunks_exact(first.len()).all(|b| b == first),
-        "ranks differ"
+        "{what}: ranks differ"
     );
 }
 
@@ -167,18 +173,11 @@ fn double_sums_are_the_same_bits_every_time_and_on_every_rank() {
                 let mine: Vec<f64> = (0..count)
                     .map(|i| ((i * 31 + me * 17) % 101) as f64 * 10f64.powi((i % 17) as i32 - 8))
                     .collect();
-                let mut first = vec![0u8; count * 8];
-                allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut first).unwrap();
-                for _ in 0..20 {
-                    let mut again = vec![0u8; count * 8];
-                    allreduce(c, Dtype::F64, Op::Sum, Some(&f64s(&mine)), &mut again).unwrap();
-                    assert_eq!(again, first, "{n} ranks, {count} doubles");
-                }
-                let mut all = vec![0u8; n * first.len()];
-                allgather(c, Some(&first), &mut all).unwrap();
-                assert!(
-                    all.chunks_exact(first.len()).all(|b| b == first),
-                    "ranks differ"
+                same_sums_every_time_and_everywhere(
+                    c,
+                    &mine,
+                    20,
+                    &format!("{n} ranks, {count} doubles"),
                 );
             }
         });
