@@ -26,6 +26,7 @@
 //! expects another length than its sender sends says so.
 
 use crate::{Comm, Error, Request, Result};
+use std::sync::Arc;
 
 /// The matching context of collective messages, reserved (the C API
 /// refuses it for point-to-point messages).
@@ -286,41 +287,70 @@ pub fn bcast(c: &mut Comm, buf: &mut [u8], root: usize) -> Result<()> {
     bcast_over(c, buf, &members)
 }
 
-/// The job ranks in the order a tree rooted at `root` takes them (the
-/// root first): the job's near order rooted there (near.rs: every group
-/// of ranks sharing a locality level keeps its subtree), else the ranks
-/// from the root on, wrapping around.
-fn tree_from(c: &mut Comm, root: usize) -> Vec<usize> {
+/// The members a tree runs over, member 0 first, as job ranks.
+enum Members {
+    /// The ranks from `root` on, wrapping around (no near order: nothing
+    /// to compute or allocate per call).
+    From { root: usize, n: usize },
+    /// A near order, rooted or not (kept by [`crate::near::Near`]).
+    Listed(Arc<[usize]>),
+}
+
+impl Members {
+    fn len(&self) -> usize {
+        match self {
+            Members::From { n, .. } => *n,
+            Members::Listed(l) => l.len(),
+        }
+    }
+
+    /// The job rank of member `v`.
+    fn at(&self, v: usize) -> usize {
+        match self {
+            Members::From { root, n } => (v + root) % n,
+            Members::Listed(l) => l[v],
+        }
+    }
+
+    /// The member index of job rank `rank`.
+    fn index_of(&self, rank: usize) -> usize {
+        match self {
+            Members::From { root, n } => (rank + n - root) % n,
+            Members::Listed(l) => l.iter().position(|&r| r == rank).unwrap_or(0),
+        }
+    }
+}
+
+/// The members of a tree rooted at `root`: the job's near order rooted
+/// there (near.rs: every group of ranks sharing a locality level keeps its
+/// subtree), else the ranks from the root on.
+fn tree_from(c: &mut Comm, root: usize) -> Members {
     let n = c.size();
     match c.job_near() {
-        Some(near) => near.rooted_at(root),
-        None => (0..n).map(|v| (v + root) % n).collect(),
+        Some(near) => Members::Listed(near.rooted_at(root)),
+        None => Members::From { root, n },
     }
 }
 
-/// The job ranks in the order a tree with no root takes them: the job's
-/// near order where it has one, else rank order.
-fn tree_order(c: &mut Comm) -> Vec<usize> {
+/// The members of a tree with no root: the job's near order where it has
+/// one, else rank order.
+fn tree_order(c: &mut Comm) -> Members {
+    let n = c.size();
     match c.job_near() {
-        Some(near) => near.ranks.clone(),
-        None => (0..c.size()).collect(),
+        Some(near) => Members::Listed(near.ranks.clone()),
+        None => Members::From { root: 0, n },
     }
 }
 
-/// This rank's index in `members`.
-fn index_in(c: &Comm, members: &[usize]) -> usize {
-    members.iter().position(|&r| r == c.rank()).unwrap_or(0)
-}
-
-/// [`bcast`] from `members[0]` along the binomial tree over `members`.
-fn bcast_over(c: &mut Comm, buf: &mut [u8], members: &[usize]) -> Result<()> {
-    let (n, vr) = (members.len(), index_in(c, members));
+/// [`bcast`] from member 0 along the binomial tree over `members`.
+fn bcast_over(c: &mut Comm, buf: &mut [u8], members: &Members) -> Result<()> {
+    let (n, vr) = (members.len(), members.index_of(c.rank()));
     let len = buf.len();
     let p = buf.as_mut_ptr();
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
-            let parent = members[vr - mask];
+            let parent = members.at(vr - mask);
             // SAFETY: `buf` is borrowed for the whole step.
             step(c, |c, q| unsafe { q.recv(c, p, len, parent, T_BCAST) })?;
             break;
@@ -332,7 +362,7 @@ fn bcast_over(c: &mut Comm, buf: &mut [u8], members: &[usize]) -> Result<()> {
         while m > 0 {
             if vr + m < n {
                 // SAFETY: as above; only read while the sends are out.
-                unsafe { q.send(c, p, len, members[vr + m], T_BCAST)? };
+                unsafe { q.send(c, p, len, members.at(vr + m), T_BCAST)? };
             }
             m >>= 1;
         }
@@ -364,22 +394,22 @@ fn reduce_to_first(
     dt: Dtype,
     op: Op,
     acc: &mut Vec<u8>,
-    members: &[usize],
+    members: &Members,
 ) -> Result<()> {
-    let (n, r) = (members.len(), index_in(c, members));
+    let (n, r) = (members.len(), members.index_of(c.rank()));
     let mut tmp = Vec::new(); // only ranks that receive need it
     let mut mask = 1;
     while mask < n {
         if r & mask != 0 {
             let (p, len) = (acc.as_ptr(), acc.len());
-            let parent = members[r - mask];
+            let parent = members.at(r - mask);
             // SAFETY: `acc` is borrowed for the whole step.
             return step(c, |c, q| unsafe { q.send(c, p, len, parent, T_REDUCE) });
         }
         if r + mask < n {
             tmp.resize(acc.len(), 0);
             let (p, len) = (tmp.as_mut_ptr(), tmp.len());
-            let child = members[r + mask];
+            let child = members.at(r + mask);
             // SAFETY: `tmp` is borrowed for the whole step.
             step(c, |c, q| unsafe { q.recv(c, p, len, child, T_REDUCE) })?;
             combine(dt, op, acc, &mut tmp);
@@ -395,7 +425,7 @@ fn reduce_to_first(
 /// (op) upper member), else the reduction to member 0 and the broadcast.
 fn allreduce_tree(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<()> {
     let members = tree_order(c);
-    let (n, r) = (members.len(), index_in(c, &members));
+    let (n, r) = (members.len(), members.index_of(c.rank()));
     if !n.is_power_of_two() {
         reduce_to_first(c, dt, op, acc, &members)?;
         return bcast_over(c, acc, &members);
@@ -404,7 +434,7 @@ fn allreduce_tree(c: &mut Comm, dt: Dtype, op: Op, acc: &mut Vec<u8>) -> Result<
     let mut mask = 1;
     while mask < n {
         let partner = r ^ mask;
-        swap_with(c, acc, &mut tmp, members[partner], T_ALLREDUCE)?;
+        swap_with(c, acc, &mut tmp, members.at(partner), T_ALLREDUCE)?;
         if partner > r {
             combine(dt, op, acc, &mut tmp);
             std::mem::swap(acc, &mut tmp);

@@ -16,31 +16,42 @@
 //! none.
 
 use crate::Comm;
+use std::sync::Arc;
 
 /// A near order of job ranks: `ranks[k]` at position `k`, `split` as
-/// [`near_order`] gives it, and each rank's position.
+/// [`near_order`] gives it, and each rank's position; the order rooted at
+/// the last root asked for is kept ([`Near::rooted_at`]).
 #[derive(Clone, Debug)]
 pub struct Near {
-    pub ranks: Vec<usize>,
+    pub ranks: Arc<[usize]>,
     pub split: Vec<u32>,
     pub pos: Vec<usize>,
+    last_rooted: Option<(usize, Arc<[usize]>)>,
 }
 
 impl Near {
     /// The job ranks in the order a tree rooted at job rank `root` takes
-    /// them ([`rooted`]), the root first.
-    pub fn rooted_at(&self, root: usize) -> Vec<usize> {
-        rooted(&self.split, self.pos[root])
-            .into_iter()
-            .map(|q| self.ranks[q])
-            .collect()
+    /// them ([`rooted`]), the root first: computed when the root changes,
+    /// so a loop of calls with one root pays it once.
+    pub fn rooted_at(&mut self, root: usize) -> Arc<[usize]> {
+        match &self.last_rooted {
+            Some((r, order)) if *r == root => order.clone(),
+            _ => {
+                let order: Arc<[usize]> = rooted(&self.split, self.pos[root])
+                    .into_iter()
+                    .map(|q| self.ranks[q])
+                    .collect();
+                self.last_rooted = Some((root, order.clone()));
+                order
+            }
+        }
     }
 }
 
 impl Comm {
     /// The near order of the whole job (every rank, for the `tc_*`
     /// collectives), computed once: `None` when there is none.
-    pub fn job_near(&mut self) -> Option<&Near> {
+    pub fn job_near(&mut self) -> Option<&mut Near> {
         if self.job_near.is_none() {
             let all: Vec<usize> = (0..self.size()).collect();
             self.job_near = Some(self.near_order(&all).map(|(order, split)| {
@@ -49,13 +60,14 @@ impl Comm {
                     pos[r] = k;
                 }
                 Near {
-                    ranks: order,
+                    ranks: order.into(),
                     split,
                     pos,
+                    last_rooted: None,
                 }
             }));
         }
-        self.job_near.as_ref().and_then(|n| n.as_ref())
+        self.job_near.as_mut().and_then(|n| n.as_mut())
     }
 
     /// The near order ([`near_order`]) of the job ranks `ranks` (a

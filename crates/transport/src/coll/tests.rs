@@ -112,7 +112,7 @@ fn job_two_packages(pus: &[u32], f: fn(&mut Comm)) {
 /// and 4 ranks dealt round-robin over two packages.
 fn near_order_collectives(c: &mut Comm) {
     let (n, me) = (c.size(), c.rank());
-    let near = c.job_near().expect("the ranks differ in locality").clone();
+    let mut near = c.job_near().expect("the ranks differ in locality").clone();
     // Package 0 (PUs 0, 1) holds ranks 0 and 2.
     assert_eq!(&near.ranks[..2], &[0, 2]);
     for root in 0..n {
