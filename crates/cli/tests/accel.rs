@@ -273,15 +273,15 @@ fn collectives_run_over_the_transport_in_rank_order() {
         for np in [2, 3, 4] {
             let launch = mpirun(imp, np, &[&exe]);
             plain_verdict(&launch, "accel_coll: ok", &format!("{imp} coll, plain"));
-            // The two-member allreduce's two algorithms (picked per size
-            // from the first calls, so a run otherwise meets each only on
-            // some calls) are also forced one at a time at 2 ranks, and
-            // the halves once by pieces of 1 KiB: coll.c's large
-            // allreduces then take dozens to hundreds of pieces, the last
-            // one shorter and one element shorter on member 1 (odd
-            // counts), in place and not, the matrices' product through
-            // PMPI_Reduce_local (the 1 MiB-and-up halves take the
-            // pair's fragment by default).
+            // The two-member allreduce's ways (picked per size from the
+            // first calls, so a run otherwise meets each only on some
+            // calls) are also forced one at a time at 2 ranks
+            // (TOPOCOMM_ACCEL_ALLREDUCE), the halves by pieces with pieces
+            // of 1 KiB: coll.c's large allreduces then take dozens to
+            // hundreds of pieces, the last one shorter and one element
+            // shorter on member 1 (odd counts), in place and not, the
+            // matrices' product through PMPI_Reduce_local (the 1 MiB-and-up
+            // halves take the pair's fragment by default).
             // The reduced pieces (2 members) and blocks (3 and 4) are put
             // into the receivers' results where single copy works
             // (TOPOCOMM_ACCEL_PUT, on by default), else sent by message:
@@ -292,8 +292,9 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 ("1", "0", "0", "", "", "0"),
                 ("1", "0", "0", "whole", "", ""),
                 ("1", "0", "0", "halves", "", ""),
-                ("1", "0", "0", "halves", "1024", ""),
-                ("1", "0", "0", "halves", "1024", "0"),
+                ("1", "0", "0", "pieces", "1024", ""),
+                ("1", "0", "0", "pieces", "1024", "0"),
+                ("1", "0", "0", "gets", "", ""),
                 ("2", "0", "1", "", "", ""),
                 ("2", "1", "1", "", "", ""),
                 ("3", "1", "1", "", "", ""),
@@ -306,7 +307,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 let env = [
                     ("TOPOCOMM_ACCEL_COLL_HIER", hier),
                     ("TOPOCOMM_ACCEL_COLL_LANES", lanes),
-                    ("TOPOCOMM_ACCEL_ALLREDUCE2", pick2),
+                    ("TOPOCOMM_ACCEL_ALLREDUCE", pick2),
                     ("TOPOCOMM_ACCEL_PAIR_PIECE", piece),
                     ("TOPOCOMM_ACCEL_PUT", put),
                 ];
@@ -322,7 +323,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     // and its duplicate): picked once per communicator.
                     let picks = t
                         .lines()
-                        .filter(|l| l.contains("2-member allreduce of 4096-8191 bytes: "))
+                        .filter(|l| l.contains("allreduce of 4096-8191 bytes over 2 members: "))
                         .count();
                     assert_eq!(
                         picks, 2,
@@ -341,12 +342,13 @@ fn collectives_run_over_the_transport_in_rank_order() {
                         "{what}: bytes put by the blocks (want some: {want}):\n{t}"
                     );
                 }
-                if !piece.is_empty() {
+                if !piece.is_empty() || pick2 == "gets" {
                     // The halves' allreduces by 1 KiB pieces: put into
                     // each other's result (as many bytes each way: the
                     // count of each call is even or the halves differ by
                     // one element, so compare only that both put) unless
-                    // switched off or single copy does not work here.
+                    // switched off or single copy does not work here; by
+                    // gets, each member's reduced pieces too.
                     let want = put != "0" && puts_work;
                     assert!(
                         c.iter().all(|v| (v.3 > 0) == want),
@@ -551,6 +553,9 @@ fn large_reductions_by_gets_finish_by_messages_after_a_refused_get_or_put() {
     // (so the piece must not be folded again); at 4, 2 the third get, 4
     // the second put, 7 a get of the second piece. The first call meets
     // the failure; rank 1 then goes by messages for the rest of the job.
+    // The allreduces are forced by gets (TOPOCOMM_ACCEL_ALLREDUCE), so the
+    // K-th single copy falls where these cases expect it, whatever way the
+    // trials of a large allreduce would pick on this machine.
     let puts_work = single_copy_works();
     for imp in mpi_impls() {
         build_mpi(imp, &["libtopocomm-accel.so"]);
@@ -565,11 +570,10 @@ fn large_reductions_by_gets_finish_by_messages_after_a_refused_get_or_put() {
                 let launch = mpirun(imp, np, &[&exe, ip]);
                 for &k in ks {
                     let spec = format!("1:{k}");
-                    let env: Vec<(&str, &str)> = if k.is_empty() {
-                        vec![]
-                    } else {
-                        vec![("TOPOCOMM_FAIL_PUTS", spec.as_str())]
-                    };
+                    let mut env = vec![("TOPOCOMM_ACCEL_ALLREDUCE", "gets")];
+                    if !k.is_empty() {
+                        env.push(("TOPOCOMM_FAIL_PUTS", spec.as_str()));
+                    }
                     let what = format!("{imp} gets, {np} ranks, in place first {ip}, fault '{k}'");
                     let t = assert_ok(&accel(&["-v"], &launch, &env), &what);
                     assert!(t.contains("accel_gets: ok"), "{what}:\n{t}");

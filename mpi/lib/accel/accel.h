@@ -65,6 +65,14 @@ void acc_mpi_progress(void);
 /* Point-to-point context ids are 1..ACC_NCTX-1 (0: the plain tc_* API); a
  * communicator's collectives use its id + ACC_NCTX. */
 #define ACC_NCTX 16384
+/* A pick between two ways per size class (log2 of the bytes), timed on a
+ * communicator's first calls of the class (coll.c, trial_record). */
+struct acc_pick {
+    double best[2]; /* per way: the sum of the trials' times, seconds */
+    unsigned char calls, choice;
+    unsigned char run[2]; /* calls of each way's trial run (coll.c run_of); 0: not set yet */
+};
+
 typedef struct acc_comm {
     MPI_Comm comm;
     int ctx;           /* matching context in the transport */
@@ -102,17 +110,16 @@ typedef struct acc_comm {
      * last one is released, as MPI lets pending operations complete. */
     int holds;
     int retired;
-    /* Two-member allreduce per size class (log2 of the bytes): which of two
-     * algorithms this communicator uses, picked from the times of its first
-     * calls (coll.c, allreduce_two). */
-    struct acc_pick {
-        double best[2]; /* per way: fastest trial (pick2) or their sum (pickb), seconds */
-        unsigned char calls, choice;
-        unsigned char run[2]; /* calls of each way's trial run (coll.c run_of); 0: not set yet */
-    } pick2[64];
-    /* 1 + the smallest class picked "halves" and 1 + the largest picked
-     * "whole" (0: none yet): the classes beyond them follow without trials. */
-    unsigned char pick2_halves_from, pick2_whole_to;
+    /* Large allreduces per size class: the way this communicator uses
+     * among those that apply (coll.c, allreduce_large: the whole exchange,
+     * halves, pieces, blocks, blocks put, gets), timed on its first calls
+     * of the class. */
+    struct acc_pickw {
+        double sum[4];          /* per way: this member's timed trial calls, seconds */
+        unsigned char ways[4];  /* the ways tried, in trial order (coll.c enum ar_way) */
+        unsigned char nways;    /* 0: no call of the class yet */
+        unsigned char calls, run, choice; /* run 0: not set yet; choice: index in ways */
+    } pickar[64];
     /* Crowded broadcasts under Open MPI, per size class: the transport's
      * tree (0) or Open MPI's own (1), timed on the first calls
      * (coll.c, bcast_trial). */

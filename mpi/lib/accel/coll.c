@@ -67,10 +67,22 @@ size_t acc_coll_split_max = SIZE_MAX;
 static int coll_max_set;
 
 int acc_coll_hier, acc_coll_lanes;
-/* TOPOCOMM_ACCEL_ALLREDUCE2: whole (1) or halves (2) for every two-member
- * allreduce above XFER_EAGER; unset (0): picked per size class from the
- * first calls (allreduce_two). */
-static int pick2_forced;
+/* The ways of a large allreduce (allreduce_large). Two members: one
+ * exchange of whole vectors, the halves (a reduce-scatter and an
+ * allgather of halves), the halves by pieces (their reduced pieces put
+ * into the other's result where single copy works), or gets (gets.c);
+ * three or more: blocks by message, blocks whose reduced blocks are put
+ * into the receivers' results, or gets. Every way folds each element in
+ * member order, x_0 (op) (x_1 (op) (...)): the same bits whichever is
+ * picked. */
+enum ar_way { AR_WHOLE, AR_HALVES, AR_PIECES, AR_BLOCKS, AR_PUTS, AR_GETS, AR_NWAYS };
+static const char *const ar_key[AR_NWAYS] = {"whole", "halves", "pieces", "blocks", "puts", "gets"};
+static const char *const ar_name[AR_NWAYS] = {"whole exchange", "halves", "halves by pieces",
+                                               "blocks", "blocks put", "gets"};
+/* TOPOCOMM_ACCEL_ALLREDUCE=WAY: that way for every large allreduce it
+ * applies to (the others picked as without it); -1 (unset): each
+ * communicator picks per size class from its first calls. */
+static int ar_forced = -1;
 /* TOPOCOMM_ACCEL_PAIR_PIECE: bytes per piece of the two-member large
  * allreduce (0: whole halves); -1 (unset): the pair's pipeline fragment
  * (pair_piece). */
@@ -146,17 +158,15 @@ static void on_off(const char *name, int *v) {
 }
 
 void acc_coll_init(void) {
-    const char *a2 = getenv("TOPOCOMM_ACCEL_ALLREDUCE2");
-    if (a2 && *a2) {
-        pick2_forced = !strcmp(a2, "whole") ? 1 : !strcmp(a2, "halves") ? 2 : -1;
-        if (pick2_forced < 0) {
-            if (acc.world_rank == 0)
-                fprintf(stderr,
-                        "topocomm accel: TOPOCOMM_ACCEL_ALLREDUCE2='%s': expected 'whole' or "
-                        "'halves'; picking per size from the first calls\n",
-                        a2);
-            pick2_forced = 0;
-        }
+    const char *aw = getenv("TOPOCOMM_ACCEL_ALLREDUCE");
+    if (aw && *aw) {
+        for (int w = 0; w < AR_NWAYS; w++)
+            if (!strcmp(aw, ar_key[w])) ar_forced = w;
+        if (ar_forced < 0 && acc.world_rank == 0)
+            fprintf(stderr,
+                    "topocomm accel: TOPOCOMM_ACCEL_ALLREDUCE='%s': expected whole, halves, "
+                    "pieces, blocks, puts or gets; picking per size from the first calls\n",
+                    aw);
     }
     const char *pp = getenv("TOPOCOMM_ACCEL_PAIR_PIECE");
     if (pp && *pp) {
@@ -874,7 +884,10 @@ static int pair_fold_pieces(const struct grp *g, const struct red *d, const char
     return MPI_SUCCESS;
 }
 
-static int allreduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf) {
+/* pieces: by pieces where the halves take PAIR_PIECES_MIN or more (else
+ * whole halves). */
+static int allreduce_pair(const struct grp *g, struct red *d, const void *src, void *rbuf,
+                          int pieces) {
     int me = g->me, other = 1 - me;
     size_t esz = d->bytes / (size_t)d->count; /* contiguous: count x size bytes */
     int c1 = d->count / 2, c0 = d->count - c1;
@@ -884,7 +897,7 @@ static int allreduce_pair(const struct grp *g, struct red *d, const void *src, v
     const char *mine = (const char *)src + d->lb; /* data starts */
     char *out = (char *)rbuf + d->lb;
     int rc;
-    size_t piece = pair_piece(g);
+    size_t piece = pieces ? pair_piece(g) : 0;
     /* h0, not my_len, and tc_can_put_x (the same answer on every rank for
      * the whole job): both members decide alike. */
     int put = piece && puts_on();
@@ -969,65 +982,6 @@ static int allreduce_whole2(const struct grp *g, struct red *d, const void *src,
     return rc != MPI_SUCCESS ? rc : combine_two(d, me, mine, in, out, (size_t)d->count, d->bytes);
 }
 
-/* Two-member allreduce above XFER_EAGER: the whole exchange (one message
- * each way, the whole vector combined by both) or the halves (two
- * messages each way, half combined by each). The halves save half a
- * combine and pay one more exchange, so which wins depends on the
- * machine's copy and combine rates against its message latency (on the
- * dev VM: the whole exchange at 16-64 KiB, 0.66-0.92x Open MPI where the
- * halves took 0.96-1.16x; the halves from 256 KiB). Each communicator
- * times both on its first calls of each size class (log2 of the bytes):
- * PICK_WARM calls each not counted, then PICK_TRIALS each, alternating;
- * the two members then swap their fastest times and both take the
- * algorithm with the lower sum (the same sums on both: IEEE addition
- * commutes), so they agree without another rule. Both compute member 0's
- * (op) member 1's element by element: the same bits either way. */
-enum { PICK_WARM = 2, PICK_TRIALS = 4, PICK_CALLS = 2 * (PICK_WARM + PICK_TRIALS) };
-
-static int allreduce_two(acc_comm *c, const struct grp *g, struct red *d, const void *src,
-                         void *rbuf) {
-    if (d->count < 2 || pick2_forced == 1) return allreduce_whole2(g, d, src, rbuf);
-    if (pick2_forced == 2) return allreduce_pair(g, d, src, rbuf);
-    int k = size_class(d->bytes);
-    struct acc_pick *p = &c->pick2[k];
-    /* The halves' saving (half a combine) grows with the size and the
-     * whole exchange's (one exchange fewer) does not: above a class that
-     * picked the halves the halves win too, below one that picked the
-     * whole exchange it wins too. No trials there: at 16 MiB each call of
-     * the losing algorithm costs milliseconds. */
-    if (p->calls < PICK_CALLS && (c->pick2_halves_from && k + 1 >= c->pick2_halves_from)) {
-        p->calls = PICK_CALLS;
-        p->choice = 1;
-    } else if (p->calls < PICK_CALLS && c->pick2_whole_to && k + 1 <= c->pick2_whole_to) {
-        p->calls = PICK_CALLS;
-        p->choice = 0;
-    }
-    if (p->calls >= PICK_CALLS)
-        return p->choice ? allreduce_pair(g, d, src, rbuf) : allreduce_whole2(g, d, src, rbuf);
-    int alg = p->calls & 1;
-    double t0 = PMPI_Wtime();
-    int rc = alg ? allreduce_pair(g, d, src, rbuf) : allreduce_whole2(g, d, src, rbuf);
-    double t = PMPI_Wtime() - t0;
-    if (rc != MPI_SUCCESS) return rc;
-    if (p->calls >= 2 * PICK_WARM && (p->best[alg] == 0 || t < p->best[alg])) p->best[alg] = t;
-    if (++p->calls < PICK_CALLS) return rc;
-    double theirs[2];
-    rc = tc_err(xfer(g, p->best, sizeof p->best, 1 - g->me, theirs, sizeof theirs, 1 - g->me,
-                     T_PICK));
-    if (rc != MPI_SUCCESS) return rc;
-    p->choice = p->best[1] + theirs[1] < p->best[0] + theirs[0];
-    if (p->choice && (!c->pick2_halves_from || k + 1 < c->pick2_halves_from))
-        c->pick2_halves_from = (unsigned char)(k + 1);
-    if (!p->choice && k + 1 > c->pick2_whole_to) c->pick2_whole_to = (unsigned char)(k + 1);
-    if (acc.verbose && g->me == 0)
-        fprintf(stderr,
-                "topocomm accel: 2-member allreduce of %zu-%zu bytes: %s (whole exchange %.2f "
-                "us, halves %.2f us, sums of both members' fastest)\n",
-                (size_t)1 << k, ((size_t)2 << k) - 1, p->choice ? "halves" : "whole exchange",
-                (p->best[0] + theirs[0]) * 1e6, (p->best[1] + theirs[1]) * 1e6);
-    return rc;
-}
-
 /* Small reduce straight to the root on crowded nodes (reduce_flat, after
  * the request helpers below). */
 static int reduce_flat(const struct grp *g, struct red *d, const char *own, char *out, int root);
@@ -1035,8 +989,12 @@ static int allreduce_flat(const struct grp *g, struct red *d);
 
 /* Allreduce (root < 0) and reduce by blocks from SPLIT_MIN bytes
  * (reduce_split, after the request helpers below). */
+/* How reduce_split moves the blocks: gets where acc_coll_by_gets, else
+ * blocks put where puts_on (SPLIT_AUTO), or one way (an allreduce's way
+ * picked by allreduce_large). */
+enum split_how { SPLIT_AUTO, SPLIT_MSGS, SPLIT_PUTS, SPLIT_GETS };
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
-                        int root);
+                        int root, enum split_how how);
 
 /* ---- Lanes: small collectives through flags and blocks in the segment --- */
 
@@ -1501,7 +1459,7 @@ static int reduce_flat_run(acc_comm *c, struct red *d, const void *src, void *rb
 static int reduce_blocks_run(acc_comm *c, struct red *d, const void *src, void *rbuf, int root) {
     struct grp g = whole(c);
     acc.stats.coll_tc++;
-    return reduce_split(&g, d, src, rbuf, root);
+    return reduce_split(&g, d, src, rbuf, root, SPLIT_AUTO);
 }
 
 /* One call of a reduce picked by trials (reduce_picks), per size class, as
@@ -1567,7 +1525,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         if (reduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
         *rc = acc_error(comm, c->size == 2 ? reduce_pair(&g, &d, src, rbuf, root)
-                                           : reduce_split(&g, &d, src, rbuf, root));
+                                           : reduce_split(&g, &d, src, rbuf, root, SPLIT_AUTO));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -1641,6 +1599,125 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     return 1;
 }
 
+/* The ways a large allreduce of d over g can take (enum ar_way), in trial
+ * order, into w; returns how many. `split`: the call is one of blocks
+ * (count >= members, SPLIT_MIN and up), else a two-member one above
+ * XFER_EAGER. The same on every member: the sizes, the pair's fragment
+ * (in the shared segment) and the job-wide answer of single copy. A way
+ * forced by TOPOCOMM_ACCEL_ALLREDUCE is the only one where it applies. */
+static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned char w[4]) {
+    int n = 0;
+    if (g->n == 2) {
+        w[n++] = AR_WHOLE;
+        if (d->count >= 2) {
+            w[n++] = AR_HALVES;
+            size_t piece = pair_piece(g), esz = d->bytes / (size_t)d->count;
+            size_t h0 = (size_t)(d->count - d->count / 2) * esz;
+            if (piece && puts_on() && pair_piece_set < 0) piece = put_piece(piece, h0);
+            if (piece && h0 >= PAIR_PIECES_MIN * piece) w[n++] = AR_PIECES;
+        }
+    } else {
+        w[n++] = AR_BLOCKS;
+        if (puts_on()) w[n++] = AR_PUTS;
+    }
+    if (split && acc_coll_by_gets(g->n, d->bytes, GETS_ALL)) w[n++] = AR_GETS;
+    for (int i = 0; i < n; i++)
+        if (w[i] == ar_forced) {
+            w[0] = w[i];
+            return 1;
+        }
+    return n;
+}
+
+/* One large allreduce by way w. */
+static int ar_run(const struct grp *g, struct red *d, const void *src, void *rbuf, int w) {
+    switch (w) {
+    case AR_WHOLE: return allreduce_whole2(g, d, src, rbuf);
+    case AR_HALVES: return allreduce_pair(g, d, src, rbuf, 0);
+    case AR_PIECES: return allreduce_pair(g, d, src, rbuf, 1);
+    case AR_BLOCKS: return reduce_split(g, d, src, rbuf, GETS_ALL, SPLIT_MSGS);
+    case AR_PUTS: return reduce_split(g, d, src, rbuf, GETS_ALL, SPLIT_PUTS);
+    default: return reduce_split(g, d, src, rbuf, GETS_ALL, SPLIT_GETS);
+    }
+}
+
+/* Trials of a large allreduce: rounds of one call of each way, AR_WARM
+ * rounds not counted, then AR_TRIALS timed; where every member's first
+ * call took LONG_CALL_S or more, AR_LONG_WARM and AR_LONG_TRIALS (a 16 MiB
+ * allreduce of 4 crowded ranks takes about 11 ms). Rounds, not each way's
+ * calls in a row: on the 2-vCPU AMD EPYC VM a job's first ~400 1 MiB
+ * allreduces each got faster than the one before, under plain Open MPI
+ * too (means of 40 calls: 378, 292, 242, ... 153 us), which in runs in a
+ * row favoured the way tried last. The warm-up rounds cover the
+ * transport's first tries of each protocol for a new message size (it
+ * tries the other after 2 messages: transport.md, "Choosing the
+ * rendezvous protocol per message"). */
+enum { AR_WARM = 3, AR_TRIALS = 4, AR_LONG_WARM = 2, AR_LONG_TRIALS = 2 };
+
+/* An allreduce above the tree sizes (split: by blocks; else two members
+ * above XFER_EAGER). Which way wins depends on the machine as much as on
+ * the size: on the 2-vCPU Intel Xeon VM (model 167) the gets won from 64
+ * KiB with 4 crowded ranks and from 128 KiB with 2, on a 2-vCPU AMD EPYC
+ * (Zen 3) VM, where a single copy by the kernel runs at 8-9 GB/s against
+ * 25-34 GB/s for a user-space memcpy of the same bytes, the halves by
+ * message took 0.64-0.68 of the gets' time at 1-4 MiB with 2 ranks and
+ * the blocks by message 0.64 of it at 1 MiB with 4 crowded ranks, while
+ * the gets still won at 16 MiB (docs/collectives.md, "Large allreduces:
+ * the way picked by trials"). So each communicator runs every way that
+ * applies on its first calls of each size class (log2 of the bytes),
+ * then member 0 sums every member's timed calls per way (PMPI_Reduce) and
+ * broadcasts the way with the lowest sum, which every member keeps. Every
+ * way gives the same bits, so the pick does not change results. */
+static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, const void *src,
+                           void *rbuf, int split) {
+    unsigned char w[4];
+    int nw = ar_ways(g, d, split, w);
+    if (nw == 1) return ar_run(g, d, src, rbuf, w[0]);
+    int k = size_class(d->bytes);
+    struct acc_pickw *p = &c->pickar[k];
+    if (!p->nways) {
+        memcpy(p->ways, w, (size_t)nw);
+        p->nways = (unsigned char)nw;
+    }
+    if (p->run && p->calls >= p->nways * p->run) return ar_run(g, d, src, rbuf, p->ways[p->choice]);
+    int i = p->calls % p->nways, round = p->calls / p->nways;
+    double t0 = PMPI_Wtime();
+    int rc = ar_run(g, d, src, rbuf, p->ways[i]);
+    double t = PMPI_Wtime() - t0;
+    /* Every member makes these PMPI calls at the same call, failed ones
+     * included (trial_record says why). */
+    if (!p->run) {
+        double fastest = t;
+        int err = ACC_BLOCKING(PMPI_Allreduce(&t, &fastest, 1, MPI_DOUBLE, MPI_MIN, c->comm));
+        if (err != MPI_SUCCESS) return err;
+        p->run = (unsigned char)(fastest >= LONG_CALL_S ? AR_LONG_WARM + AR_LONG_TRIALS
+                                                        : AR_WARM + AR_TRIALS);
+    }
+    int warm = p->run == AR_LONG_WARM + AR_LONG_TRIALS ? AR_LONG_WARM : AR_WARM;
+    if (round >= warm) p->sum[i] += t;
+    if (++p->calls < p->nways * p->run) return rc;
+    double sum[4] = {0, 0, 0, 0};
+    int choice = 0;
+    int err = ACC_BLOCKING(PMPI_Reduce(p->sum, sum, p->nways, MPI_DOUBLE, MPI_SUM, 0, c->comm));
+    for (int j = 1; j < p->nways; j++)
+        if (sum[j] < sum[choice]) choice = j;
+    if (err == MPI_SUCCESS) err = ACC_BLOCKING(PMPI_Bcast(&choice, 1, MPI_INT, 0, c->comm));
+    p->choice = (unsigned char)choice;
+    if (acc.verbose && g->me == 0) {
+        char line[256];
+        int at = 0, timed = p->run - warm;
+        for (int j = 0; j < p->nways && at < (int)sizeof line; j++)
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%s %.2f us", j ? ", " : "",
+                           ar_name[p->ways[j]], sum[j] * 1e6 / g->n / timed);
+        fprintf(stderr,
+                "topocomm accel: allreduce of %zu-%zu bytes over %d members: %s (%s: "
+                "means of every member's %d timed calls)\n",
+                (size_t)1 << k, ((size_t)2 << k) - 1, g->n, ar_name[p->ways[choice]], line,
+                timed);
+    }
+    return rc != MPI_SUCCESS ? rc : err;
+}
+
 int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
@@ -1663,9 +1740,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
      * with 8 (bench coll, 4-8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
-        int pair = c->size == 2 && !acc_coll_by_gets(2, d.bytes, GETS_ALL);
-        *rc = acc_error(comm, pair ? allreduce_two(c, &g, &d, src, rbuf)
-                                   : reduce_split(&g, &d, src, rbuf, GETS_ALL));
+        *rc = acc_error(comm, allreduce_large(c, &g, &d, src, rbuf, 1));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -1673,7 +1748,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (c->mixed && !commutative(op)) return 0;
     if (!c->mixed && c->size == 2 && d.bytes > XFER_EAGER) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, allreduce_two(c, &g, &d, src, rbuf));
+        *rc = acc_error(comm, allreduce_large(c, &g, &d, src, rbuf, 0));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -2028,16 +2103,16 @@ static int blocks_put(const struct grp *g, const struct blocks *b, size_t esz, c
  * blocks are put into the receivers' results (blocks_put), the
  * receivers' addresses sent at the start. */
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
-                        int root) {
+                        int root, enum split_how how) {
     struct blocks b = {d->count, g->n, NULL};
     int n = g->n, first, cnt, me = g->me, all = root < 0 || me == root;
     const char *mine = (const char *)src + d->lb; /* data starts */
     char *out = all ? (char *)rbuf + d->lb : NULL;
     size_t esz = d->bytes / (size_t)d->count;
     acc_block_of(&b, me, &first, &cnt);
-    int put = puts_on();
-    if (acc_coll_by_gets(n, d->bytes, root)) /* root -1 is GETS_ALL */
-        return acc_coll_reduce_gets(g, d, &b, mine, out, root, NULL);
+    int put = how == SPLIT_AUTO ? puts_on() : how == SPLIT_PUTS;
+    if (how == SPLIT_GETS || (how == SPLIT_AUTO && acc_coll_by_gets(n, d->bytes, root)))
+        return acc_coll_reduce_gets(g, d, &b, mine, out, root, NULL); /* root -1 is GETS_ALL */
     struct reqs q_at;
     if (put) {
         /* [0, n): the receivers' result addresses; [n, 2n): their words
