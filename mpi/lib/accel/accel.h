@@ -116,6 +116,7 @@ typedef struct acc_comm {
      * of the class. */
     struct acc_pickw {
         double sum[4];          /* per way: this member's timed trial calls, seconds */
+        double best[4];         /* per way: this member's fastest timed trial call, seconds */
         unsigned char ways[4];  /* the ways tried, in trial order (coll.c enum ar_way) */
         unsigned char nways;    /* 0: no call of the class yet */
         unsigned char calls, run, choice; /* run 0: not set yet; choice: index in ways */
