@@ -23,6 +23,8 @@
  * test itself times MPI_Barrier. N is chosen by rank 0 from a probe batch so that a batch lasts
  * about --time-ms (default 20 ms), at least 2 and at most --max-iters
  * (default 100000), and sent to all ranks before the timed batches.
+ * Before the probes, 4 to 32 untimed calls (warm_up: up to a quarter
+ * second), as OSU's skip iterations.
  *
  * Data: bcast moves `size` bytes (MPI_CHAR) from root 0; reduce (root 0) and
  * allreduce sum size/4 floats (at least one, as osu_reduce); gather, scatter,
@@ -223,10 +225,32 @@ struct point {
     double value, samples[MAX_REPS];
 };
 
+/* Untimed calls of each point before its probes, as OSU's skip
+ * iterations: at least WARM_MIN (first-touch faults, connection set-up),
+ * then batches of WARM_MIN more while fewer than WARM_CALLS were made and
+ * less than WARM_S spent (rank 0's clock, its verdict broadcast, so every
+ * rank makes the same calls). Under `topocomm accel` a communicator's
+ * first calls of a size class may be trials of the ways it can take
+ * (12-28 calls for a large allreduce, docs/collectives.md): they fall
+ * here for calls of up to about 8 ms, so the timed batches measure the
+ * way picked, as an application's calls after its first few do. */
+enum { WARM_MIN = 4, WARM_CALLS = 32 };
+#define WARM_S 0.25
+
+static void warm_up(int test, uint64_t size) {
+    double t0 = MPI_Wtime();
+    int more = 1;
+    for (long done = 0; more; done += WARM_MIN) {
+        batch(test, size, WARM_MIN);
+        more = done + WARM_MIN < WARM_CALLS && MPI_Wtime() - t0 < WARM_S;
+        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+}
+
 static void measure(int test, uint64_t size, struct point *p) {
-    /* Warm-up (first-touch faults, connection set-up), then probes: 2
-     * calls, 10x more until a batch takes 1/8 of --time-ms. */
-    batch(test, size, 4);
+    /* Warm-up, then probes: 2 calls, 10x more until a batch takes 1/8 of
+     * --time-ms. */
+    warm_up(test, size);
     long n = 2;
     double per = batch(test, size, n);
     while (per * (double)n < O.time_s / 8 && n < O.max_iters) {
