@@ -75,12 +75,10 @@ int acc_coll_hier, acc_coll_lanes;
  * into the receivers' results, or gets. Every way folds each element in
  * member order, x_0 (op) (x_1 (op) (...)): the same bits whichever is
  * picked. */
-enum ar_way { AR_WHOLE, AR_HALVES, AR_PIECES, AR_BLOCKS, AR_PUTS, AR_GETS, AR_MPI, AR_NWAYS };
-static const char *const ar_key[AR_NWAYS] = {"whole", "halves", "pieces", "blocks",
-                                             "puts",  "gets",   "mpi"};
+enum ar_way { AR_WHOLE, AR_HALVES, AR_PIECES, AR_BLOCKS, AR_PUTS, AR_GETS, AR_NWAYS };
+static const char *const ar_key[AR_NWAYS] = {"whole", "halves", "pieces", "blocks", "puts", "gets"};
 static const char *const ar_name[AR_NWAYS] = {"whole exchange", "halves", "halves by pieces",
-                                               "blocks",         "blocks put", "gets",
-                                               "Open MPI's own"};
+                                               "blocks", "blocks put", "gets"};
 /* TOPOCOMM_ACCEL_ALLREDUCE=WAY: that way for every large allreduce it
  * applies to (the others picked as without it); -1 (unset): each
  * communicator picks per size class from its first calls. */
@@ -1608,8 +1606,6 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
  * (in the shared segment) and the job-wide answer of single copy. A way
  * forced by TOPOCOMM_ACCEL_ALLREDUCE is the only one where it applies. */
 static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned char w[4]) {
-    /* At most 4: two members 4 without Open MPI's own (never with two),
-     * three or more 3 and Open MPI's own. */
     int n = 0;
     if (g->n == 2) {
         w[n++] = AR_WHOLE;
@@ -1625,13 +1621,6 @@ static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned
         if (puts_on()) w[n++] = AR_PUTS;
     }
     if (split && acc_coll_by_gets(g->n, d->bytes, GETS_ALL)) w[n++] = AR_GETS;
-#ifdef OPEN_MPI
-    /* On a crowded node Open MPI's own too, as for the broadcasts,
-     * allgathers and alltoalls there (bcast_picks): with 8 ranks on the
-     * 2-vCPU AMD EPYC VM every way over the transport took 1.07-1.45x
-     * Open MPI's time at 1 MiB (trials of 2 jobs against plain jobs). */
-    if (g->n > 2 && crowded() && !coll_max_set) w[n++] = AR_MPI;
-#endif
     for (int i = 0; i < n; i++)
         if (w[i] == ar_forced) {
             w[0] = w[i];
@@ -1640,16 +1629,8 @@ static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned
     return n;
 }
 
-/* One large allreduce by way w over c (g: all its members), counted in
- * the path's statistics. */
-static int ar_run(const acc_comm *c, const struct grp *g, struct red *d, const void *src,
-                  void *rbuf, int w) {
-    if (w == AR_MPI) {
-        acc.stats.coll_plain++;
-        return ACC_BLOCKING(PMPI_Allreduce(src == rbuf ? MPI_IN_PLACE : src, rbuf, d->count,
-                                           d->type, d->op, c->comm));
-    }
-    acc.stats.coll_tc++;
+/* One large allreduce by way w. */
+static int ar_run(const struct grp *g, struct red *d, const void *src, void *rbuf, int w) {
     switch (w) {
     case AR_WHOLE: return allreduce_whole2(g, d, src, rbuf);
     case AR_HALVES: return allreduce_pair(g, d, src, rbuf, 0);
@@ -1691,18 +1672,17 @@ static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, cons
                            void *rbuf, int split) {
     unsigned char w[4];
     int nw = ar_ways(g, d, split, w);
-    if (nw == 1) return ar_run(c, g, d, src, rbuf, w[0]);
+    if (nw == 1) return ar_run(g, d, src, rbuf, w[0]);
     int k = size_class(d->bytes);
     struct acc_pickw *p = &c->pickar[k];
     if (!p->nways) {
         memcpy(p->ways, w, (size_t)nw);
         p->nways = (unsigned char)nw;
     }
-    if (p->run && p->calls >= p->nways * p->run)
-        return ar_run(c, g, d, src, rbuf, p->ways[p->choice]);
+    if (p->run && p->calls >= p->nways * p->run) return ar_run(g, d, src, rbuf, p->ways[p->choice]);
     int i = p->calls % p->nways, round = p->calls / p->nways;
     double t0 = PMPI_Wtime();
-    int rc = ar_run(c, g, d, src, rbuf, p->ways[i]);
+    int rc = ar_run(g, d, src, rbuf, p->ways[i]);
     double t = PMPI_Wtime() - t0;
     /* Every member makes these PMPI calls at the same call, failed ones
      * included (trial_record says why). */
@@ -1774,6 +1754,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
         *rc = acc_error(comm, allreduce_large(c, &g, &d, src, rbuf, 1));
+        acc.stats.coll_tc++;
         return 1;
     }
     if (!contiguous || d.bytes > red_max) return 0;
@@ -1781,6 +1762,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (!c->mixed && c->size == 2 && d.bytes > XFER_EAGER) {
         struct grp g = whole(c);
         *rc = acc_error(comm, allreduce_large(c, &g, &d, src, rbuf, 0));
+        acc.stats.coll_tc++;
         return 1;
     }
     if (!c->mixed && c->size == 2 && !lane_fits(c, d.bytes) && d.bytes <= XFER_EAGER) {
