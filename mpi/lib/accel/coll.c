@@ -42,7 +42,6 @@ enum {
     T_SCATTER,
     T_ALLGATHER,
     T_ALLTOALL,
-    T_PICK,
     T_ADDR
 };
 
@@ -1665,9 +1664,11 @@ enum { AR_WARM = 3, AR_TRIALS = 4, AR_LONG_WARM = 2, AR_LONG_TRIALS = 2 };
  * the gets still won at 16 MiB (docs/collectives.md, "Large allreduces:
  * the way picked by trials"). So each communicator runs every way that
  * applies on its first calls of each size class (log2 of the bytes),
- * then member 0 sums every member's timed calls per way (PMPI_Reduce) and
- * broadcasts the way with the lowest sum, which every member keeps. Every
- * way gives the same bits, so the pick does not change results. */
+ * then member 0 sums per way every member's fastest timed call (on a
+ * crowded node: all its timed calls; PMPI_Reduce) and broadcasts the way
+ * with the lowest sum, which every member keeps. Every way gives the same
+ * bits, so the pick does not change results (which is why the MPI's own,
+ * another order, is not among them). */
 static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, const void *src,
                            void *rbuf, int split) {
     unsigned char w[4];
@@ -1679,7 +1680,8 @@ static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, cons
         memcpy(p->ways, w, (size_t)nw);
         p->nways = (unsigned char)nw;
     }
-    if (p->run && p->calls >= p->nways * p->run) return ar_run(g, d, src, rbuf, p->ways[p->choice]);
+    if (p->run && p->calls >= p->nways * p->run)
+        return ar_run(g, d, src, rbuf, p->ways[p->choice]);
     int i = p->calls % p->nways, round = p->calls / p->nways;
     double t0 = PMPI_Wtime();
     int rc = ar_run(g, d, src, rbuf, p->ways[i]);
@@ -1702,7 +1704,7 @@ static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, cons
     /* With a CPU per member, the fastest timed call of each way: a way's
      * first calls of a new size are its slowest (the transport's first
      * tries of each protocol for it; on the 2-vCPU AMD EPYC VM the halves
-     * of 1 MiB took 120-230 us a call over their first 10 calls, 95-100
+     * of 1 MiB took 110-280 us a call over their calls 4 to 13, 95-100
      * from the 20th), and the fastest is the nearest to what the way does
      * once settled. On a crowded node the sums: there a member's fastest
      * call says little of how long the others waited for it to be
