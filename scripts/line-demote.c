@@ -5,7 +5,7 @@
  * after each message").
  *
  *   gcc -O2 -Wall -Wextra -Werror -o /tmp/line-demote scripts/line-demote.c
- *   /tmp/line-demote WORK DEMOTE [ROUND_TRIPS]
+ *   /tmp/line-demote WORK DEMOTE [ROUND_TRIPS [APART]]
  *
  * Both directions live in one 64-byte line, each in its own 32-byte half
  * (seq stored last with release, then 8 bytes of payload), as the
@@ -13,8 +13,11 @@
  * iterations of an empty volatile loop (the receive and send calls of a
  * real reply; `line-demote 0 0` is `bench p2p`'s line limit). DEMOTE 1:
  * `cldemote` on the line after each write (a no-op on x86 CPUs without
- * it). Prints the one-way time in ns (round trip / 2, over the last three
- * quarters of the run) and the nanoseconds of WORK alone. x86-64 only. */
+ * it). APART: bytes from the first half to the second, a multiple of 32
+ * below 4096 (default 32: one line; 128 or more: a line per direction, as
+ * two flags on lines of their own would be). Prints the one-way time in
+ * ns (round trip / 2, over the last three quarters of the run) and the
+ * nanoseconds of WORK alone. x86-64 only. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
@@ -65,10 +68,12 @@ int main(int argc, char **argv)
     work = argc > 1 ? strtol(argv[1], &e1, 10) : -1;
     demote = argc > 2 ? (int)strtol(argv[2], &e2, 10) : -1;
     long n = argc > 3 ? atol(argv[3]) : 1000000;
-    if (*e1 || *e2 || argc < 3 || argc > 4 || work < 0 || work > 100000 || demote < 0 ||
-        demote > 1 || n < 4) {
+    char *e3 = "";
+    long apart = argc > 4 ? strtol(argv[4], &e3, 10) : 32;
+    if (*e1 || *e2 || *e3 || argc < 3 || argc > 5 || work < 0 || work > 100000 || demote < 0 ||
+        demote > 1 || n < 4 || apart < 32 || apart >= 4096 || apart % 32 != 0) {
         fprintf(stderr, "usage: line-demote WORK(0-100000 loop iterations) DEMOTE(0|1) "
-                        "[ROUND_TRIPS(>=4)]\n");
+                        "[ROUND_TRIPS(>=4) [APART(32-4064, a multiple of 32)]]\n");
         return 2;
     }
     half *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -76,7 +81,7 @@ int main(int argc, char **argv)
         perror("line-demote: mmap");
         return 2;
     }
-    half *there = &m[0], *back = &m[1]; /* one 64-byte line */
+    half *there = &m[0], *back = &m[apart / 32]; /* APART 32: one 64-byte line */
     pid_t child = fork();
     if (child < 0) {
         perror("line-demote: fork");
@@ -103,7 +108,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < n / 4; i++)
         spin_work();
     double w = (now() - w0) / (double)(n / 4);
-    printf("work %ld (%.1f ns) demote %d: one-way %.1f ns (check %llu)\n", work, w * 1e9, demote,
-           t / ((double)n * 0.75) / 2 * 1e9, (unsigned long long)(sink % 10));
+    printf("work %ld (%.1f ns) demote %d apart %ld: one-way %.1f ns (check %llu)\n", work, w * 1e9,
+           demote, apart, t / ((double)n * 0.75) / 2 * 1e9, (unsigned long long)(sink % 10));
     return 0;
 }
