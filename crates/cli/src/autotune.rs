@@ -167,9 +167,14 @@ pub fn job_rules(m: &Machine, refresh: bool) -> Result<Resolved> {
 /// command itself, which reports them in context.
 pub fn before_benchmarks(g: &crate::common::GlobalOpts) {
     if let Ok(m) = g.machine() {
-        if let Err(e) = job_rules(&m, false) {
-            eprintln!("topocomm: {e:#}");
-        }
+        before_benchmarks_on(&m);
+    }
+}
+
+/// [`before_benchmarks`] on a machine model already loaded.
+pub fn before_benchmarks_on(m: &topocomm_topo::Machine) {
+    if let Err(e) = job_rules(m, false) {
+        eprintln!("topocomm: {e:#}");
     }
 }
 

@@ -71,8 +71,12 @@ fn main() -> ExitCode {
             cmd::accel::run(&cli.global, a)
         }
         Command::Bench(a) => {
-            // bench map measures no machine: no tuning first.
-            if !matches!(a.command, cmd::bench::BenchCommand::Map(_)) {
+            // bench map measures no machine: no tuning first; bench p2p
+            // checks its pairs first (cmd::bench::p2p::measure).
+            if !matches!(
+                a.command,
+                cmd::bench::BenchCommand::Map(_) | cmd::bench::BenchCommand::P2p(_)
+            ) {
                 autotune::before_benchmarks(&cli.global);
             }
             cmd::bench::run(&cli.global, a)

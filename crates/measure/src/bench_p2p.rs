@@ -6,6 +6,7 @@
 
 use crate::backends::{locate_mpi_build, parse_peers, Backend, MpiImpl};
 use crate::p2p::{default_sizes, parse_sizes, parse_tests, JobMeta, P2pParams, Test};
+use crate::p2p_placement::{classify, keep, P2pPlacement, RunProbes};
 use crate::results::{impl_order, ratios, table, Ratio, ResultRow};
 use crate::timer::TimerInfo;
 use crate::{Error, PinError, SampleLine, Summary};
@@ -286,6 +287,10 @@ pub struct BackendStatus {
     /// Where its ranks ran, when it says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinning: Option<JobMeta>,
+    /// A job's cache-line probes between the pair's PUs (one-way us), just
+    /// before and just after it ([`crate::p2p_placement`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probe_us: Vec<f64>,
 }
 
 /// Everything one run measured.
@@ -297,6 +302,12 @@ pub struct Outcome {
     pub rows: Vec<ResultRow>,
     /// Ratios between implementations.
     pub ratios: Vec<Ratio>,
+    /// Where the host ran each (pair, cache) mode's jobs.
+    pub placements: Vec<P2pPlacement>,
+    /// `near` and `distant`: rows and ratios over the jobs of one placement
+    /// (`rows` and `ratios` are over every job), for the modes whose
+    /// placement has tables there ([`P2pPlacement::tables`]).
+    pub by_placement: Vec<PlacementRows>,
     /// One status per scheduled backend run.
     pub backends: Vec<BackendStatus>,
     /// The timer check.
@@ -385,6 +396,8 @@ pub fn measure(
     schedule.extend(limit.iter().cloned().map(|l| (l, true)));
 
     let mut rows = Vec::new();
+    let mut placed_rows: [Vec<ResultRow>; 2] = [Vec::new(), Vec::new()];
+    let mut placements = Vec::new();
     let mut statuses = Vec::new();
     let total = plan.pairs.len() * plan.modes.len() * schedule.len();
     let mut step = 0;
@@ -395,9 +408,8 @@ pub fn measure(
                 ..plan.params.clone()
             };
             let timeout = plan.timeout.unwrap_or_else(|| params.time_bound());
-            let mut pooled: Vec<SampleLine> = Vec::new();
-            // Each implementation's jobs, pooled, in the order of `jobs`.
-            let mut pooled_jobs: Vec<Vec<SampleLine>> = vec![Vec::new(); jobs.len()];
+            // Every run of the schedule: its probes and sample lines.
+            let mut runs: Vec<ModeRun> = Vec::new();
             let mut limit_failed = false;
             for ((name, backend), is_limit) in &schedule {
                 step += 1;
@@ -416,12 +428,19 @@ pub fn measure(
                     params.cache()
                 );
                 progress(Progress::Start { label: &label });
+                let probe = || {
+                    (!*is_limit && c.pair.0 != c.pair.1)
+                        .then(|| crate::bench_coll::probe(c.pair))
+                        .flatten()
+                };
+                let before = probe();
                 let result = backend.clone().and_then(|b| {
                     let mut on_step = |what: &str| progress(Progress::Step { what });
                     b.run(c.pair, &round_params, timeout, &mut on_step)
                         .map_err(|e| e.to_string())
                 });
                 let elapsed_s = t0.elapsed().as_secs_f64();
+                let probe_us: Vec<f64> = before.into_iter().chain(probe()).collect();
                 let mut status = BackendStatus {
                     backend: name.clone(),
                     pair: c.label(),
@@ -430,20 +449,25 @@ pub fn measure(
                     reason: None,
                     elapsed_s,
                     pinning: None,
+                    probe_us: probe_us.clone(),
+                };
+                let mut run = ModeRun {
+                    backend: name.clone(),
+                    is_limit: *is_limit,
+                    ok: false,
+                    probe_us,
+                    lines: Vec::new(),
                 };
                 match result {
-                    Ok(run) => {
+                    Ok(got) => {
                         progress(Progress::Done {
                             label: &label,
                             elapsed_s,
                         });
-                        if *is_limit {
-                            pool(&mut pooled, run.lines);
-                        } else if let Some(k) = jobs.iter().position(|(n, _)| n == name) {
-                            pool(&mut pooled_jobs[k], run.lines);
-                        }
-                        status.reason = run.note;
-                        status.pinning = run.meta;
+                        run.ok = true;
+                        run.lines = got.lines;
+                        status.reason = got.note;
+                        status.pinning = got.meta;
                     }
                     Err(e) => {
                         progress(Progress::Skipped {
@@ -456,35 +480,124 @@ pub fn measure(
                     }
                 }
                 statuses.push(status);
+                runs.push(run);
             }
-            for lines in &pooled_jobs {
-                rows.extend(
-                    lines
-                        .iter()
-                        .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
-                );
+            if limit_failed {
+                runs.retain(|r| !r.is_limit);
             }
-            if !limit_failed {
-                rows.extend(
-                    pooled
+            lend_limit_probes(&mut runs);
+            let probes: Vec<RunProbes> = runs
+                .iter()
+                .map(|r| RunProbes {
+                    backend: &r.backend,
+                    is_limit: r.is_limit,
+                    ok: r.ok,
+                    probes_us: &r.probe_us,
+                })
+                .collect();
+            let every: Vec<&ModeRun> = runs.iter().collect();
+            rows.extend(mode_rows(&every, &jobs, c));
+            if let Some((placement, states)) = classify(&c.label(), params.cache(), &probes) {
+                let limits: Vec<bool> = runs.iter().map(|r| r.is_limit).collect();
+                for (k, near) in [(0, true), (1, false)] {
+                    let name = if near { "near" } else { "distant" };
+                    if !placement.tables.iter().any(|t| t == name) {
+                        continue;
+                    }
+                    let chosen: Vec<&ModeRun> = runs
                         .iter()
-                        .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
-                );
+                        .zip(keep(&states, &limits, near))
+                        .filter(|(_, k)| *k)
+                        .map(|(r, _)| r)
+                        .collect();
+                    placed_rows[k].extend(mode_rows(&chosen, &jobs, c));
+                }
+                placements.push(placement);
             }
         }
     }
     if rows.is_empty() {
         return Err(BenchP2pError::NoResult);
     }
+    let by_placement = ["near", "distant"]
+        .into_iter()
+        .zip(placed_rows)
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(name, results)| PlacementRows {
+            placement: name.into(),
+            ratios: ratios(&results),
+            results,
+        })
+        .collect();
     let ratios = ratios(&rows);
     Ok(Outcome {
         plan: plan.clone(),
         rows,
         ratios,
+        placements,
+        by_placement,
         backends: statuses,
         timer,
         started,
     })
+}
+
+/// The rows and ratios over the jobs of one placement.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PlacementRows {
+    /// `near` or `distant`.
+    pub placement: String,
+    pub results: Vec<ResultRow>,
+    pub ratios: Vec<Ratio>,
+}
+
+/// One run of a (pair, cache) mode's schedule: a job or a round of the
+/// limits.
+struct ModeRun {
+    backend: String,
+    is_limit: bool,
+    ok: bool,
+    probe_us: Vec<f64>,
+    lines: Vec<SampleLine>,
+}
+
+/// Gives each limit round the probe next to it: the one just before the
+/// following job, or, for the last round, the one after the last job.
+fn lend_limit_probes(runs: &mut [ModeRun]) {
+    for i in 0..runs.len() {
+        if !runs[i].is_limit {
+            continue;
+        }
+        let next = runs[i + 1..]
+            .iter()
+            .find(|r| !r.is_limit)
+            .and_then(|r| r.probe_us.first());
+        let prev = runs[..i]
+            .iter()
+            .rev()
+            .find(|r| !r.is_limit)
+            .and_then(|r| r.probe_us.last());
+        runs[i].probe_us = next.or(prev).copied().into_iter().collect();
+    }
+}
+
+/// The rows of one (pair, cache) mode from `runs`: each implementation's
+/// jobs pooled (in the order of `jobs`), then the limits.
+fn mode_rows(runs: &[&ModeRun], jobs: &[Slot], c: &PairChoice) -> Vec<ResultRow> {
+    let mut out = Vec::new();
+    let names = jobs.iter().map(|(n, _)| n.as_str()).chain(["limit"]);
+    for name in names {
+        let mut pooled = Vec::new();
+        for r in runs.iter().filter(|r| r.ok && r.backend == name) {
+            pool(&mut pooled, r.lines.clone());
+        }
+        out.extend(
+            pooled
+                .iter()
+                .filter_map(|l| ResultRow::from_line(l, c.pair, &c.class)),
+        );
+    }
+    out
 }
 
 /// Adds a round's lines to the pool: samples of the same (test, size) are
@@ -549,13 +662,26 @@ impl Outcome {
     /// The result tables, per pair, cache mode and test that has results;
     /// titled `TEST (UNIT), PUs P,Q (CLASS), CACHE cache; median [95% CI]`.
     pub fn tables(&self) -> Vec<ResultTable> {
+        self.tables_of(&self.rows, &self.ratios)
+    }
+
+    /// [`Outcome::tables`] over the jobs of each placement that has
+    /// them: (`near` or `distant`, its tables).
+    pub fn placement_tables(&self) -> Vec<(String, Vec<ResultTable>)> {
+        self.by_placement
+            .iter()
+            .map(|p| (p.placement.clone(), self.tables_of(&p.results, &p.ratios)))
+            .collect()
+    }
+
+    fn tables_of(&self, rows: &[ResultRow], ratios: &[Ratio]) -> Vec<ResultTable> {
         let mut out = Vec::new();
         for c in &self.plan.pairs {
             let pair = c.label();
             for &cold in &self.plan.modes {
                 let cache = if cold { "cold" } else { "hot" };
                 for t in &self.plan.params.tests {
-                    let (h, lines) = table(&self.rows, &self.ratios, &pair, cache, *t);
+                    let (h, lines) = table(rows, ratios, &pair, cache, *t);
                     if lines.is_empty() {
                         continue;
                     }
@@ -654,13 +780,19 @@ impl Outcome {
             "llc": p.llc,
             "backends": self.backends,
             "noise_median_relative_ci": self.noise().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+            "placement": self.placements,
         });
         if let (Some(a), Some(b)) = (meta.as_object_mut(), extra.as_object()) {
             for (k, v) in b {
                 a.insert(k.clone(), v.clone());
             }
         }
-        serde_json::json!({ "results": self.rows, "ratios": self.ratios, "meta": meta })
+        let mut doc =
+            serde_json::json!({ "results": self.rows, "ratios": self.ratios, "meta": meta });
+        if !self.by_placement.is_empty() {
+            doc["by_placement"] = serde_json::json!(self.by_placement);
+        }
+        doc
     }
 }
 

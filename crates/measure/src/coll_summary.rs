@@ -51,6 +51,16 @@ pub struct Placement {
     pub ratios_over_near: bool,
 }
 
+/// The probe time above which a job ran distant: [`FAR_FACTOR`] x the
+/// 10th percentile of `probes_us` (sorted here); `None` with fewer than 2.
+pub fn far_cut(probes_us: &mut [f64]) -> Option<f64> {
+    if probes_us.len() < 2 {
+        return None;
+    }
+    probes_us.sort_by(f64::total_cmp);
+    Some(FAR_FACTOR * probes_us[(probes_us.len() - 1) / 10])
+}
+
 /// Whether a job ran near by its probes (`None`: no probes).
 pub fn ran_near(r: &JobRecord, cut_us: f64) -> Option<bool> {
     (!r.probe_us.is_empty()).then(|| r.probe_us.iter().all(|&v| v <= cut_us))
@@ -62,11 +72,7 @@ pub fn placement(plan: &Plan, jobs: &[JobRecord]) -> Option<Placement> {
         .iter()
         .flat_map(|r| r.probe_us.iter().copied())
         .collect();
-    if all.len() < 2 {
-        return None;
-    }
-    all.sort_by(f64::total_cmp);
-    let cut_us = FAR_FACTOR * all[(all.len() - 1) / 10];
+    let cut_us = far_cut(&mut all)?;
     let ok: Vec<&JobRecord> = jobs.iter().filter(|r| r.status == "ok").collect();
     let count = |mpi: Option<&str>, cfg: Option<&str>, near: bool| -> usize {
         ok.iter()

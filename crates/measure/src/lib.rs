@@ -8,7 +8,8 @@
 //! states), `matrix` (per-pair latency) and `placement` (CG + triad); the
 //! commands over them, with their result files, in `cache_report`,
 //! `matrix_report` and `placement_report` (shared parts in `charact`).
-//! `bench_p2p` plans and runs `topocomm bench p2p`; `bench_coll` and
+//! `bench_p2p` plans and runs `topocomm bench p2p` (jobs classed by
+//! the host's placement in `p2p_placement`); `bench_coll` and
 //! `coll_summary` run and summarize `topocomm bench coll`.
 
 pub mod backends;
@@ -25,6 +26,7 @@ pub mod matrix_report;
 pub mod meta;
 pub mod ompi_session;
 pub mod p2p;
+pub mod p2p_placement;
 pub mod pin;
 pub mod placement;
 pub mod placement_report;

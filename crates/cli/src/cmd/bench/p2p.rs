@@ -99,6 +99,11 @@ fn show(quiet: bool, p: Progress) {
 fn measure(m: &Machine, o: &Options, quiet: bool) -> Result<Outcome> {
     let p = plan(m, o).map_err(usage)?;
     check_live(&p, &origin_text(m)).map_err(usage)?;
+    // A first use measures the transport's rules here, once the pairs are
+    // known to exist: a mistyped pair fails at once, not after it.
+    if p.with_topocomm {
+        crate::autotune::before_benchmarks_on(m);
+    }
     let worker = topocomm_transport::worker::locate().map_err(|e| e.to_string());
     let exe = std::env::current_exe().ok();
     let now = super::utc_now();
@@ -140,6 +145,9 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         },
         topocomm_topo::human_bytes(params.llc)
     );
+    for p in &o.placements {
+        println!("{}", p.line());
+    }
     print!("{}", render_tables(&o));
     for b in o.backends.iter().filter(|b| b.status != "ok") {
         let why = b.reason.as_deref().unwrap_or("");
@@ -174,6 +182,13 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
             "slowest sample against its point's median, as speed (points of 10 samples or more, the lowest): {}",
             slowest.join(", ")
         );
+    }
+    for (placement, tables) in o.placement_tables() {
+        println!("\nover the jobs of the {placement} placement alone:");
+        for (title, h, lines) in tables {
+            let hr: Vec<&str> = h.iter().map(String::as_str).collect();
+            println!("\n{title}\n{}", text_table(&hr, &lines).trim_end());
+        }
     }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&to_json(&o, &m))?;
