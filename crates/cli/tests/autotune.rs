@@ -116,7 +116,7 @@ fn the_first_job_measures_and_caches_and_later_jobs_load_it() {
         files(&home)
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&e[0]).unwrap()).unwrap();
-    assert_eq!(v["format"], "topocomm.rules-cache/5");
+    assert_eq!(v["format"], "topocomm.rules-cache/6");
     for k in ["fingerprint", "cpu_model", "kernel"] {
         assert!(v["key"][k].as_str().is_some_and(|s| !s.is_empty()), "{v}");
     }
@@ -212,7 +212,7 @@ fn a_corrupt_or_foreign_cache_entry_is_reported_and_measured_again() {
         assert!(err.contains(MEASURING), "{err}");
         // Measured again: the entry is whole once more.
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&e[0]).unwrap()).unwrap();
-        assert_eq!(v["format"], "topocomm.rules-cache/5");
+        assert_eq!(v["format"], "topocomm.rules-cache/6");
         assert!(!v["key"]["kernel"].as_str().unwrap().starts_with("other-"));
     }
     std::fs::remove_dir_all(&home).unwrap();

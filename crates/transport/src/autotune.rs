@@ -30,8 +30,9 @@ use topocomm_topo::Machine;
 /// the built-in chunk became 16 MiB); 4 the answers measured not to pay
 /// (entries of 3 left those classes to the built-in rules, which answer
 /// from 8 KiB since); 5 the sender's help with single copy (`help_min`:
-/// entries of 4 would load it as never).
-pub const FORMAT: &str = "topocomm.rules-cache/5";
+/// entries of 4 would load it as never); 6 the inline messages over up to
+/// four cells (entries of 5 carry `inline_max = 40`, one cell).
+pub const FORMAT: &str = "topocomm.rules-cache/6";
 /// Environment variable that turns measuring off (`0`) or on (`1`, default).
 pub const ENV: &str = "TOPOCOMM_AUTOTUNE";
 

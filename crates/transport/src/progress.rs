@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::recv::{InStream, Key, Payload, Unexp};
 use crate::request::Status;
 use crate::segment::{
-    K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG, K_HELP, K_INLINE, K_RTS, ST_FINALIZED, ST_UP,
+    inline_cells, INLINE_BYTES, INLINE_MAX_BYTES, K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_FRAG,
+    K_HELP, K_INLINE, K_RTS, ST_FINALIZED, ST_UP,
 };
 use crate::send::{Stream, TIMED_FRAGMENT};
 use std::sync::atomic::Ordering;
@@ -59,7 +60,33 @@ impl Comm {
             // every cell first cost an inline message a tenth of its drain.
             let body = &c.body;
             let word = |k: usize| u64::from_ne_bytes(body[8 * k..8 * k + 8].try_into().unwrap());
+            let mut cells = 1;
             match kind {
+                K_INLINE if len > INLINE_BYTES => {
+                    if len > INLINE_MAX_BYTES {
+                        return Err(Error::Setup(format!(
+                            "protocol error: inline message of {len} bytes from rank {src}"
+                        )));
+                    }
+                    cells = inline_cells(len);
+                    let mut wide = [0u8; INLINE_MAX_BYTES];
+                    // SAFETY: c is the published cell at pos, len <=
+                    // INLINE_MAX_BYTES = wide's size.
+                    unsafe { self.ins[src].copy_inline(c, pos, len, wide.as_mut_ptr()) };
+                    match self.match_posted(src, key) {
+                        Some(idx) => self.deliver(idx, src, tag, wide.as_ptr(), len),
+                        None => {
+                            let v = self.spare.copy_of(&wide[..len]);
+                            self.unexp.push_back(Unexp {
+                                src,
+                                tag,
+                                ctx: key.ctx,
+                                len,
+                                payload: Payload::Data(v),
+                            });
+                        }
+                    }
+                }
                 K_INLINE => match self.match_posted(src, key) {
                     Some(idx) => self.deliver(idx, src, tag, body.as_ptr(), len),
                     None => self.unexp.push_back(Unexp {
@@ -199,7 +226,7 @@ impl Comm {
                     )))
                 }
             }
-            self.ins[src].tail = pos + 1;
+            self.ins[src].tail = pos + cells;
             // Messages, not replies (the kinds are ordered so, checked
             // at compile time below).
             if kind <= K_RTS {

@@ -10,8 +10,8 @@ use crate::copy::{copy_plain, copy_small, prefetch_read};
 use crate::error::{Error, Result};
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
-    Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_CTS, K_CTS_TIMED,
-    K_EAGER, K_FIN, K_INLINE, RING,
+    inline_cells, Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES,
+    INLINE_MAX_BYTES, K_CTS, K_CTS_TIMED, K_EAGER, K_FIN, K_INLINE, RING, WIDE_BYTES,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -150,6 +150,34 @@ impl In {
             len: 0,
             body: [0; INLINE_BYTES],
         })
+    }
+
+    /// Copies the `len` bytes of the inline message whose first cell `c` is
+    /// at position `pos` (published: its `seq` was read with Acquire) to
+    /// `out`: the first cell's body, then the following cells' bytes after
+    /// their `seq` (`Comm::push_wide`).
+    ///
+    /// # Safety
+    /// `c` must be that published cell (of the ring, or the duplex copy when
+    /// `len <= INLINE_BYTES`), `len <= INLINE_MAX_BYTES`, and `out` valid
+    /// for `len` writable bytes.
+    #[inline]
+    pub(crate) unsafe fn copy_inline(&self, c: &Cell, pos: u64, len: usize, out: *mut u8) {
+        // SAFETY: the caller's contract; the following cells lie in the
+        // ring (index modulo RING) and were written before the first
+        // cell's Release, which our Acquire of its seq saw.
+        unsafe {
+            copy_small(out, c.body.as_ptr(), len.min(INLINE_BYTES));
+            let mut off = INLINE_BYTES;
+            let mut j = 1;
+            while off < len {
+                let cj = self.cells.add(((pos + j) % RING) as usize).cast::<u8>();
+                let n = (len - off).min(WIDE_BYTES);
+                copy_small(out.add(off), cj.add(8), n);
+                off += n;
+                j += 1;
+            }
+        }
     }
 
     /// The cell of the message at this channel's tail if it has been
@@ -1010,9 +1038,15 @@ impl Comm {
         {
             return None;
         }
+        let mut cells = 1;
         if c.kind == K_INLINE {
-            // SAFETY: len <= cap (checked) and <= INLINE_BYTES.
-            unsafe { copy_small(ptr, c.body.as_ptr(), len) };
+            if len > INLINE_MAX_BYTES {
+                return None; // the engine reports it (drain_cells)
+            }
+            cells = inline_cells(len);
+            // SAFETY: c is the published cell at pos; len <= cap (checked)
+            // and <= INLINE_MAX_BYTES.
+            unsafe { self.ins[s].copy_inline(c, pos, len, ptr) };
         } else {
             self.before_long_copy(len);
             let data = self.cur_slot(s);
@@ -1024,7 +1058,7 @@ impl Comm {
         self.taken += 1;
         self.taken_from = s;
         let i = &mut self.ins[s];
-        i.tail = pos + 1;
+        i.tail = pos + cells;
         // A duplex message used no cell: the tail goes back to the sender
         // with the next cell taken, or after half a ring of duplex ones.
         if i.dx_taken != pos + 1 || i.tail - i.published >= RING / 2 {

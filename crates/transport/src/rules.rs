@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use topocomm_topo::{LocalityClass, Machine, ObjectKind};
 
-/// Bytes of payload carried inside one 64-byte cell (the rest is header).
-pub const CELL_PAYLOAD: usize = crate::segment::INLINE_BYTES;
+/// Bytes of payload an inline message may carry in the ring's cells: 40 in
+/// its first 64-byte cell (the rest is header), 56 in each of up to three
+/// more (`segment::INLINE_CELLS`).
+pub const CELL_PAYLOAD: usize = crate::segment::INLINE_MAX_BYTES;
 /// A `cma_threshold` from which no message starts with single copy: with
 /// `adaptive`, the receiver starts every rendezvous with two-copy and tries
 /// single copy now and then (what measured rules write where single copy
@@ -43,8 +45,8 @@ pub enum Owner {
 /// once resolved into a [`Plan`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Params {
-    /// Messages up to this size travel inside the cell (<= [`CELL_PAYLOAD`]
-    /// = 40 bytes).
+    /// Messages up to this size travel inside the ring's cells (<=
+    /// [`CELL_PAYLOAD`] = 208 bytes: one cell up to 40, four at 208).
     pub inline_max: u64,
     /// Messages up to this size are copied into one fragment slot without
     /// waiting for the receiver (<= fragment).
@@ -221,7 +223,7 @@ impl Params {
         if self.inline_max > CELL_PAYLOAD as u64 {
             return Err((
                 "inline_max",
-                format!("must be <= {CELL_PAYLOAD} (one cell)"),
+                format!("must be <= {CELL_PAYLOAD} (four cells)"),
             ));
         }
         if !(4096..=(64 << 20)).contains(&self.fragment) {

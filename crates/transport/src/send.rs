@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::recv::Key;
 use crate::request::{ReqKind, Request, Status, DONE_IDX};
 use crate::segment::{
-    Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES, K_EAGER, K_FRAG,
-    K_HELP, K_INLINE, K_RTS, RING,
+    inline_cells, Cell, DuplexHalf, HelpLine, PlanRaw, RecvCtrl, DUPLEX_BYTES, INLINE_BYTES,
+    INLINE_MAX_BYTES, K_EAGER, K_FRAG, K_HELP, K_INLINE, K_RTS, RING, WIDE_BYTES,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -221,6 +221,9 @@ impl Comm {
         if unsafe { self.push_inline_now(ptr, len, dst, key) } {
             return true;
         }
+        // An inline message of several cells whose cells the ring lacks
+        // goes eagerly if a cell and a slot are free: the same order, and
+        // no wait for the receiver.
         if !self.outs[dst].queue.is_empty() || !self.goes_eager(dst, len) {
             return false;
         }
@@ -309,7 +312,10 @@ impl Comm {
     #[inline(always)]
     unsafe fn push_inline_now(&mut self, ptr: *const u8, len: usize, dst: usize, key: Key) -> bool {
         let o = &self.outs[dst];
-        if (len as u64) > o.plan.inline_max || !o.queue.is_empty() || !self.ring_space(dst) {
+        if (len as u64) > o.plan.inline_max
+            || !o.queue.is_empty()
+            || !self.ring_space_for(dst, inline_cells(len))
+        {
             return false;
         }
         // SAFETY: forwarded contract.
@@ -405,18 +411,24 @@ impl Comm {
         }
     }
 
-    /// Free cells in the ring to `dst` (re-reading the receiver's tail only
+    /// A free cell in the ring to `dst` (re-reading the receiver's tail only
     /// when the cached value says full).
     #[inline]
     fn ring_space(&mut self, dst: usize) -> bool {
+        self.ring_space_for(dst, 1)
+    }
+
+    /// [`Comm::ring_space`] for `cells` consecutive cells.
+    #[inline]
+    fn ring_space_for(&mut self, dst: usize, cells: u64) -> bool {
         let o = &mut self.outs[dst];
-        if o.head - o.tail_cache < RING {
+        if o.head + cells - o.tail_cache <= RING {
             return true;
         }
         // SAFETY: ctrl points into the mapping. Acquire pairs with the
         // receiver's Release of `tail` (ordering 2).
         o.tail_cache = unsafe { (*o.ctrl).tail.load(Ordering::Acquire) };
-        o.head - o.tail_cache < RING
+        o.head + cells - o.tail_cache <= RING
     }
 
     fn slot_free(&mut self, dst: usize) -> bool {
@@ -471,6 +483,11 @@ impl Comm {
         if len <= DUPLEX_BYTES && unsafe { self.push_duplex(dst, key, ptr, len) } {
             return;
         }
+        if len > INLINE_BYTES {
+            // SAFETY: forwarded contract.
+            unsafe { self.push_wide(dst, key, ptr, len) };
+            return;
+        }
         let body: &[u8] = if len == 0 {
             &[]
         } else {
@@ -479,6 +496,48 @@ impl Comm {
             unsafe { std::slice::from_raw_parts(ptr, len) }
         };
         self.push_cell(dst, K_INLINE, key, len as u64, body);
+    }
+
+    /// Publishes an inline message longer than one cell's payload over
+    /// [`inline_cells`]`(len)` consecutive cells (the ring has room for them:
+    /// `ring_space_for`): the bytes after the first [`INLINE_BYTES`] go into
+    /// the following cells, [`WIDE_BYTES`] each after their `seq` (which is
+    /// left as it is), then the first cell is written and published as an
+    /// inline message of `len` bytes. The receiver reads the following cells
+    /// only after the first one's `seq` (Acquire, ordering 1), and moves its
+    /// tail past all of them at once.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `INLINE_BYTES < len <= INLINE_MAX_BYTES`
+    /// bytes.
+    unsafe fn push_wide(&mut self, dst: usize, key: Key, ptr: *const u8, len: usize) {
+        debug_assert!(len > INLINE_BYTES && len <= INLINE_MAX_BYTES);
+        let o = &mut self.outs[dst];
+        let pos = o.head;
+        let cells = inline_cells(len);
+        // SAFETY: cells pos..pos + cells are ours (ring_space_for checked
+        // that the receiver released them); every copy stays inside one
+        // cell (n <= WIDE_BYTES after the 8-byte seq, INLINE_BYTES in the
+        // body) and inside the caller's len bytes.
+        unsafe {
+            let mut off = INLINE_BYTES;
+            for j in 1..cells {
+                let c = o.cells.add(((pos + j) % RING) as usize).cast::<u8>();
+                let n = (len - off).min(WIDE_BYTES);
+                copy_small(c.add(8), ptr.add(off), n);
+                off += n;
+            }
+            let c = o.cells.add((pos % RING) as usize);
+            (*c).kind = K_INLINE;
+            (*c).ctx = key.ctx;
+            (*c).tag = key.tag;
+            (*c).len = len as u64;
+            copy_small((*c).body.as_mut_ptr(), ptr, INLINE_BYTES);
+            // Release: the following cells' bytes too (ordering 1).
+            (*c).seq.store(pos + 1, Ordering::Release);
+        }
+        o.head += cells;
+        self.activity += 1;
     }
 
     /// Sends an inline message of at most [`DUPLEX_BYTES`] through the
@@ -570,7 +629,7 @@ impl Comm {
     fn try_push(&mut self, dst: usize, job: &Job) -> bool {
         match job.proto {
             Proto::Inline => {
-                if !self.ring_space(dst) {
+                if !self.ring_space_for(dst, inline_cells(job.len)) {
                     return false;
                 }
                 // SAFETY: ptr is valid for len bytes per isend's contract
@@ -757,6 +816,55 @@ mod tests {
                 assert_eq!(&got[..], &msg(9, 17)[..]);
             }
             assert_eq!(c.outs[peer].dx_sent, by_line, "17 bytes went by the line");
+        });
+    }
+
+    /// Inline messages longer than one cell's payload take consecutive
+    /// cells (up to 208 bytes: no eager slot), and arrive whole and in order
+    /// while the ring wraps many times over, taken at once by a waiting
+    /// receive or queued as unexpected (a burst received in reverse order).
+    #[test]
+    fn inline_messages_over_several_cells_keep_every_byte_and_their_order() {
+        job(2, |c| {
+            let data = |n: usize, seed: u32| -> Vec<u8> {
+                (0..n).map(|i| (i as u32 * 7 + seed) as u8).collect()
+            };
+            let sizes = [41usize, 64, 96, 97, 152, 153, 208, 0, 17, 40];
+            // 19 cells a round at least: the 128-cell ring wraps 6 times.
+            let rounds = 40u32;
+            let mut buf = vec![0u8; INLINE_MAX_BYTES];
+            if c.rank() == 0 {
+                let frags = c.outs[1].frags;
+                for r in 0..rounds {
+                    for (k, &n) in sizes.iter().enumerate() {
+                        c.send(&data(n, r * 16 + k as u32), 1, k as i32).unwrap();
+                    }
+                    // A round takes at most 22 cells: with the peer's ack
+                    // after each, the ring always has room for a message's
+                    // cells (a full one sends it eagerly: `push_now`).
+                    c.recv(&mut buf, 1, 98).unwrap();
+                }
+                assert_eq!(c.outs[1].frags, frags, "a message went through a slot");
+                c.recv(&mut buf, 1, 99).unwrap();
+                for (k, &n) in sizes.iter().enumerate() {
+                    c.send(&data(n, 1000 + k as u32), 1, k as i32).unwrap();
+                }
+            } else {
+                for r in 0..rounds {
+                    for (k, &n) in sizes.iter().enumerate() {
+                        let st = c.recv(&mut buf, 0, k as i32).unwrap();
+                        let want = data(n, r * 16 + k as u32);
+                        assert_eq!(&buf[..st.count], &want[..], "round {r}, {n} bytes");
+                    }
+                    c.send(&[0u8], 0, 98).unwrap();
+                }
+                c.send(&[1u8], 0, 99).unwrap();
+                for (k, &n) in sizes.iter().enumerate().rev() {
+                    let st = c.recv(&mut buf, 0, k as i32).unwrap();
+                    let want = data(n, 1000 + k as u32);
+                    assert_eq!(&buf[..st.count], &want[..], "burst, {n} bytes");
+                }
+            }
         });
     }
 
