@@ -71,20 +71,11 @@ impl Comm {
                     cells = inline_cells(len);
                     let mut wide = [0u8; INLINE_MAX_BYTES];
                     // SAFETY: c is the published cell at pos, len <=
-                    // INLINE_MAX_BYTES = wide's size.
-                    unsafe { self.ins[src].copy_inline(c, pos, len, wide.as_mut_ptr()) };
-                    match self.match_posted(src, key) {
-                        Some(idx) => self.deliver(idx, src, tag, wide.as_ptr(), len),
-                        None => {
-                            let v = self.spare.copy_of(&wide[..len]);
-                            self.unexp.push_back(Unexp {
-                                src,
-                                tag,
-                                ctx: key.ctx,
-                                len,
-                                payload: Payload::Data(v),
-                            });
-                        }
+                    // INLINE_MAX_BYTES = wide's size, which then holds the
+                    // len bytes.
+                    unsafe {
+                        self.ins[src].copy_inline(c, pos, len, wide.as_mut_ptr());
+                        self.deliver_or_keep(src, key, wide.as_ptr(), len);
                     }
                 }
                 K_INLINE => match self.match_posted(src, key) {
@@ -99,22 +90,8 @@ impl Comm {
                 },
                 K_EAGER => {
                     let data = self.cur_slot(src);
-                    match self.match_posted(src, key) {
-                        Some(idx) => self.deliver(idx, src, tag, data, len),
-                        None => {
-                            // SAFETY: the slot holds len <= fragment bytes.
-                            let v = self
-                                .spare
-                                .copy_of(unsafe { std::slice::from_raw_parts(data, len) });
-                            self.unexp.push_back(Unexp {
-                                src,
-                                tag,
-                                ctx: key.ctx,
-                                len,
-                                payload: Payload::Data(v),
-                            });
-                        }
-                    }
+                    // SAFETY: the slot holds len <= fragment bytes.
+                    unsafe { self.deliver_or_keep(src, key, data, len) };
                     self.release_slot(src);
                 }
                 K_RTS => {
@@ -247,6 +224,31 @@ impl Comm {
         self.activity += n as u64;
         self.publish_tail(src);
         Ok(n)
+    }
+
+    /// Delivers the `len` bytes at `data`, a message from `src` with `key`,
+    /// to the posted receive that matches it, or keeps a copy of them as
+    /// an unexpected message.
+    ///
+    /// # Safety
+    /// `data` must be valid for `len` bytes.
+    unsafe fn deliver_or_keep(&mut self, src: usize, key: Key, data: *const u8, len: usize) {
+        match self.match_posted(src, key) {
+            Some(idx) => self.deliver(idx, src, key.tag, data, len),
+            None => {
+                // SAFETY: the caller's contract.
+                let v = self
+                    .spare
+                    .copy_of(unsafe { std::slice::from_raw_parts(data, len) });
+                self.unexp.push_back(Unexp {
+                    src,
+                    tag: key.tag,
+                    ctx: key.ctx,
+                    len,
+                    payload: Payload::Data(v),
+                });
+            }
+        }
     }
 
     /// Hands the cells drained so far on channel src -> me back to the
