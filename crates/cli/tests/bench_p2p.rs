@@ -153,24 +153,24 @@ fn jobs_are_interleaved_and_their_samples_pooled() {
         // 3 samples split in 2 jobs of 2 (rounded up), pooled: 4.
         assert_eq!(r["samples"].as_array().unwrap().len(), 4, "{imp}: {r}");
     }
-    // Every job is probed just before and just after it (the limits'
-    // rounds are not), and the pair's placement is classed from them.
+    // Each limits' round is probed just before it; the jobs are not (their
+    // samples carry probes of their own), and the pair's placement is
+    // classed sample by sample: 2 jobs of 2 samples per implementation.
     for b in v["meta"]["backends"].as_array().unwrap() {
         let probes = b["probe_us"].as_array().map_or(0, Vec::len);
-        let want = if b["backend"] == "limit" { 0 } else { 2 };
+        let want = if b["backend"] == "limit" { 1 } else { 0 };
         assert_eq!(probes, want, "{b}");
     }
     let placement = &v["meta"]["placement"][0];
     assert_eq!(placement["pair"], "0,1", "{v}");
-    let jobs = |k: &str| -> u64 {
-        placement[k]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|n| n.as_u64().unwrap())
-            .sum()
-    };
-    assert_eq!(jobs("near") + jobs("distant"), 4, "{placement}");
+    for imp in ["topocomm", "openmpi"] {
+        let n = |k: &str| placement[k][imp].as_u64().unwrap_or(0);
+        assert_eq!(n("near") + n("distant"), 4, "{imp}: {placement}");
+        let cut = placement["cut_us"][imp]
+            .as_f64()
+            .expect("a cut per implementation");
+        assert!(cut > 0.0 && cut < 1000.0, "{placement}");
+    }
 }
 
 #[test]

@@ -403,6 +403,7 @@ mod tests {
             samples: 3,
             min_time_ms: 1.0,
             window: 4,
+            probe: 0,
         };
         let l = |size, imp: &str, unit: &str| SampleLine {
             implementation: imp.into(),

@@ -6,7 +6,10 @@
 
 use crate::backends::{locate_mpi_build, parse_peers, Backend, MpiImpl};
 use crate::p2p::{default_sizes, parse_sizes, parse_tests, JobMeta, P2pParams, Test};
-use crate::p2p_placement::{classify, keep, P2pPlacement, RunProbes};
+use crate::p2p_placement::{
+    classify, keep_limits, limit_latency_cuts, placed_limit_lines, placed_lines, Classed,
+    P2pPlacement, RunSamples,
+};
 use crate::results::{impl_order, ratios, table, Ratio, ResultRow};
 use crate::timer::TimerInfo;
 use crate::{Error, PinError, SampleLine, Summary};
@@ -221,6 +224,7 @@ pub fn plan(m: &Machine, a: &Options) -> Result<Plan, BenchP2pError> {
         samples: a.samples.unwrap_or(if a.quick { 5 } else { 20 }) as usize,
         min_time_ms,
         window: a.window.unwrap_or(if a.quick { 8 } else { 64 }),
+        probe: 0,
     };
     let modes = match a.cache.as_str() {
         "cold" => vec![true],
@@ -287,11 +291,16 @@ pub struct BackendStatus {
     /// Where its ranks ran, when it says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinning: Option<JobMeta>,
-    /// A job's cache-line probes between the pair's PUs (one-way us), just
-    /// before and just after it ([`crate::p2p_placement`]).
+    /// A limit round's cache-line probe between the pair's PUs (one-way
+    /// us), just before it ([`crate::p2p_placement`]; a job's samples carry
+    /// probes of their own).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probe_us: Vec<f64>,
 }
+
+/// 8-byte ping-pongs after every sample of a job (`--probe`): a few tens
+/// of microseconds per sample, enough for a median one-way time.
+const PROBE_PINGPONGS: u32 = 100;
 
 /// Everything one run measured.
 #[derive(Clone, Debug)]
@@ -416,8 +425,14 @@ pub fn measure(
                 if *is_limit && limit_failed {
                     continue;
                 }
+                let pinned = c.pair.0 != c.pair.1;
                 let round_params = P2pParams {
                     samples: if *is_limit { per_round } else { per_job },
+                    probe: if pinned && !*is_limit {
+                        PROBE_PINGPONGS
+                    } else {
+                        0
+                    },
                     ..params.clone()
                 };
                 let t0 = Instant::now();
@@ -428,19 +443,18 @@ pub fn measure(
                     params.cache()
                 );
                 progress(Progress::Start { label: &label });
-                let probe = || {
-                    (!*is_limit && c.pair.0 != c.pair.1)
-                        .then(|| crate::bench_coll::probe(c.pair))
-                        .flatten()
-                };
-                let before = probe();
+                // A limit round runs in this process right after its probe;
+                // a job's samples carry their own (p2p_placement).
+                let before = (*is_limit && pinned)
+                    .then(|| crate::bench_coll::probe(c.pair))
+                    .flatten();
                 let result = backend.clone().and_then(|b| {
                     let mut on_step = |what: &str| progress(Progress::Step { what });
                     b.run(c.pair, &round_params, timeout, &mut on_step)
                         .map_err(|e| e.to_string())
                 });
                 let elapsed_s = t0.elapsed().as_secs_f64();
-                let probe_us: Vec<f64> = before.into_iter().chain(probe()).collect();
+                let probe_us: Vec<f64> = before.into_iter().collect();
                 let mut status = BackendStatus {
                     backend: name.clone(),
                     pair: c.label(),
@@ -485,31 +499,43 @@ pub fn measure(
             if limit_failed {
                 runs.retain(|r| !r.is_limit);
             }
-            lend_limit_probes(&mut runs);
-            let probes: Vec<RunProbes> = runs
+            let seen: Vec<RunSamples> = runs
                 .iter()
-                .map(|r| RunProbes {
+                .map(|r| RunSamples {
                     backend: &r.backend,
                     is_limit: r.is_limit,
                     ok: r.ok,
-                    probes_us: &r.probe_us,
+                    limit_probe_us: r.probe_us.first().copied(),
+                    lines: &r.lines,
                 })
                 .collect();
             let every: Vec<&ModeRun> = runs.iter().collect();
             rows.extend(mode_rows(&every, &jobs, c));
-            if let Some((placement, states)) = classify(&c.label(), params.cache(), &probes) {
+            if let Some((placement, classes)) = classify(&c.label(), params.cache(), &seen) {
                 let limits: Vec<bool> = runs.iter().map(|r| r.is_limit).collect();
+                let limit_cuts = limit_latency_cuts(&seen);
                 for (k, near) in [(0, true), (1, false)] {
                     let name = if near { "near" } else { "distant" };
                     if !placement.tables.iter().any(|t| t == name) {
                         continue;
                     }
-                    let chosen: Vec<&ModeRun> = runs
+                    let kept = keep_limits(&classes, &limits, near);
+                    let chosen: Vec<ModeRun> = runs
                         .iter()
-                        .zip(keep(&states, &limits, near))
-                        .filter(|(_, k)| *k)
-                        .map(|(r, _)| r)
+                        .zip(&classes)
+                        .zip(kept)
+                        .filter_map(|((r, class), keep)| {
+                            let lines = match class {
+                                Some(Classed::Samples(cut)) => placed_lines(&r.lines, *cut, near),
+                                _ if r.is_limit => {
+                                    placed_limit_lines(&r.lines, &limit_cuts, keep, near)
+                                }
+                                _ => return None,
+                            };
+                            Some(ModeRun { lines, ..r.clone() })
+                        })
                         .collect();
+                    let chosen: Vec<&ModeRun> = chosen.iter().collect();
                     placed_rows[k].extend(mode_rows(&chosen, &jobs, c));
                 }
                 placements.push(placement);
@@ -553,32 +579,13 @@ pub struct PlacementRows {
 
 /// One run of a (pair, cache) mode's schedule: a job or a round of the
 /// limits.
+#[derive(Clone)]
 struct ModeRun {
     backend: String,
     is_limit: bool,
     ok: bool,
     probe_us: Vec<f64>,
     lines: Vec<SampleLine>,
-}
-
-/// Gives each limit round the probe next to it: the one just before the
-/// following job, or, for the last round, the one after the last job.
-fn lend_limit_probes(runs: &mut [ModeRun]) {
-    for i in 0..runs.len() {
-        if !runs[i].is_limit {
-            continue;
-        }
-        let next = runs[i + 1..]
-            .iter()
-            .find(|r| !r.is_limit)
-            .and_then(|r| r.probe_us.first());
-        let prev = runs[..i]
-            .iter()
-            .rev()
-            .find(|r| !r.is_limit)
-            .and_then(|r| r.probe_us.last());
-        runs[i].probe_us = next.or(prev).copied().into_iter().collect();
-    }
 }
 
 /// The rows of one (pair, cache) mode from `runs`: each implementation's

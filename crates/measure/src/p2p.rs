@@ -157,6 +157,10 @@ pub struct P2pParams {
     pub samples: usize,
     pub min_time_ms: f64,
     pub window: u32,
+    /// 8-byte ping-pongs after every sample, whose one-way time the worker
+    /// prints next to it (`--probe N`; 0: none): the machine state each
+    /// sample ran in (crate::p2p_placement).
+    pub probe: u32,
 }
 
 impl P2pParams {
@@ -168,7 +172,8 @@ impl P2pParams {
         }
     }
 
-    /// `--tests .. --sizes .. --cache .. --llc .. --samples .. --min-time-ms .. --window ..`
+    /// `--tests .. --sizes .. --cache .. --llc .. --samples .. --min-time-ms .. --window ..`,
+    /// then `--probe N` when `probe` > 0.
     pub fn worker_args(&self) -> Vec<String> {
         let join = |v: Vec<String>| v.join(",");
         vec![
@@ -187,6 +192,14 @@ impl P2pParams {
             "--window".into(),
             self.window.to_string(),
         ]
+        .into_iter()
+        .chain(
+            (self.probe > 0)
+                .then(|| ["--probe".into(), self.probe.to_string()])
+                .into_iter()
+                .flatten(),
+        )
+        .collect()
     }
 
     /// A generous bound on one backend's run: start-up, then per (test,
@@ -351,6 +364,7 @@ mod tests {
             samples: 9,
             min_time_ms: 2.5,
             window: 64,
+            probe: 0,
         };
         assert_eq!(
             p.worker_args().join(" "),

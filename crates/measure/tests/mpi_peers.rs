@@ -64,6 +64,7 @@ fn tc_mpibench_under_both_mpis() {
         samples: 3,
         min_time_ms: 0.5,
         window: 4,
+        probe: 0,
     };
     for which in present_mpis() {
         let b = Backend::Mpi {

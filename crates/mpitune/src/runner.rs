@@ -170,6 +170,7 @@ mod tests {
             samples: 5,
             min_time_ms: 1.0,
             window: 8,
+            probe: 0,
         };
         let (bw, lat) = Runner::params(&base);
         assert_eq!(bw.tests, vec![Test::Bw]);

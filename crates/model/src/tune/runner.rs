@@ -95,6 +95,7 @@ impl Runner {
             samples: self.samples,
             min_time_ms: self.min_time_ms,
             window: self.window,
+            probe: 0,
         }
     }
 

@@ -94,6 +94,7 @@ impl Setup {
             samples: a.samples.unwrap_or(if a.quick { 5 } else { 9 }) as usize,
             min_time_ms: if a.quick { 1.0 } else { 2.0 },
             window: a.window.unwrap_or(if a.quick { 8 } else { 16 }),
+            probe: 0,
         };
         let objective = match &a.objective {
             Some(o) => {

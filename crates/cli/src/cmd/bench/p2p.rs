@@ -170,24 +170,15 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         "noise (median half-width of the 95% CI relative to the median): {}",
         noise.join(", ")
     );
-    let slowest: Vec<String> = o
-        .slowest()
-        .iter()
-        .map(|(i, x, test, size)| {
-            format!("{i} {x:.2} ({test} {})", topocomm_topo::human_bytes(*size))
-        })
-        .collect();
-    if !slowest.is_empty() {
-        println!(
-            "slowest sample against its point's median, as speed (points of 10 samples or more, the lowest): {}",
-            slowest.join(", ")
-        );
-    }
+    print_slowest(&o.slowest());
     for (placement, tables) in o.placement_tables() {
-        println!("\nover the jobs of the {placement} placement alone:");
+        println!("\nover the samples of the {placement} placement alone:");
         for (title, h, lines) in tables {
             let hr: Vec<&str> = h.iter().map(String::as_str).collect();
             println!("\n{title}\n{}", text_table(&hr, &lines).trim_end());
+        }
+        if let Some(p) = o.by_placement.iter().find(|p| p.placement == placement) {
+            print_slowest(&bench_p2p::slowest(&p.results));
         }
     }
     if let Some(path) = &a.json {
@@ -197,6 +188,23 @@ pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
         println!("json written to {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The slowest sample of each implementation against its point's median
+/// ([`bench_p2p::slowest`]), as one line.
+fn print_slowest(slowest: &[(String, f64, String, u64)]) {
+    let parts: Vec<String> = slowest
+        .iter()
+        .map(|(i, x, test, size)| {
+            format!("{i} {x:.2} ({test} {})", topocomm_topo::human_bytes(*size))
+        })
+        .collect();
+    if !parts.is_empty() {
+        println!(
+            "slowest sample against its point's median, as speed (points of 10 samples or more, the lowest): {}",
+            parts.join(", ")
+        );
+    }
 }
 
 /// The point-to-point data of `topocomm report`: a quick run on every
