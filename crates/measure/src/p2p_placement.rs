@@ -232,7 +232,7 @@ pub fn placed_limit_lines(
 /// of that placement, or all of them when none was (or none could be
 /// classed).
 pub fn keep_limits(classes: &[Option<Classed>], is_limit: &[bool], near: bool) -> Vec<bool> {
-    let any = classes.iter().any(|c| *c == Some(Classed::Round(near)));
+    let any = classes.contains(&Some(Classed::Round(near)));
     classes
         .iter()
         .zip(is_limit)
