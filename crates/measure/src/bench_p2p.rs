@@ -7,8 +7,8 @@
 use crate::backends::{locate_mpi_build, parse_peers, Backend, MpiImpl};
 use crate::p2p::{default_sizes, parse_sizes, parse_tests, JobMeta, P2pParams, Test};
 use crate::p2p_placement::{
-    classify, keep_limits, limit_latency_cuts, placed_limit_lines, placed_lines, Classed,
-    P2pPlacement, RunSamples,
+    classify, keep_limits, limit_cuts, placed_limit_lines, placed_lines, Classed, P2pPlacement,
+    RunSamples,
 };
 use crate::results::{impl_order, ratios, table, Ratio, ResultRow};
 use crate::timer::TimerInfo;
@@ -513,7 +513,7 @@ pub fn measure(
             rows.extend(mode_rows(&every, &jobs, c));
             if let Some((placement, classes)) = classify(&c.label(), params.cache(), &seen) {
                 let limits: Vec<bool> = runs.iter().map(|r| r.is_limit).collect();
-                let limit_cuts = limit_latency_cuts(&seen);
+                let cuts = limit_cuts(&seen);
                 for (k, near) in [(0, true), (1, false)] {
                     let name = if near { "near" } else { "distant" };
                     if !placement.tables.iter().any(|t| t == name) {
@@ -527,9 +527,7 @@ pub fn measure(
                         .filter_map(|((r, class), keep)| {
                             let lines = match class {
                                 Some(Classed::Samples(cut)) => placed_lines(&r.lines, *cut, near),
-                                _ if r.is_limit => {
-                                    placed_limit_lines(&r.lines, &limit_cuts, keep, near)
-                                }
+                                _ if r.is_limit => placed_limit_lines(&r.lines, &cuts, keep, near),
                                 _ => return None,
                             };
                             Some(ModeRun { lines, ..r.clone() })

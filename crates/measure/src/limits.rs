@@ -302,7 +302,23 @@ fn copy_pool_bytes(cold: bool, llc: u64, batch: usize) -> usize {
     }
 }
 
-/// Cross-core copy rate at `size` bytes, GB/s (see the module docs).
+/// 8-byte ping-pongs between the copy's two threads after each of its
+/// samples: the placement the sample ran in ([`crate::p2p_placement`]).
+const COPY_PROBE_ROUNDS: u64 = 100;
+
+/// A value of the copy's `turn` with this bit set asks the writer for a
+/// probe (the rest counts the probes, so each value is new).
+const PROBE_BIT: u64 = 1 << 62;
+
+/// Cross-core copy rate at `size` bytes, GB/s (see the module docs), with
+/// the one-way time (us) of [`COPY_PROBE_ROUNDS`] 8-byte ping-pongs between
+/// the two threads after each sample as the line's `probe_us`.
+///
+/// The two threads hand the buffer over by spinning on one word (`turn`:
+/// `2 rep` the writer's, `2 rep + 1` the copier's), never sleeping: a
+/// thread that sleeps lets its vCPU idle, and a VM's host moves idle vCPUs
+/// between near and distant cores (a std `Barrier` here made the slowest
+/// copy samples 0.06x their median on a Zen 5 VM, 2026-12-02).
 pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
     p.check()?;
     let size = size.max(1) as usize;
@@ -315,40 +331,56 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
     let batch = k * size;
     let pool = copy_pool_bytes(p.cold, p.llc, batch);
     let slots = pool / batch;
+    // Uncontended: the turn lets one thread at a time take it.
     let src = Mutex::new(vec![1u8; pool]);
     let ready = Barrier::new(2);
     let pin_error: Mutex<Option<PinError>> = Mutex::new(None);
-    // Number of repetitions per sample, decided by B after each one.
-    let go_on = AtomicBool::new(true);
+    let turn = AtomicU64::new(0);
+    let ball = AtomicU64::new(0);
+    let abort = AtomicBool::new(false);
 
-    let samples = std::thread::scope(|s| -> Result<Vec<f64>> {
+    let (samples, probes) = std::thread::scope(|s| -> Result<(Vec<f64>, Vec<f64>)> {
         // A: dirties the slice B will copy next (hot: the same one every
-        // time), and in cold mode re-dirties the slice just consumed.
-        let writer = s.spawn(|| {
+        // time), and in cold mode re-dirties the slice just consumed;
+        // answers B's probes.
+        let writer = s.spawn(|| -> Result<()> {
             if let Err(e) = crate::pin::pin_current_thread(p.pair.0) {
                 *pin_error.lock().expect("not poisoned") = Some(e);
             }
             ready.wait();
             if pin_error.lock().expect("not poisoned").is_some() {
-                return;
+                return Ok(());
             }
-            let mut rep = 0usize;
+            let (mut rep, mut last_ball) = (0u64, 0u64);
+            // Acquire: B's copy of the previous slice is done.
+            let mut t = turn.load(Ordering::Acquire);
             loop {
+                if t == STOP {
+                    return Ok(());
+                }
+                if t & PROBE_BIT != 0 {
+                    for _ in 0..COPY_PROBE_ROUNDS {
+                        let v = wait_change(&ball, last_ball, &abort)?;
+                        // Release: nothing to publish but the answer.
+                        ball.store(v + 1, Ordering::Release);
+                        last_ball = v + 1;
+                    }
+                    t = wait_change(&turn, t, &abort)?;
+                    continue;
+                }
                 {
                     let mut b = src.lock().expect("not poisoned");
-                    let slot = rep % slots;
+                    let slot = rep as usize % slots;
                     b[slot * batch..(slot + 1) * batch].fill((rep % 251) as u8);
                 }
-                ready.wait(); // written
-                ready.wait(); // copied
+                // Release: the slice is written before B may copy it.
+                turn.store(2 * rep + 1, Ordering::Release);
                 rep += 1;
-                if !go_on.load(Ordering::Acquire) {
-                    break;
-                }
+                t = wait_change(&turn, 2 * rep - 1, &abort)?;
             }
         });
 
-        let run = || -> Result<Vec<f64>> {
+        let run = || -> Result<(Vec<f64>, Vec<f64>)> {
             if let Err(e) = crate::pin::pin_current_thread(p.pair.1) {
                 *pin_error.lock().expect("not poisoned") = Some(e);
             }
@@ -360,19 +392,19 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
             // (vec![0; n] maps zero pages lazily).
             let mut dst = vec![0u8; pool];
             dst.fill(2);
-            let mut rep = 0usize;
+            let (mut rep, mut last_ball, mut asked) = (0u64, 0u64, 0u64);
             let mut out = Vec::with_capacity(p.samples);
+            let mut probes = Vec::with_capacity(p.samples);
             // One untimed repetition per slot at most 4 as a warm-up
             // (faults in dst pages, steady state of the caches).
             let warm = slots.min(4);
             let total = warm + p.samples;
-            let mut sample = 0usize;
-            while sample < total {
+            for sample in 0..total {
                 let mut busy = Duration::ZERO;
                 let mut bytes = 0usize;
                 loop {
-                    ready.wait(); // written
-                    let slot = rep % slots;
+                    wait_change(&turn, 2 * rep, &abort)?;
+                    let slot = rep as usize % slots;
                     let range = slot * batch..(slot + 1) * batch;
                     {
                         let b = src.lock().expect("not poisoned");
@@ -390,31 +422,48 @@ pub fn copy_rate(p: &LimitParams, size: u64) -> Result<SampleLine> {
                     bytes += batch;
                     rep += 1;
                     let done = busy >= p.min_time || sample < warm;
-                    if done && sample + 1 == total {
-                        go_on.store(false, Ordering::Release);
-                    }
-                    ready.wait(); // copied
                     if done {
                         break;
                     }
+                    // Release: our copy is done before A writes again.
+                    turn.store(2 * rep, Ordering::Release);
                 }
                 if sample >= warm {
                     out.push(bytes as f64 / busy.as_secs_f64().max(1e-9) / 1e9);
+                    asked += 1;
+                    turn.store(PROBE_BIT | asked, Ordering::Release);
+                    let t0 = Instant::now();
+                    for _ in 0..COPY_PROBE_ROUNDS {
+                        // Release: pairs with A's Acquire in wait_change.
+                        ball.store(last_ball + 1, Ordering::Release);
+                        last_ball = wait_change(&ball, last_ball + 1, &abort)?;
+                    }
+                    let secs = t0.elapsed().as_secs_f64();
+                    probes.push(secs / COPY_PROBE_ROUNDS as f64 / 2.0 * 1e6);
                 }
-                sample += 1;
+                let next = if sample + 1 == total { STOP } else { 2 * rep };
+                turn.store(next, Ordering::Release);
             }
-            Ok(out)
+            Ok((out, probes))
         };
         // On a thread of its own: the caller's affinity stays untouched.
         let result = s.spawn(run).join().unwrap_or(Err(Error::Panicked {
             thread: "copy thread",
         }));
-        writer.join().map_err(|_| Error::Panicked {
+        if result.is_err() {
+            abort.store(true, Ordering::Relaxed);
+            turn.store(STOP, Ordering::Release);
+        }
+        let written = writer.join().map_err(|_| Error::Panicked {
             thread: "writer thread",
         })?;
-        result
+        let out = result?;
+        written?;
+        Ok(out)
     })?;
-    Ok(line_of("bw", size as u64, p.cache(), "GB/s", samples))
+    let mut line = line_of("bw", size as u64, p.cache(), "GB/s", samples);
+    line.probe_us = Some(probes);
+    Ok(line)
 }
 
 fn line_of(test: &str, size: u64, cache: &str, unit: &str, samples: Vec<f64>) -> SampleLine {

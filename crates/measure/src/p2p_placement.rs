@@ -178,53 +178,76 @@ pub fn placed_lines(lines: &[SampleLine], cut_us: f64, near: bool) -> Vec<Sample
         .collect()
 }
 
-/// Per size, the cut of the limit's latency samples (a cache-line
-/// ping-pong's one-way time, which is itself the placement): [`far_cut`]
-/// of all the limit rounds' samples at that size.
-pub fn limit_latency_cuts(runs: &[RunSamples]) -> BTreeMap<u64, f64> {
+/// The cuts of the limits' own samples.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LimitCuts {
+    /// Per size, of the latency samples (a cache-line ping-pong's one-way
+    /// time, which is itself the placement): [`far_cut`] of all the limit
+    /// rounds' samples at that size.
+    pub latency: BTreeMap<u64, f64>,
+    /// Of the probes after the copy samples (`probe_us` of the limits' bw
+    /// lines): [`far_cut`] of all of them.
+    pub copy: Option<f64>,
+}
+
+/// [`LimitCuts`] of the limit rounds among `runs`.
+pub fn limit_cuts(runs: &[RunSamples]) -> LimitCuts {
     let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut copy = Vec::new();
     for r in runs.iter().filter(|r| r.is_limit && r.ok) {
-        for l in r.lines.iter().filter(|l| l.test == "latency") {
-            by_size
-                .entry(l.size)
-                .or_default()
-                .extend(l.samples.iter().copied());
+        for l in r.lines {
+            if l.test == "latency" {
+                by_size
+                    .entry(l.size)
+                    .or_default()
+                    .extend(l.samples.iter().copied());
+            } else if let Some(p) = &l.probe_us {
+                copy.extend(p.iter().copied());
+            }
         }
     }
-    by_size
-        .into_iter()
-        .filter_map(|(size, mut v)| far_cut(&mut v).map(|c| (size, c)))
-        .collect()
+    LimitCuts {
+        latency: by_size
+            .into_iter()
+            .filter_map(|(size, mut v)| far_cut(&mut v).map(|c| (size, c)))
+            .collect(),
+        copy: far_cut(&mut copy),
+    }
 }
 
 /// A limit round's lines in a table over one placement: its latency
-/// samples by their own value against `cuts` (their size's), its other
-/// lines whole when the round is kept (`keep`, from [`keep_limits`]).
+/// samples by their own value against their size's cut, its copy samples
+/// by the probe after each against the copy cut, and a line with neither
+/// (no cut, or no probes) whole when the round is kept (`keep`, from
+/// [`keep_limits`]).
 pub fn placed_limit_lines(
     lines: &[SampleLine],
-    cuts: &BTreeMap<u64, f64>,
+    cuts: &LimitCuts,
     keep: bool,
     near: bool,
 ) -> Vec<SampleLine> {
     lines
         .iter()
-        .filter_map(
-            |l| match cuts.get(&l.size).filter(|_| l.test == "latency") {
-                Some(&cut) => {
-                    let samples: Vec<f64> = l
-                        .samples
-                        .iter()
-                        .copied()
-                        .filter(|&v| (v <= cut) == near)
-                        .collect();
-                    (!samples.is_empty()).then(|| SampleLine {
-                        samples,
-                        ..l.clone()
-                    })
+        .filter_map(|l| {
+            if let Some(&cut) = cuts.latency.get(&l.size).filter(|_| l.test == "latency") {
+                let samples: Vec<f64> = l
+                    .samples
+                    .iter()
+                    .copied()
+                    .filter(|&v| (v <= cut) == near)
+                    .collect();
+                return (!samples.is_empty()).then(|| SampleLine {
+                    samples,
+                    ..l.clone()
+                });
+            }
+            match (cuts.copy, &l.probe_us) {
+                (Some(cut), Some(p)) if p.len() == l.samples.len() && l.test != "latency" => {
+                    placed_lines(std::slice::from_ref(l), cut, near).pop()
                 }
-                None => keep.then(|| l.clone()),
-            },
-        )
+                _ => keep.then(|| l.clone()),
+            }
+        })
         .collect()
 }
 
@@ -416,7 +439,9 @@ mod tests {
             p.line()
         );
         assert_eq!(classes[1], Some(Classed::Samples(p.cut_us["topocomm"])));
-        // The limit's latency samples are classed by their own value.
+        // The limit's latency samples are classed by their own value, its
+        // copy samples by the probe after each, a line with neither by its
+        // round.
         let lim = [
             SampleLine {
                 implementation: "limit".into(),
@@ -424,22 +449,32 @@ mod tests {
             },
             SampleLine {
                 test: "bw".into(),
-                ..line(&[30.0], None)
+                ..line(&[30.0, 10.0], Some(&[0.04, 0.3]))
+            },
+            SampleLine {
+                test: "bw".into(),
+                size: 64,
+                ..line(&[40.0], None)
             },
         ];
         let rounds = [RunSamples {
             lines: &lim,
             ..limit(0.04)
         }];
-        let cuts = limit_latency_cuts(&rounds);
-        assert_eq!(cuts.len(), 1);
-        assert!((cuts[&8] - 0.08).abs() < 1e-12, "{cuts:?}");
+        let cuts = limit_cuts(&rounds);
+        assert_eq!(cuts.latency.len(), 1);
+        assert!((cuts.latency[&8] - 0.08).abs() < 1e-12, "{cuts:?}");
+        assert!((cuts.copy.unwrap() - 0.08).abs() < 1e-12, "{cuts:?}");
         let far = placed_limit_lines(&lim, &cuts, false, false);
-        assert_eq!(far.len(), 1, "the bw line goes with its round");
-        assert_eq!(far[0].samples, vec![0.2]);
+        assert_eq!(far.len(), 2, "the unprobed bw line goes with its round");
+        assert_eq!(
+            (far[0].samples.clone(), far[1].samples.clone()),
+            (vec![0.2], vec![10.0])
+        );
         let near = placed_limit_lines(&lim, &cuts, true, true);
         assert_eq!(near[0].samples, vec![0.04, 0.05]);
         assert_eq!(near[1].samples, vec![30.0]);
+        assert_eq!(near[2].samples, vec![40.0]);
         assert_eq!(classes[2], Some(Classed::Round(false)));
         // The distant samples of the second line alone, with their probes.
         let far = placed_lines(&t, p.cut_us["topocomm"], false);
