@@ -313,7 +313,7 @@ pub struct Outcome {
     pub ratios: Vec<Ratio>,
     /// Where the host ran each (pair, cache) mode's jobs.
     pub placements: Vec<P2pPlacement>,
-    /// `near` and `distant`: rows and ratios over the jobs of one placement
+    /// `near` and `distant`: rows and ratios over the samples of one placement
     /// (`rows` and `ratios` are over every job), for the modes whose
     /// placement has tables there ([`P2pPlacement::tables`]).
     pub by_placement: Vec<PlacementRows>,
@@ -566,7 +566,7 @@ pub fn measure(
     })
 }
 
-/// The rows and ratios over the jobs of one placement.
+/// The rows and ratios over the samples of one placement.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PlacementRows {
     /// `near` or `distant`.
@@ -670,7 +670,7 @@ impl Outcome {
         self.tables_of(&self.rows, &self.ratios)
     }
 
-    /// [`Outcome::tables`] over the jobs of each placement that has
+    /// [`Outcome::tables`] over the samples of each placement that has
     /// them: (`near` or `distant`, its tables).
     pub fn placement_tables(&self) -> Vec<(String, Vec<ResultTable>)> {
         self.by_placement
