@@ -6,7 +6,7 @@
  *
  *   std_coll [--tests barrier,bcast,reduce,allreduce,gather,scatter,allgather,alltoall]
  *            [--sizes 4:16M | 8,1K,...]
- *            [--time-ms T] [--reps R] [--max-iters N] [--no-check] [--json]
+ *            [--time-ms T] [--reps R] [--max-iters N] [--probe N] [--no-check] [--json]
  *
  * Every rank of MPI_COMM_WORLD takes part. For each (test, size) the value
  * is the median over --reps timed batches (default 5) of the batch's mean
@@ -32,6 +32,12 @@
  * osu_gather and osu_alltoall; gather and scatter timed like bcast, root 0);
  * barrier has no size (reported as size 0). Default tests: the first four. The buffers are allocated once at the largest
  * size and reused (warm, as OSU does).
+ *
+ * --probe N (default 0: none): after each point's timed batches, ranks 0 and
+ * 1 run N untimed 8-byte ping-pongs (MPI_Send/MPI_Recv, through the library
+ * being measured) and the point gets their one-way time in us as
+ * "probe_us": where a VM's host had the two CPUs while the point ran
+ * (topocomm bench coll classes each job by them, crates/measure).
  *
  * Data check (default on, --no-check to skip), untimed, before the tests:
  * for every size, bcast of a byte pattern from every root, and reduce and
@@ -74,6 +80,7 @@ static struct {
     double time_s;
     int reps;
     long max_iters;
+    int probe;
     int check, json;
 } O;
 
@@ -134,6 +141,9 @@ static const char *parse_args(int argc, char **argv) {
         } else if (!strcmp(a, "--reps")) {
             O.reps = atoi(v);
             if (O.reps < 1 || O.reps > MAX_REPS) return "std_coll: --reps: expected 1 to 101";
+        } else if (!strcmp(a, "--probe")) {
+            O.probe = atoi(v);
+            if (O.probe < 0 || O.probe > 1000000) return "std_coll: --probe: expected 0 to 1000000 ping-pongs";
         } else if (!strcmp(a, "--max-iters")) {
             O.max_iters = atol(v);
             if (O.max_iters < 2) return "std_coll: --max-iters: expected at least 2";
@@ -223,6 +233,7 @@ struct point {
     uint64_t size;
     long iters;
     double value, samples[MAX_REPS];
+    double probe_us; /* < 0: none */
 };
 
 /* Untimed calls of each point before its probes, as OSU's skip
@@ -247,6 +258,31 @@ static void warm_up(int test, uint64_t size) {
     }
 }
 
+/* --probe: rank 0's one-way time (us) of O.probe 8-byte ping-pongs with
+ * rank 1, the others wait at the barrier after; -1 without --probe or with
+ * one rank. */
+static double probe(void) {
+    if (O.probe == 0 || np < 2) return -1;
+    char b[8] = {0};
+    double t = 0;
+    PMPI_Barrier(MPI_COMM_WORLD);
+    if (rank < 2) {
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < O.probe; i++) {
+            if (rank == 0) {
+                MPI_Send(b, 8, MPI_CHAR, 1, 77, MPI_COMM_WORLD);
+                MPI_Recv(b, 8, MPI_CHAR, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(b, 8, MPI_CHAR, 0, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(b, 8, MPI_CHAR, 0, 77, MPI_COMM_WORLD);
+            }
+        }
+        t = (MPI_Wtime() - t0) / O.probe / 2 * 1e6;
+    }
+    PMPI_Barrier(MPI_COMM_WORLD);
+    return t;
+}
+
 static void measure(int test, uint64_t size, struct point *p) {
     /* Warm-up, then probes: 2 calls, 10x more until a batch takes 1/8 of
      * --time-ms. */
@@ -269,6 +305,7 @@ static void measure(int test, uint64_t size, struct point *p) {
     for (int r = 0; r < O.reps; r++) sorted[r] = p->samples[r] = batch(test, size, iters) * 1e6;
     qsort(sorted, (size_t)O.reps, sizeof(double), cmp_double);
     p->value = O.reps % 2 ? sorted[O.reps / 2] : 0.5 * (sorted[O.reps / 2 - 1] + sorted[O.reps / 2]);
+    p->probe_us = probe();
 }
 
 /* Untimed: every root's bcast of a pattern; reduce and allreduce of
@@ -420,7 +457,9 @@ int main(int argc, char **argv) {
                 printf("%s{\"size\":%llu,\"value\":%.6g,\"unit\":\"us\",\"iters\":%ld,\"samples\":[", first ? "" : ",",
                        (unsigned long long)pts[i].size, pts[i].value, pts[i].iters);
                 for (int r = 0; r < O.reps; r++) printf("%s%.6g", r ? "," : "", pts[i].samples[r]);
-                printf("]}");
+                printf("]");
+                if (pts[i].probe_us >= 0) printf(",\"probe_us\":%.6g", pts[i].probe_us);
+                printf("}");
                 first = 0;
             }
             if (!first) printf("]");

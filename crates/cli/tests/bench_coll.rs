@@ -115,18 +115,21 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
         order,
         [(0, "plain"), (0, "accel"), (1, "accel"), (1, "plain")]
     );
-    // Bound ranks: a cache-line probe between their CPUs after every job
-    // and before every job but the first (real measurements, in us).
-    for (i, j) in jobs.iter().enumerate() {
+    // Bound ranks: each job's own probes, one per point (8-byte
+    // ping-pongs between ranks 0 and 1 after it, real measurements in us).
+    for j in jobs.iter() {
         let probes = j["probe_us"].as_array().expect("probe_us");
-        assert_eq!(probes.len(), if i == 0 { 1 } else { 2 }, "{j}");
+        assert_eq!(probes.len(), 5, "{j}");
         assert!(probes.iter().all(|v| v.as_f64().unwrap() > 0.0), "{j}");
     }
     let pl = &doc["meta"]["placement"];
-    assert!(pl["cut_us"].as_f64().unwrap() > 0.0, "{pl}");
+    for cfg in ["plain", "accel"] {
+        let cut = &pl["cuts_us"][format!("{imp} {cfg}")];
+        assert!(cut.as_f64().unwrap() > 0.0, "{pl}");
+    }
     let classed = pl["near_jobs"].as_u64().unwrap() + pl["distant_jobs"].as_u64().unwrap();
     assert_eq!(classed, jobs.len() as u64, "{pl}");
-    assert!(stdout.contains("placement: cache-line probe"), "{stdout}");
+    assert!(stdout.contains("placement: 8-byte ping-pongs"), "{stdout}");
     for j in jobs {
         assert_eq!(j["status"], "ok", "{j}");
         assert_eq!(j["meta"]["np"], 2, "{j}");
@@ -217,7 +220,10 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
         html.contains("<h3>alltoall</h3>") && html.contains("<svg"),
         "no table/plot"
     );
-    assert!(html.contains("placement: cache-line probe"), "no placement");
+    assert!(
+        html.contains("placement: 8-byte ping-pongs"),
+        "no placement"
+    );
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(rep.join("report.json")).unwrap()).unwrap();
     assert_eq!(r["coll"]["schema"], "topocomm.bench.coll/1");

@@ -282,8 +282,16 @@ pub fn command(p: &Plan, progs: &Programs, which: MpiImpl, config: &str) -> Vec<
         "--reps".into(),
         p.reps.to_string(),
     ]);
+    if !p.oversubscribe {
+        // Where the host had ranks 0 and 1 (bound one per core) while each
+        // point ran (coll_summary::Placement).
+        v.extend(["--probe".into(), PROBE_PINGPONGS.to_string()]);
+    }
     v
 }
+
+/// std_coll's `--probe`: 8-byte ping-pongs after each point.
+const PROBE_PINGPONGS: u32 = 100;
 
 /// One measured point of one job: std_coll's value (median over the
 /// batches of the mean latency per call, averaged over the ranks, us) and
@@ -294,6 +302,11 @@ pub struct Point {
     pub size: u64,
     pub value_us: f64,
     pub samples_us: Vec<f64>,
+    /// std_coll's `--probe`: the one-way time (us) of 8-byte ping-pongs
+    /// between ranks 0 and 1 right after the point, through the library
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_us: Option<f64>,
 }
 
 /// One job: what ran, how it ended, what it measured.
@@ -315,29 +328,23 @@ pub struct JobRecord {
     #[serde(default)]
     pub meta: serde_json::Value,
     pub results: Vec<Point>,
-    /// Where the host had the CPUs of ranks 0 and 1 around the job: the
-    /// one-way time (us) of an 8-byte cache-line ping-pong between them,
-    /// just before the job (from the second job on) and just after it
-    /// ([`probe`]); ranks bound one per core only.
+    /// Where the host had the CPUs of ranks 0 and 1 during the job: the
+    /// points' `probe_us` (8-byte ping-pongs between ranks 0 and 1 through
+    /// the library measured, after each point); ranks bound one per core
+    /// only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_us: Vec<f64>,
-}
-
-/// The CPUs of ranks 0 and 1 in std_coll's `meta`, when they differ.
-pub fn probe_pair(meta: &serde_json::Value) -> Option<(u32, u32)> {
-    let cpu =
-        |r: usize| -> Option<u32> { u32::try_from(meta["ranks"].get(r)?["cpu"].as_u64()?).ok() };
-    let (a, b) = (cpu(0)?, cpu(1)?);
-    (a != b).then_some((a, b))
 }
 
 /// The one-way time (us, median of 5 samples of about 2 ms) of an 8-byte
 /// cache-line ping-pong between two CPUs now; `None` when it cannot be
 /// measured (a CPU this process may not use). A virtual machine's host
 /// moves its vCPUs between near and distant physical cores from second to
-/// second (on the 2-vCPU AMD EPYC VM: 0.02-0.05 us or 0.2-0.3 us, and
-/// collectives 2-3x slower in the distant placement for every MPI), so a
-/// job is classed by the probes around it ([`crate::coll_summary::placement`]).
+/// second (on the 2-vCPU AMD EPYC VM: 0.02-0.05 us or 0.2-0.3 us), so
+/// `bench p2p` classes each round of its limits by this probe just before
+/// it (crate::p2p_placement). Jobs are classed by probes of their own: a
+/// probe from outside reads where the host put the vCPUs while they idled
+/// between jobs.
 pub fn probe(pair: (u32, u32)) -> Option<f64> {
     let p = crate::limits::LimitParams {
         pair,
@@ -397,6 +404,7 @@ pub fn parse_std_coll(stdout: &str) -> Result<(serde_json::Value, Vec<Point>), S
                 size: num("size")? as u64,
                 value_us: num("value")?,
                 samples_us: samples,
+                probe_us: p["probe_us"].as_f64(),
             });
         }
     }
@@ -472,19 +480,13 @@ pub fn run(p: &Plan, progs: &Programs, progress: &mut dyn FnMut(Progress)) -> Ve
         }
     }
     let mut jobs = Vec::new();
-    // The pair to probe: ranks 0 and 1's CPUs, as the first job that ran
-    // reported them (bound ranks take the same CPUs in every job).
-    let mut pair: Option<(u32, u32)> = None;
     for j in 0..p.jobs {
         for &m in &p.impls {
             for c in order(j) {
-                let before = pair.and_then(probe);
                 let mut rec = run_job(p, &command(p, progs, m, c), j, m, c);
-                if !p.oversubscribe && pair.is_none() && rec.status == "ok" {
-                    pair = probe_pair(&rec.meta);
-                }
-                let after = pair.and_then(probe);
-                rec.probe_us = before.into_iter().chain(after).collect();
+                // The job's own probes, one per point (none oversubscribed:
+                // the ranks are unbound).
+                rec.probe_us = rec.results.iter().filter_map(|p| p.probe_us).collect();
                 progress(Progress::Job(&rec));
                 jobs.push(rec);
             }

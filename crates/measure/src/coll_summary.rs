@@ -10,6 +10,7 @@ use crate::bench_coll::{JobRecord, Plan, COLLECTIVES};
 use crate::p2p::size_label;
 use crate::Summary;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use topocomm_report::{esc, html_table, svg_loglog, Series};
 
 /// The schema of the result document.
@@ -32,13 +33,20 @@ pub const FAR_FACTOR: f64 = 2.0;
 pub const MIN_NEAR: usize = 3;
 
 /// Where the host had ranks 0 and 1 during the jobs, from the probes
-/// around each job (`JobRecord::probe_us`): a job is near when all its
-/// probes are at or under `cut_us`.
+/// inside each job (`JobRecord::probe_us`: std_coll's `--probe`, 8-byte
+/// ping-pongs between ranks 0 and 1 through the library measured after
+/// each point): a job is near when the median of its probes is at or under
+/// the cut of its MPI and configuration. Probes taken by this process just
+/// before and after each job, as until 2026-12-02, read the placement the
+/// host chose while the vCPUs idled between jobs, not the one the job ran
+/// in (docs/commands/bench-coll.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Placement {
-    /// Probes above this (us) read distant: [`FAR_FACTOR`] x the 10th
-    /// percentile of all probes.
-    pub cut_us: f64,
+    /// Per `MPI CONFIG` (`openmpi plain`, `openmpi accel`, ...): probes
+    /// above this (us) read distant, [`FAR_FACTOR`] x the 10th percentile
+    /// of that MPI and configuration's probes (the two configurations'
+    /// ping-pongs go through different libraries).
+    pub cuts_us: BTreeMap<String, f64>,
     /// Jobs (runs) that ran near, and the others with probes.
     pub near_jobs: usize,
     pub distant_jobs: usize,
@@ -61,23 +69,69 @@ pub fn far_cut(probes_us: &mut [f64]) -> Option<f64> {
     Some(FAR_FACTOR * probes_us[(probes_us.len() - 1) / 10])
 }
 
-/// Whether a job ran near by its probes (`None`: no probes).
-pub fn ran_near(r: &JobRecord, cut_us: f64) -> Option<bool> {
-    (!r.probe_us.is_empty()).then(|| r.probe_us.iter().all(|&v| v <= cut_us))
+/// The key of a job's MPI and configuration in [`Placement::cuts_us`].
+fn cut_key(r: &JobRecord) -> String {
+    format!("{} {}", r.mpi, r.config)
+}
+
+/// Whether a job ran near: the median of its probes at or under its MPI
+/// and configuration's cut (`None`: no probes, or no cut).
+pub fn ran_near(r: &JobRecord, pl: &Placement) -> Option<bool> {
+    let cut = pl.cuts_us.get(&cut_key(r))?;
+    let mut v = r.probe_us.clone();
+    if v.is_empty() {
+        return None;
+    }
+    Some(median(&mut v) <= *cut)
+}
+
+/// What of job `r` ran near: each point by the probe right after it when
+/// every point has one (a job may change placement between points), else
+/// the whole job by [`ran_near`]; `None` when nothing did.
+fn near_part(r: &JobRecord, pl: &Placement) -> Option<JobRecord> {
+    let cut = *pl.cuts_us.get(&cut_key(r))?;
+    if !r.results.is_empty() && r.results.iter().all(|p| p.probe_us.is_some()) {
+        let results: Vec<_> = r
+            .results
+            .iter()
+            .filter(|p| p.probe_us.is_some_and(|v| v <= cut))
+            .cloned()
+            .collect();
+        return (!results.is_empty()).then(|| JobRecord {
+            results,
+            ..r.clone()
+        });
+    }
+    (ran_near(r, pl) == Some(true)).then(|| r.clone())
 }
 
 /// The jobs' placement; `None` without probes (ranks unbound).
 pub fn placement(plan: &Plan, jobs: &[JobRecord]) -> Option<Placement> {
-    let mut all: Vec<f64> = jobs
-        .iter()
-        .flat_map(|r| r.probe_us.iter().copied())
-        .collect();
-    let cut_us = far_cut(&mut all)?;
     let ok: Vec<&JobRecord> = jobs.iter().filter(|r| r.status == "ok").collect();
+    let mut probes: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in &ok {
+        probes
+            .entry(cut_key(r))
+            .or_default()
+            .extend(r.probe_us.iter().copied());
+    }
+    let cuts_us: BTreeMap<String, f64> = probes
+        .into_iter()
+        .filter_map(|(k, mut v)| far_cut(&mut v).map(|c| (k, c)))
+        .collect();
+    if cuts_us.is_empty() {
+        return None;
+    }
+    let mut pl = Placement {
+        cuts_us,
+        near_jobs: 0,
+        distant_jobs: 0,
+        ratios_over_near: false,
+    };
     let count = |mpi: Option<&str>, cfg: Option<&str>, near: bool| -> usize {
         ok.iter()
             .filter(|r| mpi.is_none_or(|m| r.mpi == m) && cfg.is_none_or(|c| r.config == c))
-            .filter(|r| ran_near(r, cut_us) == Some(near))
+            .filter(|r| ran_near(r, &pl) == Some(near))
             .count()
     };
     let (near_jobs, distant_jobs) = (count(None, None, true), count(None, None, false));
@@ -93,26 +147,30 @@ pub fn placement(plan: &Plan, jobs: &[JobRecord]) -> Option<Placement> {
             || (count(Some(m.name()), Some("plain"), true) >= MIN_NEAR
                 && count(Some(m.name()), Some("accel"), true) >= MIN_NEAR)
     });
-    Some(Placement {
-        cut_us,
-        near_jobs,
-        distant_jobs,
-        ratios_over_near: distant_jobs > 0 && enough,
-    })
+    pl.near_jobs = near_jobs;
+    pl.distant_jobs = distant_jobs;
+    pl.ratios_over_near = distant_jobs > 0 && enough;
+    Some(pl)
 }
 
 /// One line on the placement, as the tables say it.
 pub fn placement_line(pl: &Placement) -> String {
     let (n, d) = (pl.near_jobs, pl.distant_jobs);
+    let cuts: Vec<String> = pl
+        .cuts_us
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.3}"))
+        .collect();
     let head = format!(
-        "placement: cache-line probe between the CPUs of ranks 0 and 1 before and after each job; \
-         {n} jobs near (every probe <= {:.3} us), {d} distant",
-        pl.cut_us
+        "placement: 8-byte ping-pongs between ranks 0 and 1 after each point, through the library \
+         measured; {n} jobs near (median probe at most 2x the 10th percentile of its MPI and \
+         configuration, us: {}), {d} distant",
+        cuts.join(", ")
     );
     if pl.ratios_over_near {
         format!(
-            "{head}: medians and ratios over the near jobs (ratio CI: bootstrap of the plain and \
-             accel jobs apart)"
+            "{head}: medians and ratios over the points that ran near, each by the probe after \
+             it (ratio CI: bootstrap of the plain and accel jobs apart)"
         )
     } else if d == 0 {
         format!("{head}: over all jobs")
@@ -281,15 +339,9 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
     let mpis: Vec<&str> = plan.impls.iter().map(|m| m.name()).collect();
     // The near jobs only, when the placement says so (`Placement`): their
     // runs are not paired by job index then.
-    let near_cut = placement(plan, jobs)
-        .filter(|pl| pl.ratios_over_near)
-        .map(|pl| pl.cut_us);
-    let jobs: Vec<JobRecord> = match near_cut {
-        Some(cut) => jobs
-            .iter()
-            .filter(|r| ran_near(r, cut) == Some(true))
-            .cloned()
-            .collect(),
+    let near = placement(plan, jobs).filter(|pl| pl.ratios_over_near);
+    let jobs: Vec<JobRecord> = match &near {
+        Some(pl) => jobs.iter().filter_map(|r| near_part(r, pl)).collect(),
         None => jobs.to_vec(),
     };
     let jobs = &jobs[..];
@@ -364,7 +416,7 @@ pub fn summarize(plan: &Plan, jobs: &[JobRecord]) -> Vec<Row> {
             slower: false,
             paired_jobs: paired.len(),
         };
-        if let (Some(_), false) = (near_cut, compared.is_empty()) {
+        if let (Some(_), false) = (&near, compared.is_empty()) {
             // Near jobs: each configuration's runs on their own.
             let vals =
                 |cfg: &str| -> Vec<Vec<f64>> { compared.iter().map(|m| col(m, cfg)).collect() };
@@ -649,10 +701,43 @@ mod tests {
                     size: 8,
                     value_us: v,
                     samples_us: vec![v],
+                    probe_us: None,
                 })
                 .into_iter()
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_job_that_changed_placement_between_points_keeps_its_near_points() {
+        let mut r = record(0, "openmpi", "accel", Some(0.09), vec![]);
+        let far = crate::bench_coll::Point {
+            size: 16,
+            value_us: 0.28,
+            probe_us: Some(0.25),
+            ..r.results[0].clone()
+        };
+        r.results[0].probe_us = Some(0.04);
+        r.results.push(far);
+        r.probe_us = r.results.iter().filter_map(|p| p.probe_us).collect();
+        let pl = Placement {
+            cuts_us: [("openmpi accel".to_string(), 0.08)].into(),
+            near_jobs: 0,
+            distant_jobs: 1,
+            ratios_over_near: true,
+        };
+        let kept = near_part(&r, &pl).expect("one point ran near");
+        assert_eq!(kept.results.len(), 1);
+        assert_eq!(kept.results[0].value_us, 0.09);
+        // Its MPI and configuration have no cut: nothing to class it by.
+        let other = JobRecord {
+            config: "plain".into(),
+            ..r.clone()
+        };
+        assert!(near_part(&other, &pl).is_none());
+        // Every point distant: nothing kept.
+        r.results[0].probe_us = Some(0.3);
+        assert!(near_part(&r, &pl).is_none());
     }
 
     #[test]
@@ -744,10 +829,11 @@ mod tests {
             })
             .collect();
         let pl = placement(&p, &jobs).expect("probes");
-        assert!((pl.cut_us - 0.08).abs() < 1e-12, "{pl:?}");
+        assert!((pl.cuts_us["openmpi plain"] - 0.08).abs() < 1e-12, "{pl:?}");
+        assert!((pl.cuts_us["openmpi accel"] - 0.08).abs() < 1e-12, "{pl:?}");
         assert_eq!((pl.near_jobs, pl.distant_jobs), (9, 3));
         assert!(pl.ratios_over_near);
-        assert!(placement_line(&pl).contains("over the near jobs"));
+        assert!(placement_line(&pl).contains("over the points that ran near"));
         let r = &summarize(&p, &jobs)[0];
         // 5 near plain runs, 4 near accel runs: the ratio of the near medians.
         assert_eq!(r.paired_jobs, 4);
