@@ -142,8 +142,10 @@ static const char *parse_args(int argc, char **argv) {
             O.reps = atoi(v);
             if (O.reps < 1 || O.reps > MAX_REPS) return "std_coll: --reps: expected 1 to 101";
         } else if (!strcmp(a, "--probe")) {
-            O.probe = atoi(v);
-            if (O.probe < 0 || O.probe > 1000000) return "std_coll: --probe: expected 0 to 1000000 ping-pongs";
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 0 || n > 1000000) return "std_coll: --probe: expected 0 to 1000000 ping-pongs";
+            O.probe = (int)n;
         } else if (!strcmp(a, "--max-iters")) {
             O.max_iters = atol(v);
             if (O.max_iters < 2) return "std_coll: --max-iters: expected at least 2";
