@@ -129,6 +129,9 @@ fn tiny_run_json_and_ratios_from_the_raw_samples() {
     }
     let classed = pl["near_jobs"].as_u64().unwrap() + pl["distant_jobs"].as_u64().unwrap();
     assert_eq!(classed, jobs.len() as u64, "{pl}");
+    // And every point of every run by the probe after it.
+    let points = pl["near_points"].as_u64().unwrap() + pl["distant_points"].as_u64().unwrap();
+    assert_eq!(points, 5 * jobs.len() as u64, "{pl}");
     assert!(stdout.contains("placement: 8-byte ping-pongs"), "{stdout}");
     for j in jobs {
         assert_eq!(j["status"], "ok", "{j}");

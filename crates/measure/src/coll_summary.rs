@@ -47,12 +47,25 @@ pub struct Placement {
     /// of that MPI and configuration's probes (the two configurations'
     /// ping-pongs go through different libraries).
     pub cuts_us: BTreeMap<String, f64>,
-    /// Jobs (runs) that ran near, and the others with probes.
+    /// Jobs (runs) that ran near by the median of their probes, and the
+    /// others with probes.
     pub near_jobs: usize,
     pub distant_jobs: usize,
-    /// The ratios are over the near jobs only (some jobs were distant, and
-    /// every MPI has at least [`MIN_NEAR`] near runs of each
-    /// configuration): the host moves a VM's vCPUs between placements
+    /// Points (one collective and size of one run) that ran near, each by
+    /// the probe right after it, and the others; a run without a probe per
+    /// point counts all its points by the whole run ([`ran_near`]). A job
+    /// near by its median may still have run its first points distant: on
+    /// the Zen 5 VM (2026-12-02, session 57) one `openmpi accel` run took
+    /// its allgather and alltoall points at probes of 0.29-0.36 us and 2-3x
+    /// the others' times, then the rest at 0.08-0.1 us, and counted whole
+    /// it pushed the 2-rank allgather's CI at 8 bytes to [0.50, 1.85].
+    #[serde(default)]
+    pub near_points: usize,
+    #[serde(default)]
+    pub distant_points: usize,
+    /// The ratios are over the near points only (some points ran distant,
+    /// and every point of every MPI has at least [`MIN_NEAR`] near runs of
+    /// each configuration): the host moves a VM's vCPUs between placements
     /// from second to second, a plain run and an accelerated run of one
     /// job index were often in different ones, and the placements differ
     /// 2-3x for every MPI on the 2-vCPU AMD EPYC VM.
@@ -85,24 +98,37 @@ pub fn ran_near(r: &JobRecord, pl: &Placement) -> Option<bool> {
     Some(median(&mut v) <= *cut)
 }
 
-/// What of job `r` ran near: each point by the probe right after it when
-/// every point has one (a job may change placement between points), else
-/// the whole job by [`ran_near`]; `None` when nothing did.
-fn near_part(r: &JobRecord, pl: &Placement) -> Option<JobRecord> {
+/// Which points of job `r` ran near (in `r.results`' order): each by the
+/// probe right after it when every point has one (a job may change
+/// placement between points), else all by the whole job ([`ran_near`]);
+/// `None` when the job cannot be classed (no cut, no probes).
+fn points_near(r: &JobRecord, pl: &Placement) -> Option<Vec<bool>> {
     let cut = *pl.cuts_us.get(&cut_key(r))?;
     if !r.results.is_empty() && r.results.iter().all(|p| p.probe_us.is_some()) {
-        let results: Vec<_> = r
-            .results
-            .iter()
-            .filter(|p| p.probe_us.is_some_and(|v| v <= cut))
-            .cloned()
-            .collect();
-        return (!results.is_empty()).then(|| JobRecord {
-            results,
-            ..r.clone()
-        });
+        return Some(
+            r.results
+                .iter()
+                .map(|p| p.probe_us.is_some_and(|v| v <= cut))
+                .collect(),
+        );
     }
-    (ran_near(r, pl) == Some(true)).then(|| r.clone())
+    ran_near(r, pl).map(|near| vec![near; r.results.len()])
+}
+
+/// What of job `r` ran near ([`points_near`]); `None` when nothing did.
+fn near_part(r: &JobRecord, pl: &Placement) -> Option<JobRecord> {
+    let near = points_near(r, pl)?;
+    let results: Vec<_> = r
+        .results
+        .iter()
+        .zip(&near)
+        .filter(|(_, n)| **n)
+        .map(|(p, _)| p.clone())
+        .collect();
+    (!results.is_empty()).then(|| JobRecord {
+        results,
+        ..r.clone()
+    })
 }
 
 /// The jobs' placement; `None` without probes (ranks unbound).
@@ -126,15 +152,30 @@ pub fn placement(plan: &Plan, jobs: &[JobRecord]) -> Option<Placement> {
         cuts_us,
         near_jobs: 0,
         distant_jobs: 0,
+        near_points: 0,
+        distant_points: 0,
         ratios_over_near: false,
     };
-    let count = |mpi: Option<&str>, cfg: Option<&str>, near: bool| -> usize {
-        ok.iter()
-            .filter(|r| mpi.is_none_or(|m| r.mpi == m) && cfg.is_none_or(|c| r.config == c))
-            .filter(|r| ran_near(r, &pl) == Some(near))
-            .count()
-    };
-    let (near_jobs, distant_jobs) = (count(None, None, true), count(None, None, false));
+    let jobs_in = |near: bool| ok.iter().filter(|r| ran_near(r, &pl) == Some(near)).count();
+    let (near_jobs, distant_jobs) = (jobs_in(true), jobs_in(false));
+    // Per MPI, configuration and point: the runs in which it ran near.
+    let mut near_runs: BTreeMap<(&str, &str, &str, u64), usize> = BTreeMap::new();
+    let (mut near_points, mut distant_points) = (0, 0);
+    for r in &ok {
+        let Some(near) = points_near(r, &pl) else {
+            continue;
+        };
+        for (p, n) in r.results.iter().zip(near) {
+            *near_runs
+                .entry((&r.mpi, &r.config, &p.collective, p.size))
+                .or_default() += usize::from(n);
+            if n {
+                near_points += 1;
+            } else {
+                distant_points += 1;
+            }
+        }
+    }
     let enough = plan.impls.iter().all(|m| {
         let runs = |cfg: &str| {
             ok.iter()
@@ -144,18 +185,22 @@ pub fn placement(plan: &Plan, jobs: &[JobRecord]) -> Option<Placement> {
         // An MPI with no runs of a configuration is not compared anyway.
         runs("plain") == 0
             || runs("accel") == 0
-            || (count(Some(m.name()), Some("plain"), true) >= MIN_NEAR
-                && count(Some(m.name()), Some("accel"), true) >= MIN_NEAR)
+            || near_runs
+                .iter()
+                .filter(|(k, _)| k.0 == m.name())
+                .all(|(_, n)| *n >= MIN_NEAR)
     });
     pl.near_jobs = near_jobs;
     pl.distant_jobs = distant_jobs;
-    pl.ratios_over_near = distant_jobs > 0 && enough;
+    pl.near_points = near_points;
+    pl.distant_points = distant_points;
+    pl.ratios_over_near = distant_points > 0 && enough;
     Some(pl)
 }
 
 /// One line on the placement, as the tables say it.
 pub fn placement_line(pl: &Placement) -> String {
-    let (n, d) = (pl.near_jobs, pl.distant_jobs);
+    let (n, d) = (pl.near_points, pl.distant_points);
     let cuts: Vec<String> = pl
         .cuts_us
         .iter()
@@ -163,21 +208,23 @@ pub fn placement_line(pl: &Placement) -> String {
         .collect();
     let head = format!(
         "placement: 8-byte ping-pongs between ranks 0 and 1 after each point, through the library \
-         measured; {n} jobs near (median probe at most 2x the 10th percentile of its MPI and \
-         configuration, us: {}), {d} distant",
-        cuts.join(", ")
+         measured; {n} points near (probe at most 2x the 10th percentile of its MPI and \
+         configuration, us: {}), {d} distant; {} of {} jobs near by their median probe",
+        cuts.join(", "),
+        pl.near_jobs,
+        pl.near_jobs + pl.distant_jobs
     );
     if pl.ratios_over_near {
         format!(
-            "{head}: medians and ratios over the points that ran near, each by the probe after \
-             it (ratio CI: bootstrap of the plain and accel jobs apart)"
+            "{head}: medians and ratios over the points that ran near (ratio CI: bootstrap of \
+             the plain and accel jobs apart)"
         )
     } else if d == 0 {
         format!("{head}: over all jobs")
     } else {
         format!(
-            "{head}: fewer than {MIN_NEAR} near runs of some MPI and configuration, over all \
-             jobs (mixed placements)"
+            "{head}: fewer than {MIN_NEAR} near runs of some point of an MPI and configuration, \
+             over all jobs (mixed placements)"
         )
     }
 }
@@ -724,6 +771,8 @@ mod tests {
             cuts_us: [("openmpi accel".to_string(), 0.08)].into(),
             near_jobs: 0,
             distant_jobs: 1,
+            near_points: 1,
+            distant_points: 1,
             ratios_over_near: true,
         };
         let kept = near_part(&r, &pl).expect("one point ran near");
@@ -832,6 +881,8 @@ mod tests {
         assert!((pl.cuts_us["openmpi plain"] - 0.08).abs() < 1e-12, "{pl:?}");
         assert!((pl.cuts_us["openmpi accel"] - 0.08).abs() < 1e-12, "{pl:?}");
         assert_eq!((pl.near_jobs, pl.distant_jobs), (9, 3));
+        // Without a probe per point, a run's points go by the whole run.
+        assert_eq!((pl.near_points, pl.distant_points), (9, 3));
         assert!(pl.ratios_over_near);
         assert!(placement_line(&pl).contains("over the points that ran near"));
         let r = &summarize(&p, &jobs)[0];
@@ -861,6 +912,64 @@ mod tests {
             .collect();
         assert!(placement(&p, &none).is_none());
         assert_eq!(summarize(&p, &none)[0].paired_jobs, 6);
+    }
+
+    #[test]
+    fn points_that_ran_distant_are_left_out_of_jobs_that_ran_near() {
+        use crate::bench_coll::{plan, Options, Point};
+        let p = plan(
+            &Options {
+                jobs: 5,
+                vs: "openmpi".into(),
+                ..Options::default()
+            },
+            2,
+        )
+        .unwrap();
+        // Two points per run, each with its probe: the 8-byte allreduce and
+        // a 1 KiB one. Near (probe 0.04 us): plain 0.24 / 0.4, accel 0.09 /
+        // 0.15; distant (0.3 us): everything 3x.
+        let point = |size: u64, v: f64, probe: f64| Point {
+            collective: "allreduce".into(),
+            size,
+            value_us: v,
+            samples_us: vec![v],
+            probe_us: Some(probe),
+        };
+        let run = |j: u32, config: &str, first_far: bool| {
+            let (a, b) = if config == "plain" {
+                (0.24, 0.4)
+            } else {
+                (0.09, 0.15)
+            };
+            let (f, probe) = if first_far { (3.0, 0.3) } else { (1.0, 0.04) };
+            let mut r = record(j, "openmpi", config, Some(a), vec![]);
+            r.results = vec![point(8, a * f, probe), point(1024, b, 0.04)];
+            r.probe_us = r.results.iter().filter_map(|p| p.probe_us).collect();
+            r
+        };
+        // Accel run 0 took its first point distant, then the others near
+        // (a third point, near in every run): by its median probe the job
+        // ran near.
+        let mut jobs: Vec<JobRecord> = (0..5u32)
+            .flat_map(|j| ["plain", "accel"].map(|c| run(j, c, j == 0 && c == "accel")))
+            .collect();
+        for r in &mut jobs {
+            r.results.push(point(2048, 1.0, 0.04));
+            r.probe_us.push(0.04);
+        }
+        let pl = placement(&p, &jobs).expect("probes");
+        assert_eq!((pl.near_jobs, pl.distant_jobs), (10, 0), "{pl:?}");
+        assert_eq!((pl.near_points, pl.distant_points), (29, 1), "{pl:?}");
+        assert!(pl.ratios_over_near, "{pl:?}");
+        assert!(placement_line(&pl).contains("29 points near"));
+        let rows = summarize(&p, &jobs);
+        let r8 = rows.iter().find(|r| r.size == 8).unwrap();
+        // The distant point (0.27 us) is out: every accel run left reads 0.09.
+        assert_eq!(r8.ci95, Some([0.09 / 0.24, 0.09 / 0.24]), "{r8:?}");
+        assert_eq!(r8.paired_jobs, 4);
+        let r1k = rows.iter().find(|r| r.size == 1024).unwrap();
+        assert_eq!(r1k.paired_jobs, 5);
     }
 
     #[test]
