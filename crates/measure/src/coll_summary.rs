@@ -851,7 +851,7 @@ mod tests {
         let p = plan(
             &Options {
                 jobs: 6,
-                vs: "openmpi".into(),
+                vs: Some("openmpi".into()),
                 ..Options::default()
             },
             2,
@@ -920,7 +920,7 @@ mod tests {
         let p = plan(
             &Options {
                 jobs: 5,
-                vs: "openmpi".into(),
+                vs: Some("openmpi".into()),
                 ..Options::default()
             },
             2,
