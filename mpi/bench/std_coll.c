@@ -39,8 +39,9 @@
  * "probe_us": where a VM's host had the two CPUs while the point ran
  * (topocomm bench coll classes each job by them, crates/measure).
  *
- * Data check (default on, --no-check to skip), untimed, before the tests:
- * for every size, bcast of a byte pattern from every root, and reduce and
+ * Data check (default on, --no-check to skip), untimed, before the tests,
+ * on a duplicate of MPI_COMM_WORLD (so that a library's per-communicator
+ * picks are made on the timed pattern: data_check): for every size, bcast of a byte pattern from every root, and reduce and
  * allreduce of per-rank integers stored exactly in floats, every element
  * checked; each block of gather, scatter, allgather and alltoall checked
  * byte by byte. A mismatch is reported on stderr and the program exits with
@@ -182,21 +183,21 @@ static const char *parse_args(int argc, char **argv) {
 static int elems(uint64_t size) { return size < 4 ? 1 : (int)(size / 4); }
 
 /* One call of `test` with `size` bytes. */
-static void call(int test, uint64_t size) {
+static void call(int test, uint64_t size, MPI_Comm comm) {
     switch (test) {
-    case T_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
-    case T_BCAST: MPI_Bcast(sbuf, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD); break;
+    case T_BARRIER: MPI_Barrier(comm); break;
+    case T_BCAST: MPI_Bcast(sbuf, (int)size, MPI_CHAR, 0, comm); break;
     case T_REDUCE:
-        MPI_Reduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Reduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, 0, comm);
         break;
     case T_ALLREDUCE:
-        MPI_Allreduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(sbuf, rbuf, elems(size), MPI_FLOAT, MPI_SUM, comm);
         break;
     /* Blocks of `size` bytes per rank (osu_gather's convention). */
-    case T_GATHER: MPI_Gather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD); break;
-    case T_SCATTER: MPI_Scatter(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD); break;
-    case T_ALLGATHER: MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD); break;
-    default: MPI_Alltoall(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD); break;
+    case T_GATHER: MPI_Gather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, 0, comm); break;
+    case T_SCATTER: MPI_Scatter(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, 0, comm); break;
+    case T_ALLGATHER: MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, comm); break;
+    default: MPI_Alltoall(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, comm); break;
     }
 }
 
@@ -211,13 +212,13 @@ static double batch(int test, uint64_t size, long n) {
     if (test == T_BCAST || test == T_REDUCE || test == T_GATHER || test == T_SCATTER) {
         for (long i = 0; i < n; i++) {
             double t0 = MPI_Wtime();
-            call(test, size);
+            call(test, size, MPI_COMM_WORLD);
             mine += MPI_Wtime() - t0;
             PMPI_Barrier(MPI_COMM_WORLD);
         }
     } else {
         double t0 = MPI_Wtime();
-        for (long i = 0; i < n; i++) call(test, size);
+        for (long i = 0; i < n; i++) call(test, size, MPI_COMM_WORLD);
         mine = MPI_Wtime() - t0;
     }
     mine /= (double)n;
@@ -311,14 +312,25 @@ static void measure(int test, uint64_t size, struct point *p) {
 }
 
 /* Untimed: every root's bcast of a pattern; reduce and allreduce of
- * integers (exact in floats) checked element by element. */
+ * integers (exact in floats) checked element by element; then the block
+ * collectives. On a duplicate of MPI_COMM_WORLD: an interposed library
+ * that picks its way per communicator and size from the first calls
+ * (topocomm accel's trials, docs/collectives.md) then picks for
+ * MPI_COMM_WORLD in warm_up, on the pattern the batches time (root 0,
+ * warm buffers), not on the check's (every root in turn, every buffer
+ * rewritten before each call). With the check on MPI_COMM_WORLD, 8
+ * crowded ranks' 1 MiB broadcasts were picked on it: the transport's
+ * trial calls took 720-1430 us there against 150-170 us from root 0
+ * alone (Zen 5 VM, 2026-12-02), and the trials chose Open MPI's own. */
 static int data_check(uint64_t maxsize) {
     int bad = 0;
+    MPI_Comm cc;
+    MPI_Comm_dup(MPI_COMM_WORLD, &cc);
     for (int s = 0; s < O.nsizes; s++) {
         uint64_t size = O.sizes[s];
         for (int root = 0; root < np; root++) {
             for (uint64_t i = 0; i < size; i++) sbuf[i] = rank == root ? (char)(i * 13 + root) : 0;
-            MPI_Bcast(sbuf, (int)size, MPI_CHAR, root, MPI_COMM_WORLD);
+            MPI_Bcast(sbuf, (int)size, MPI_CHAR, root, cc);
             for (uint64_t i = 0; i < size; i++)
                 if (sbuf[i] != (char)(i * 13 + root)) {
                     bad++;
@@ -331,8 +343,8 @@ static int data_check(uint64_t maxsize) {
         float want0 = (float)np * (float)(np - 1) / 2;
         for (int k = 0; k < 2; k++) {
             memset(out, 0, (size_t)n * sizeof(float));
-            if (k == 0) MPI_Reduce(in, out, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
-            else MPI_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            if (k == 0) MPI_Reduce(in, out, n, MPI_FLOAT, MPI_SUM, 0, cc);
+            else MPI_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, cc);
             if (k == 0 && rank != 0) continue;
             for (int i = 0; i < n; i++)
                 if (out[i] != want0 + (float)np * (float)(i % 1000)) {
@@ -355,7 +367,7 @@ static int data_check(uint64_t maxsize) {
                     sbuf[(uint64_t)d * size + j] =
                         test == T_ALLTOALL ? PAT(rank, d, j) : test == T_SCATTER ? PAT(0, d, j) : PAT(rank, 0, j);
             memset(rbuf, 0, (size_t)np * size);
-            call(test, size);
+            call(test, size, cc);
             int checks = test == T_GATHER ? (rank == 0 ? np : 0) : test == T_SCATTER ? 1 : np;
             for (int a = 0; a < checks && !bad; a++)
                 for (uint64_t j = 0; j < size; j++) {
@@ -369,7 +381,8 @@ static int data_check(uint64_t maxsize) {
     }
 #undef PAT
     int all = 0;
-    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_SUM, cc);
+    MPI_Comm_free(&cc);
     return all;
 }
 
