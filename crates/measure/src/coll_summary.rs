@@ -845,18 +845,23 @@ mod tests {
         assert_eq!(failures(&jobs).len(), 2);
     }
 
-    #[test]
-    fn ratios_leave_out_the_jobs_that_ran_in_the_distant_placement() {
+    /// The plan of `jobs` jobs of a 2-rank run against Open MPI alone.
+    fn openmpi_plan(jobs: u32) -> Plan {
         use crate::bench_coll::{plan, Options};
-        let p = plan(
+        plan(
             &Options {
-                jobs: 6,
+                jobs,
                 vs: Some("openmpi".into()),
                 ..Options::default()
             },
             2,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn ratios_leave_out_the_jobs_that_ran_in_the_distant_placement() {
+        let p = openmpi_plan(6);
         let job = |j: u32, config: &str, probe: f64| {
             // Near (probe 0.04 us): plain 0.24, accel 0.09. Distant (0.25
             // us): plain 0.55, accel 0.28.
@@ -916,16 +921,8 @@ mod tests {
 
     #[test]
     fn points_that_ran_distant_are_left_out_of_jobs_that_ran_near() {
-        use crate::bench_coll::{plan, Options, Point};
-        let p = plan(
-            &Options {
-                jobs: 5,
-                vs: Some("openmpi".into()),
-                ..Options::default()
-            },
-            2,
-        )
-        .unwrap();
+        use crate::bench_coll::Point;
+        let p = openmpi_plan(5);
         // Two points per run, each with its probe: the 8-byte allreduce and
         // a 1 KiB one. Near (probe 0.04 us): plain 0.24 / 0.4, accel 0.09 /
         // 0.15; distant (0.3 us): everything 3x.
