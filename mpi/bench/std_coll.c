@@ -41,8 +41,9 @@
  *
  * Data check (default on, --no-check to skip), untimed, before the tests,
  * on a duplicate of MPI_COMM_WORLD (so that a library's per-communicator
- * picks are made on the timed pattern: data_check): for every size, bcast of a byte pattern from every root, and reduce and
- * allreduce of per-rank integers stored exactly in floats, every element
+ * picks are made on the timed pattern: data_check): for every size, bcast
+ * of a byte pattern from every root, and reduce and allreduce of per-rank
+ * integers stored exactly in floats, every element
  * checked; each block of gather, scatter, allgather and alltoall checked
  * byte by byte. A mismatch is reported on stderr and the program exits with
  * status 3 without measuring.

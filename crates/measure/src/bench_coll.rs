@@ -183,6 +183,11 @@ pub fn default_vs(oversubscribe: bool) -> &'static str {
     }
 }
 
+/// The line to say when the default left MPICH out ([`default_vs`]).
+pub fn default_vs_note(o: &Options) -> Option<&'static str> {
+    (o.vs.is_none() && o.oversubscribe).then_some(MPICH_CROWDED_NOTE)
+}
+
 /// Checks the options against this machine's `cpus` usable CPUs.
 pub fn plan(o: &Options, cpus: usize) -> Result<Plan, BenchCollError> {
     if !(2..=1024).contains(&o.np) {
@@ -546,8 +551,10 @@ mod tests {
             ..opts()
         };
         assert_eq!(plan(&o, 2).unwrap().bind, "none");
-        // Oversubscribed, MPICH only when asked for.
+        // Oversubscribed, MPICH only when asked for, and said.
         assert_eq!(plan(&o, 2).unwrap().impls, [MpiImpl::OpenMpi]);
+        assert_eq!(default_vs_note(&o), Some(MPICH_CROWDED_NOTE));
+        assert_eq!(default_vs_note(&opts()), None);
         let asked = Options {
             vs: Some("openmpi,mpich".into()),
             ..o.clone()
@@ -556,6 +563,7 @@ mod tests {
             plan(&asked, 2).unwrap().impls,
             [MpiImpl::OpenMpi, MpiImpl::Mpich]
         );
+        assert_eq!(default_vs_note(&asked), None);
         assert_eq!(
             plan(&opts(), 2).unwrap().impls,
             [MpiImpl::OpenMpi, MpiImpl::Mpich]

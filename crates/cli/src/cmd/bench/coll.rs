@@ -131,9 +131,10 @@ fn write(path: &Path, text: &[u8]) -> Result<()> {
 
 pub fn run(g: &GlobalOpts, a: &Args) -> Result<ExitCode> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let p = plan(&a.options(), cpus).map_err(fail)?;
-    if a.vs.is_none() && p.oversubscribe && !g.quiet {
-        eprintln!("bench coll: {}", bench_coll::MPICH_CROWDED_NOTE);
+    let o = a.options();
+    let p = plan(&o, cpus).map_err(fail)?;
+    if let Some(note) = bench_coll::default_vs_note(&o).filter(|_| !g.quiet) {
+        eprintln!("bench coll: {note}");
     }
     let exe = std::env::current_exe().context("cannot find the topocomm binary")?;
     let progs = programs(&p, &exe).map_err(fail)?;
