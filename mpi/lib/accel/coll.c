@@ -2388,6 +2388,27 @@ static int exchange(const struct grp *g, const char *send, int per_dest, char *a
     return tc_err(terr ? terr : werr);
 }
 
+/* An allgather (per_dest 0) or alltoall (1) through c's lane, where
+ * lane_fits: every member publishes what it sends (its block, or its
+ * n blocks), waits for every member's and copies into `area` each one's
+ * block (allgather) or the block addressed to it (alltoall). One arrival
+ * word per member and one round, where the messages take n - 1 sends and
+ * receives per member, each waiting for its peer to be scheduled on a
+ * crowded node (docs/collectives.md, "Lanes"). Returns an MPI error class. */
+static int lane_blocks(const acc_comm *c, const char *send, int per_dest, char *area, size_t blk) {
+    int n = c->size, me = my_comm_rank(c);
+    const void *x[TC_LANE_FLAT_MAX];
+    size_t len = per_dest ? (size_t)n * blk : blk;
+    int rc = lane_exchange(c->lane, send, len, 1, TC_LANE_ALL_BY_ALL, x);
+    if (rc != 0) return tc_err(rc);
+    size_t at = per_dest ? (size_t)me * blk : 0;
+    for (int i = 0; i < n; i++)
+        if (i != me) memcpy(area + (size_t)i * blk, (const char *)x[i] + at, blk);
+    tc_lane_done(c->lane);
+    acc.stats.coll_lane++;
+    return MPI_SUCCESS;
+}
+
 /* The allgather over the transport (acc_coll_allgather): 1, *rc set. */
 static int allgather_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                         int rcount, MPI_Datatype rtype, MPI_Comm comm, int *rc) {
@@ -2417,7 +2438,8 @@ static int allgather_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype 
      * within each of 6 jobs on the dev VM, medians 8.1-14.3 us against
      * 8.6-17.8 (never slower). */
     const char *send = own.len >= blk ? (const char *)own.data : a + (size_t)me * blk;
-    err = exchange(&g, send, 0, a, blk, T_ALLGATHER);
+    err = lane_fits(c, blk) ? lane_blocks(c, send, 0, a, blk)
+                             : exchange(&g, send, 0, a, blk, T_ALLGATHER);
     acc_tmp_free(own.tmp);
     if (err == MPI_SUCCESS)
         err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
@@ -2472,7 +2494,8 @@ static int alltoall_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype s
     const char *s = (const char *)send.data;
     if (s + (size_t)me * blk != a + (size_t)me * blk)
         memmove(a + (size_t)me * blk, s + (size_t)me * blk, blk);
-    err = exchange(&g, s, 1, a, blk, T_ALLTOALL);
+    err = lane_fits(c, (size_t)c->size * blk) ? lane_blocks(c, s, 1, a, blk)
+                                              : exchange(&g, s, 1, a, blk, T_ALLTOALL);
     acc_tmp_free(send.tmp);
     if (err == MPI_SUCCESS)
         err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
