@@ -1376,15 +1376,17 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
  *   limit: the blocks' gather into the root funnels n - 1 messages into
  *   one rank, which Open MPI's chain beats there (16 ranks on the 16-core
  *   Intel Xeon VM, 5 jobs: 16 KiB 1.07, 64 KiB 1.13 of its time; 1 MiB
- *   0.82, kept; docs/collectives.md, "Uncrowded 8 and 16 ranks");
- * - on a node with more ranks than CPUs, up to the broadcast limit, three
- *   or more members whose blocks are larger than the transport pushes at
- *   once (the eager floor: there, a slot): each block is then a
- *   rendezvous into the root that waits for its sender to be scheduled.
- *   With the vectorized combine, blocks within the floor took 0.34-0.53 of
- *   Open MPI's time at 64-256 KiB with 4 ranks on the dev VM's 2 vCPUs and
- *   0.54-0.74 with 8, while 1 MiB with 8 ranks (128 KiB blocks) took
- *   1.20-1.39 of it in the far host state (bench coll, 6 jobs).
+ *   0.82, kept; docs/collectives.md, "Uncrowded 8 and 16 ranks").
+ * On a node with more ranks than CPUs, up to the broadcast limit, the
+ * trials pick between the transport's two ways (reduce_picks) whatever
+ * the block size. Until session 58, blocks larger than the transport
+ * pushes at once (the eager floor, a slot there) went to Open MPI's own:
+ * before the trials existed, 1 MiB by blocks with 8 ranks (128 KiB blocks)
+ * had taken 1.20-1.39 of its time on the 2-vCPU Intel Xeon VM. With the
+ * trials, on the 2-vCPU AMD EPYC (Zen 5) VM at 384 KiB-1 MiB, 3 and 4
+ * ranks took 0.34-0.69 of the time of Open MPI's own under the
+ * accelerator, 6 ranks 0.52-0.61, 8 ranks 0.78-0.83 (lib-ab.py, 6-10 rounds, medians;
+ * docs/collectives.md, session 58).
  * With two or more ranks per CPU the blocks take every size above the
  * broadcast limit: Open MPI's own large reduce depends on where the ranks
  * run, and under the accelerator they start spread (rank r on the r-th
@@ -1402,16 +1404,13 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
  * milliseconds per call there (docs/collectives.md), where Open MPI's
  * yield (it turns mpi_yield_when_idle on when it sees more ranks than
  * CPUs).
- * The same answer on every member: the size, the node and the floor (read
- * from the shared segment) are. */
+ * The same answer on every member: the size and the node are. */
 static int reduce_to_mpi(int members, size_t bytes) {
 #ifdef OPEN_MPI
-    static uint64_t eager_floor; /* 0: not read yet (a floor of 0 is read again: same answer) */
     if (members <= 2) return 0;
     if (!crowded()) return bytes > bcast_max || (members > DEEP_TREE && bytes < bcast_max);
-    if (bytes > bcast_max) return acc.node_size < 2 * online_cpus(); /* two per CPU: blocks */
-    if (!eager_floor && tc_eager_floor_x(&eager_floor) != 0) eager_floor = UINT64_MAX;
-    return (bytes + (size_t)members - 1) / (size_t)members > eager_floor;
+    /* Two per CPU: blocks. */
+    return bytes > bcast_max && acc.node_size < 2 * online_cpus();
 #else
     (void)members;
     (void)bytes;
