@@ -406,6 +406,18 @@ fn collectives_run_over_the_transport_in_rank_order() {
                             format!("crowded reduce of 32768-65535 bytes over {np} members: ");
                         assert!(t.contains(&picked), "{what}: no reduce pick:\n{t}");
                     }
+                    // The 2 MiB reduces: their way picked by trials where gets
+                    // apply (three or more members, single copy working;
+                    // under Open MPI only with two or more ranks per CPU,
+                    // else they are left to its own), once per communicator.
+                    let gets =
+                        np >= 3 && put != "0" && puts_work && (imp == "mpich" || np >= 2 * cpus);
+                    let picked = format!("reduce of 2097152-4194303 bytes over {np} members: ");
+                    assert_eq!(
+                        t.contains(&picked),
+                        gets,
+                        "{what}: the 2 MiB reduces' pick (want one: {gets}):\n{t}"
+                    );
                     let small = |v: &(u64, u64, u64, u64)| {
                         if lanes == "1" {
                             v.1 > 200 && v.1 + 100 < v.0

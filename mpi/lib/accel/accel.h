@@ -111,7 +111,7 @@ typedef struct acc_comm {
     int holds;
     int retired;
     /* Large allreduces per size class: the way this communicator uses
-     * among those that apply (coll.c, allreduce_large: the whole exchange,
+     * among those that apply (coll.c, reduction_large: the whole exchange,
      * halves, pieces, blocks, blocks put, gets), timed on its first calls
      * of the class. */
     struct acc_pickw {
@@ -121,6 +121,11 @@ typedef struct acc_comm {
         unsigned char nways;    /* 0: no call of the class yet */
         unsigned char calls, run, choice; /* run 0: not set yet; choice: index in ways */
     } pickar[64];
+    /* Reduces of three or more members by blocks where gets apply
+     * (acc_coll_by_gets), per size class: the way picked among blocks,
+     * blocks put and gets, timed on the first calls (coll.c,
+     * reduction_large). */
+    struct acc_pickw pickrl[64];
     /* Crowded broadcasts under Open MPI, per size class: the transport's
      * tree (0) or Open MPI's own (1), timed on the first calls
      * (coll.c, bcast_trial). */

@@ -66,7 +66,7 @@ size_t acc_coll_split_max = SIZE_MAX;
 static int coll_max_set;
 
 int acc_coll_hier, acc_coll_lanes;
-/* The ways of a large allreduce (allreduce_large). Two members: one
+/* The ways of a large allreduce (reduction_large). Two members: one
  * exchange of whole vectors, the halves (a reduce-scatter and an
  * allgather of halves), the halves by pieces (their reduced pieces put
  * into the other's result where single copy works), or gets (gets.c);
@@ -990,10 +990,14 @@ static int allreduce_flat(const struct grp *g, struct red *d);
  * (reduce_split, after the request helpers below). */
 /* How reduce_split moves the blocks: gets where acc_coll_by_gets, else
  * blocks put where puts_on (SPLIT_AUTO), or one way (an allreduce's way
- * picked by allreduce_large). */
+ * picked by reduction_large). */
 enum split_how { SPLIT_AUTO, SPLIT_MSGS, SPLIT_PUTS, SPLIT_GETS };
 static int reduce_split(const struct grp *g, struct red *d, const void *src, void *rbuf,
                         int root, enum split_how how);
+/* A large allreduce or reduce, its way picked by trials (after the
+ * allreduce's helpers below). */
+static int reduction_large(acc_comm *c, const struct grp *g, struct red *d, const void *src,
+                           void *rbuf, int split, int root);
 
 /* ---- Lanes: small collectives through flags and blocks in the segment --- */
 
@@ -1522,8 +1526,16 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
         }
         if (reduce_to_mpi(c->size, d.bytes)) return 0;
         struct grp g = whole(c);
+        /* Where gets apply, the way by trials: with 4 ranks on the 2-vCPU
+         * AMD EPYC (Zen 5) VM, whose kernel copies between processes at 9-12
+         * GB/s, a 2 MiB reduce took 653 us by gets, 356 by blocks put and
+         * 319 by message (lib-ab.py, 6 rounds; plain Open MPI 723), with 8
+         * ranks 4 MiB 4047, 2791 and 3341 (Open MPI 3109), where on the
+         * 2-vCPU Intel Xeon VM the gets had won from 2 MiB. */
         *rc = acc_error(comm, c->size == 2 ? reduce_pair(&g, &d, src, rbuf, root)
-                                           : reduce_split(&g, &d, src, rbuf, root, SPLIT_AUTO));
+                              : acc_coll_by_gets(c->size, d.bytes, root)
+                                  ? reduction_large(c, &g, &d, src, rbuf, 1, root)
+                                  : reduce_split(&g, &d, src, rbuf, root, SPLIT_AUTO));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -1603,7 +1615,8 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
  * XFER_EAGER. The same on every member: the sizes, the pair's fragment
  * (in the shared segment) and the job-wide answer of single copy. A way
  * forced by TOPOCOMM_ACCEL_ALLREDUCE is the only one where it applies. */
-static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned char w[4]) {
+static int ar_ways(const struct grp *g, const struct red *d, int split, int root,
+                   unsigned char w[4]) {
     int n = 0;
     if (g->n == 2) {
         w[n++] = AR_WHOLE;
@@ -1618,7 +1631,8 @@ static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned
         w[n++] = AR_BLOCKS;
         if (puts_on()) w[n++] = AR_PUTS;
     }
-    if (split && acc_coll_by_gets(g->n, d->bytes, GETS_ALL)) w[n++] = AR_GETS;
+    if (split && acc_coll_by_gets(g->n, d->bytes, root)) w[n++] = AR_GETS;
+    if (root != GETS_ALL) return n; /* TOPOCOMM_ACCEL_ALLREDUCE: allreduces only */
     for (int i = 0; i < n; i++)
         if (w[i] == ar_forced) {
             w[0] = w[i];
@@ -1627,15 +1641,16 @@ static int ar_ways(const struct grp *g, const struct red *d, int split, unsigned
     return n;
 }
 
-/* One large allreduce by way w. */
-static int ar_run(const struct grp *g, struct red *d, const void *src, void *rbuf, int w) {
+/* One large allreduce (root GETS_ALL) or reduce by way w. */
+static int ar_run(const struct grp *g, struct red *d, const void *src, void *rbuf, int root,
+                  int w) {
     switch (w) {
     case AR_WHOLE: return allreduce_whole2(g, d, src, rbuf);
     case AR_HALVES: return allreduce_pair(g, d, src, rbuf, 0);
     case AR_PIECES: return allreduce_pair(g, d, src, rbuf, 1);
-    case AR_BLOCKS: return reduce_split(g, d, src, rbuf, GETS_ALL, SPLIT_MSGS);
-    case AR_PUTS: return reduce_split(g, d, src, rbuf, GETS_ALL, SPLIT_PUTS);
-    default: return reduce_split(g, d, src, rbuf, GETS_ALL, SPLIT_GETS);
+    case AR_BLOCKS: return reduce_split(g, d, src, rbuf, root, SPLIT_MSGS);
+    case AR_PUTS: return reduce_split(g, d, src, rbuf, root, SPLIT_PUTS);
+    default: return reduce_split(g, d, src, rbuf, root, SPLIT_GETS);
     }
 }
 
@@ -1652,8 +1667,11 @@ static int ar_run(const struct grp *g, struct red *d, const void *src, void *rbu
  * rendezvous protocol per message"). */
 enum { AR_WARM = 3, AR_TRIALS = 4, AR_LONG_WARM = 2, AR_LONG_TRIALS = 2 };
 
-/* An allreduce above the tree sizes (split: by blocks; else two members
- * above XFER_EAGER). Which way wins depends on the machine as much as on
+/* An allreduce (root GETS_ALL) above the tree sizes (split: by blocks;
+ * else two members above XFER_EAGER), or a reduce to root of three or
+ * more members by blocks where gets apply (acc_coll_by_gets; below, its
+ * blocks are put where single copy works, else sent: SPLIT_AUTO). Which
+ * way wins depends on the machine as much as on
  * the size: on the 2-vCPU Intel Xeon VM (model 167) the gets won from 64
  * KiB with 4 crowded ranks and from 128 KiB with 2, on a 2-vCPU AMD EPYC
  * (Zen 3) VM, where a single copy by the kernel runs at 8-9 GB/s against
@@ -1668,22 +1686,22 @@ enum { AR_WARM = 3, AR_TRIALS = 4, AR_LONG_WARM = 2, AR_LONG_TRIALS = 2 };
  * with the lowest sum, which every member keeps. Every way gives the same
  * bits, so the pick does not change results (which is why the MPI's own,
  * another order, is not among them). */
-static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, const void *src,
-                           void *rbuf, int split) {
+static int reduction_large(acc_comm *c, const struct grp *g, struct red *d, const void *src,
+                           void *rbuf, int split, int root) {
     unsigned char w[4];
-    int nw = ar_ways(g, d, split, w);
-    if (nw == 1) return ar_run(g, d, src, rbuf, w[0]);
+    int nw = ar_ways(g, d, split, root, w);
+    if (nw == 1) return ar_run(g, d, src, rbuf, root, w[0]);
     int k = size_class(d->bytes);
-    struct acc_pickw *p = &c->pickar[k];
+    struct acc_pickw *p = root == GETS_ALL ? &c->pickar[k] : &c->pickrl[k];
     if (!p->nways) {
         memcpy(p->ways, w, (size_t)nw);
         p->nways = (unsigned char)nw;
     }
     if (p->run && p->calls >= p->nways * p->run)
-        return ar_run(g, d, src, rbuf, p->ways[p->choice]);
+        return ar_run(g, d, src, rbuf, root, p->ways[p->choice]);
     int i = p->calls % p->nways, round = p->calls / p->nways;
     double t0 = PMPI_Wtime();
-    int rc = ar_run(g, d, src, rbuf, p->ways[i]);
+    int rc = ar_run(g, d, src, rbuf, root, p->ways[i]);
     double t = PMPI_Wtime() - t0;
     /* Every member makes these PMPI calls at the same call, failed ones
      * included (trial_record says why). */
@@ -1724,9 +1742,9 @@ static int allreduce_large(acc_comm *c, const struct grp *g, struct red *d, cons
             at += snprintf(line + at, sizeof line - (size_t)at, "%s%s %.2f us", j ? ", " : "",
                            ar_name[p->ways[j]], sum[j] * 1e6 / g->n / (by_sum ? timed : 1));
         fprintf(stderr,
-                "topocomm accel: allreduce of %zu-%zu bytes over %d members: %s (%s: "
+                "topocomm accel: %s of %zu-%zu bytes over %d members: %s (%s: "
                 "%s every member's %d timed calls)\n",
-                (size_t)1 << k, ((size_t)2 << k) - 1, g->n, ar_name[p->ways[choice]], line,
+                root == GETS_ALL ? "allreduce" : "reduce", (size_t)1 << k, ((size_t)2 << k) - 1, g->n, ar_name[p->ways[choice]], line,
                 by_sum ? "means of" : "means over the members of the fastest of", timed);
     }
     return rc != MPI_SUCCESS ? rc : err;
@@ -1754,7 +1772,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
      * with 8 (bench coll, 4-8 jobs; 4 MiB with 4 ranks: 0.95-1.07, level). */
     if (!c->mixed && count >= c->size && contiguous && acc_coll_split_ok(d.bytes)) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, allreduce_large(c, &g, &d, src, rbuf, 1));
+        *rc = acc_error(comm, reduction_large(c, &g, &d, src, rbuf, 1, GETS_ALL));
         acc.stats.coll_tc++;
         return 1;
     }
@@ -1762,7 +1780,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     if (c->mixed && !commutative(op)) return 0;
     if (!c->mixed && c->size == 2 && d.bytes > XFER_EAGER) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, allreduce_large(c, &g, &d, src, rbuf, 0));
+        *rc = acc_error(comm, reduction_large(c, &g, &d, src, rbuf, 0, GETS_ALL));
         acc.stats.coll_tc++;
         return 1;
     }

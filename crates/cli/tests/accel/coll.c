@@ -406,6 +406,43 @@ static void check_comm(MPI_Comm comm, const char *name) {
             free(in);
             free(out);
         }
+        /* Reduces of 262147 doubles (2 MiB and 24 bytes) to every root in
+         * turn: where gets apply (three or more members, single copy
+         * working), the way is picked by trials over the first calls of
+         * the size (blocks, blocks put, gets), and every way must give the
+         * root the same bits (an inexact sum here) and the right value. */
+        {
+            enum { BIG = 262147, CALLS = 24 };
+            double *in = malloc(BIG * sizeof(double)), *out = malloc(BIG * sizeof(double));
+            double *bits = malloc(BIG * sizeof(double));
+            CHECK(in && out && bits, "%s: no memory for the 2 MiB reduces", name);
+            for (int i = 0; i < BIG; i++) in[i] = 1.0 / (double)(i % 997 + r + 3);
+            for (int k = 0; k < CALLS; k++) {
+                int root = k % n, first = k < n;
+#ifdef OPEN_MPI
+                int ip = r == root && (k / n) % 2; /* in place at the root every other turn */
+#else
+                int ip = r == root && root == 0 && (k / n) % 2; /* MPICH: above */
+#endif
+                if (ip) memcpy(out, in, BIG * sizeof(double));
+                MPI_Reduce(ip ? MPI_IN_PLACE : in, r == root ? out : NULL, BIG, MPI_DOUBLE, MPI_SUM,
+                           root, comm);
+                if (r != root) continue;
+                if (first) memcpy(bits, out, BIG * sizeof(double));
+                for (int i = 0; i < BIG; i++) {
+                    double want = 0;
+                    for (int j = 0; j < n; j++) want += 1.0 / (double)(i % 997 + j + 3);
+                    CHECK(fabs(out[i] - want) <= 1e-12 * want,
+                          "%s 2 MiB reduce %d to %d at %d: %.17g, want %.17g", name, k, root, i,
+                          out[i], want);
+                }
+                CHECK(memcmp(out, bits, BIG * sizeof(double)) == 0,
+                      "%s 2 MiB reduce %d to %d: other bits than its first call", name, k, root);
+            }
+            free(in);
+            free(out);
+            free(bits);
+        }
         MPI_Datatype tmat;
         MPI_Op op;
         mat_begin(&tmat, &op);
