@@ -1389,8 +1389,8 @@ int acc_coll_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
  * had taken 1.20-1.39 of its time on the 2-vCPU Intel Xeon VM. With the
  * trials, on the 2-vCPU AMD EPYC (Zen 5) VM at 384 KiB-1 MiB, 3 and 4
  * ranks took 0.34-0.69 of the time of Open MPI's own under the
- * accelerator, 6 ranks 0.52-0.61, 8 ranks 0.78-0.83 (lib-ab.py, 6-10 rounds, medians;
- * docs/collectives.md, session 58).
+ * accelerator, 6 ranks 0.52-0.61, 8 ranks 0.78-0.83 (lib-ab.py, 6-10
+ * rounds, medians; docs/collectives.md, session 58).
  * With two or more ranks per CPU the blocks take every size above the
  * broadcast limit: Open MPI's own large reduce depends on where the ranks
  * run, and under the accelerator they start spread (rank r on the r-th
@@ -1671,10 +1671,9 @@ enum { AR_WARM = 3, AR_TRIALS = 4, AR_LONG_WARM = 2, AR_LONG_TRIALS = 2 };
  * else two members above XFER_EAGER), or a reduce to root of three or
  * more members by blocks where gets apply (acc_coll_by_gets; below, its
  * blocks are put where single copy works, else sent: SPLIT_AUTO). Which
- * way wins depends on the machine as much as on
- * the size: on the 2-vCPU Intel Xeon VM (model 167) the gets won from 64
- * KiB with 4 crowded ranks and from 128 KiB with 2, on a 2-vCPU AMD EPYC
- * (Zen 3) VM, where a single copy by the kernel runs at 8-9 GB/s against
+ * way wins depends on the machine as much as on the size: on the 2-vCPU
+ * Intel Xeon VM (model 167) the gets won from 64 KiB with 4 crowded ranks
+ * and from 128 KiB with 2, on a 2-vCPU AMD EPYC (Zen 3) VM, where a single copy by the kernel runs at 8-9 GB/s against
  * 25-34 GB/s for a user-space memcpy of the same bytes, the halves by
  * message took 0.64-0.68 of the gets' time at 1-4 MiB with 2 ranks and
  * the blocks by message 0.64 of it at 1 MiB with 4 crowded ranks, while
@@ -1744,7 +1743,8 @@ static int reduction_large(acc_comm *c, const struct grp *g, struct red *d, cons
         fprintf(stderr,
                 "topocomm accel: %s of %zu-%zu bytes over %d members: %s (%s: "
                 "%s every member's %d timed calls)\n",
-                root == GETS_ALL ? "allreduce" : "reduce", (size_t)1 << k, ((size_t)2 << k) - 1, g->n, ar_name[p->ways[choice]], line,
+                root == GETS_ALL ? "allreduce" : "reduce", (size_t)1 << k, ((size_t)2 << k) - 1,
+                g->n, ar_name[p->ways[choice]], line,
                 by_sum ? "means of" : "means over the members of the fastest of", timed);
     }
     return rc != MPI_SUCCESS ? rc : err;
