@@ -60,8 +60,8 @@ pub enum BenchCollError {
     Jobs { value: u32 },
     #[error("--vs: {cause}")]
     Peers { cause: Error },
-    #[error("--vs none: bench coll compares against at least one MPI (openmpi, mpich)")]
-    NoPeers,
+    #[error("--vs '{value}': bench coll compares against at least one MPI (openmpi, mpich)")]
+    NoPeers { value: String },
     #[error("--time-ms {value}: expected a number of milliseconds in (0, 10000]")]
     TimeMs { value: f64 },
     #[error("--reps {value}: expected 1 to 101 timed batches")]
@@ -206,8 +206,10 @@ pub fn plan(o: &Options, cpus: usize) -> Result<Plan, BenchCollError> {
         return Err(BenchCollError::Jobs { value: o.jobs });
     }
     let vs = o.vs.as_deref().unwrap_or(default_vs(o.oversubscribe));
-    if vs.trim() == "none" {
-        return Err(BenchCollError::NoPeers);
+    // `none` (bench p2p's way to measure no peer) and an empty list alike:
+    // parse_peers' own message for the empty one points to `none`.
+    if vs.trim() == "none" || vs.split(',').all(|p| p.trim().is_empty()) {
+        return Err(BenchCollError::NoPeers { value: vs.into() });
     }
     let impls = parse_peers(vs).map_err(|cause| BenchCollError::Peers { cause })?;
     if !(o.time_ms > 0.0 && o.time_ms <= 10_000.0) {
@@ -595,7 +597,16 @@ mod tests {
             vs: Some("none".into()),
             ..opts()
         })
-        .starts_with("--vs none"));
+        .starts_with("--vs 'none': "));
+        // An empty list: no MPI named, and no pointer to `none` (which
+        // bench coll refuses) as bench p2p's message gives.
+        for vs in ["", " , "] {
+            let e = err(Options {
+                vs: Some(vs.into()),
+                ..opts()
+            });
+            assert!(e.contains("at least one MPI") && !e.contains("use none"), "{e}");
+        }
         assert!(err(Options {
             vs: Some("lam".into()),
             ..opts()
