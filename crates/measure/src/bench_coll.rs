@@ -605,7 +605,10 @@ mod tests {
                 vs: Some(vs.into()),
                 ..opts()
             });
-            assert!(e.contains("at least one MPI") && !e.contains("use none"), "{e}");
+            assert!(
+                e.contains("at least one MPI") && !e.contains("use none"),
+                "{e}"
+            );
         }
         assert!(err(Options {
             vs: Some("lam".into()),
