@@ -336,6 +336,12 @@ int tc_pair_exchange(int lane, const void *data, size_t len, void *out, double b
 int tc_lane_done(int lane);
 /* Waits until every member has read this rank's blocks; frees the lane. */
 int tc_lane_quiesce(int lane);
+/* Transport rank `rank`'s staging area in the segment: its address in this
+ * process into *at, its length (the same for every rank: 2 MiB) into *bytes. Every member
+ * of a large collective may read and write the others' areas; the caller
+ * orders those accesses (barriers around each use) and uses its own area
+ * for one collective at a time. */
+int tc_stage(int rank, void **at, size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -177,3 +177,24 @@ pub extern "C" fn tc_lane_done(lane: c_int) -> i32 {
 pub extern "C" fn tc_lane_quiesce(lane: c_int) -> i32 {
     with(|c| c.lane_quiesce(lane_arg(lane)?).map(|_| TC_OK))
 }
+
+/// Transport rank `rank`'s staging area (crates/transport/src/stage.rs):
+/// its address in this process into `*at`, its length into `*bytes`. Every
+/// member of a collective may read and write the others' areas; the caller
+/// orders those accesses (barriers around each use) and uses its own area
+/// for one collective at a time.
+#[no_mangle]
+pub extern "C" fn tc_stage(rank: c_int, at: *mut *mut c_void, bytes: *mut usize) -> i32 {
+    with(|c| {
+        if at.is_null() || bytes.is_null() {
+            return Err(Error::Invalid("at or bytes is NULL".into()));
+        }
+        let (p, len) = c.stage(rank_arg(rank, "stage")?)?;
+        // SAFETY: both non-NULL (checked), each a value the caller owns.
+        unsafe {
+            *at = p.cast();
+            *bytes = len;
+        }
+        Ok(TC_OK)
+    })
+}

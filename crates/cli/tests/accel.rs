@@ -245,6 +245,15 @@ fn plain_verdict(launch: &[String], ok_line: &str, what: &str) {
     assert!(t.contains(ok_line), "{what}:\n{t}");
 }
 
+/// Per rank of `accel -v`'s report: bytes copied into its staging area.
+fn staged_bytes(t: &str) -> Vec<u64> {
+    t.lines()
+        .filter_map(|l| l.split_once("; collectives "))
+        .filter_map(|(_, rest)| rest.split_once("trees in near order; "))
+        .map(|(_, rest)| rest.split(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
 /// (collectives through the transport, of them through the lanes, through
 /// plain MPI) per rank, from the `--verbose` lines.
 /// Per rank of `accel -v`'s report: collectives through the transport, of
@@ -285,7 +294,9 @@ fn collectives_run_over_the_transport_in_rank_order() {
             // The reduced pieces (2 members) and blocks (3 and 4) are put
             // into the receivers' results where single copy works
             // (TOPOCOMM_ACCEL_PUT, on by default), else sent by message:
-            // both ways run.
+            // both ways run. The staging areas' way (any number of
+            // members) is forced too, with the lanes' barriers (3 and 4
+            // members on the lanes) and with messages' barriers.
             let runs = [
                 ("1", "0", "1", "", "", ""),
                 ("1", "0", "0", "", "", ""),
@@ -295,13 +306,16 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 ("1", "0", "0", "pieces", "1024", ""),
                 ("1", "0", "0", "pieces", "1024", "0"),
                 ("1", "0", "0", "gets", "", ""),
+                ("1", "0", "1", "staged", "", ""),
+                ("1", "0", "0", "staged", "", ""),
                 ("2", "0", "1", "", "", ""),
                 ("2", "1", "1", "", "", ""),
                 ("3", "1", "1", "", "", ""),
             ];
             let puts_work = single_copy_works();
             for (nodes, hier, lanes, pick2, piece, put) in runs {
-                if nodes.parse::<usize>().unwrap() > np || (!pick2.is_empty() && np != 2) {
+                let two_only = !pick2.is_empty() && pick2 != "staged";
+                if nodes.parse::<usize>().unwrap() > np || (two_only && np != 2) {
                     continue;
                 }
                 let env = [
@@ -332,6 +346,15 @@ fn collectives_run_over_the_transport_in_rank_order() {
                 }
                 let c = coll_counts(&t);
                 assert_eq!(c.len(), np, "{what}:\n{t}");
+                if pick2 == "staged" {
+                    // Every large allreduce through the staging areas:
+                    // every member copies in all but its own block.
+                    let s = staged_bytes(&t);
+                    assert!(
+                        s.len() == np && s.iter().all(|&b| b > 1 << 20),
+                        "{what}: bytes staged {s:?}:\n{t}"
+                    );
+                }
                 if nodes == "1" && np >= 3 {
                     // The allreduces and reduces of 140001 doubles go by
                     // blocks, whose reduced blocks are put into the
@@ -494,7 +517,7 @@ fn collectives_run_over_the_transport_in_rank_order() {
 /// Per rank of `accel -v`'s report: the trees run along a near order.
 fn near_counts(t: &str) -> Vec<u64> {
     t.lines()
-        .filter_map(|l| l.strip_suffix(" trees in near order"))
+        .filter_map(|l| l.split_once(" trees in near order").map(|(head, _)| head))
         .filter_map(|l| l.rsplit_once("; "))
         .map(|(_, n)| n.parse().unwrap())
         .collect()

@@ -41,6 +41,7 @@ pub mod selftest;
 mod send;
 mod spare;
 mod spread;
+pub mod stage;
 mod startup;
 #[cfg(test)]
 mod threads_job;

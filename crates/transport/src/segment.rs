@@ -19,7 +19,7 @@ use crate::plan::Plan;
 use crate::rules::{CopyKind, Owner, Params};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const MAGIC: u64 = 0x3231_766f_636f_706f; // "opocov12" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted; v10: a pair line per lane; v11: a help line per channel, plans of 152 bytes with a help limit; v12: inline messages over up to INLINE_CELLS cells)
+pub const MAGIC: u64 = 0x3331_766f_636f_706f; // "opocov13" (v2: cells carry a context; v3: plans carry `adaptive`; v4: collective lanes; v5: rank slots of two lines, the second counting single copies; v6: rendezvous requests may ask for a protocol, timed CTS, plans of 136 bytes with an exchange eager limit; v7: a duplex line per pair of ranks; v8: plans of 144 bytes with a lone-answer rendezvous limit; v9: duplex halves of 16 payload bytes, counted; v10: a pair line per lane; v11: a help line per channel, plans of 152 bytes with a help limit; v12: inline messages over up to INLINE_CELLS cells; v13: a staging area per rank)
 /// Cells per channel ring.
 pub const RING: u64 = 128;
 pub const MAX_RANKS: usize = 4096;
@@ -78,6 +78,13 @@ pub const LANE_BYTES: usize = 192 + 2 * LANE_DATA;
 const _: () = assert!(8 + 2 * LANE_INLINE <= 64);
 const _: () = assert!(16 + 4 * PAIR_DATA <= 64);
 const _: () = assert!(LANE_BYTES % 64 == 0);
+
+/// Bytes of a rank's staging area (stage.rs): where the accelerator's
+/// large collectives copy a rank's contribution for the other members to
+/// read with plain loads. The segment is a sparse memfd: a page of it costs
+/// memory only once a collective has written it.
+pub const STAGE_BYTES: usize = 2 << 20;
+const _: () = assert!(STAGE_BYTES % 4096 == 0);
 
 /// Segment header, written once by the creator before any rank starts.
 #[repr(C, align(64))]
@@ -400,6 +407,8 @@ pub struct Layout {
     pub lanes: u64,
     /// One [`Duplex`] line per pair of distinct ranks.
     pub duplex: u64,
+    /// One staging area of [`STAGE_BYTES`] per rank, page-aligned.
+    pub stages: u64,
     pub channels: u64,
 }
 
@@ -412,7 +421,8 @@ impl Layout {
         let lanes = align(plans + (std::mem::size_of::<PlanRaw>() * n * n) as u64, 64);
         let duplex = align(lanes + (n * LANES * LANE_BYTES) as u64, 64);
         let pairs = (n * n.saturating_sub(1) / 2) as u64;
-        let channels = align(duplex + pairs * CELL as u64, 4096);
+        let stages = align(duplex + pairs * CELL as u64, 4096);
+        let channels = stages + (n * STAGE_BYTES) as u64;
         Layout {
             ranks,
             doorbells,
@@ -420,6 +430,7 @@ impl Layout {
             plans,
             lanes,
             duplex,
+            stages,
             channels,
         }
     }
@@ -672,6 +683,15 @@ impl Segment {
     /// 2-member communicators whose lower transport rank is `r`.
     pub fn lane_pair(&self, r: usize, l: usize) -> *mut u8 {
         self.lane(r, l).2.wrapping_add(128)
+    }
+
+    /// The start of rank `r`'s staging area ([`STAGE_BYTES`], page-aligned).
+    pub fn stage(&self, r: usize) -> *mut u8 {
+        assert!(r < self.nranks());
+        let off = self.layout().stages as usize + r * STAGE_BYTES;
+        // SAFETY: in bounds of the staging table (r < n); what is read and
+        // written there is the collectives' business (stage.rs).
+        unsafe { self.base.add(off) }
     }
 
     /// Marks the job as aborted (launcher side).

@@ -29,6 +29,7 @@ struct acc_stats {
     uint64_t coll_tc, coll_plain;     /* collectives per path (coll.c) */
     uint64_t coll_lane;               /* of coll_tc: through the lanes */
     uint64_t coll_put_bytes;          /* written into members' results (tc_put_x) */
+    uint64_t coll_staged_bytes;       /* copied into this rank's staging area (coll.c) */
     uint64_t coll_near;               /* trees run along a near order (coll.c) */
 };
 
@@ -115,9 +116,9 @@ typedef struct acc_comm {
      * halves, pieces, blocks, blocks put, gets), timed on its first calls
      * of the class. */
     struct acc_pickw {
-        double sum[4];          /* per way: this member's timed trial calls, seconds */
-        double best[4];         /* per way: this member's fastest timed trial call, seconds */
-        unsigned char ways[4];  /* the ways tried, in trial order (coll.c enum ar_way) */
+        double sum[5];          /* per way: this member's timed trial calls, seconds */
+        double best[5];         /* per way: this member's fastest timed trial call, seconds */
+        unsigned char ways[5];  /* the ways tried, in trial order (coll.c enum ar_way) */
         unsigned char nways;    /* 0: no call of the class yet */
         unsigned char calls, run, choice; /* run 0: not set yet; choice: index in ways */
     } pickar[64];

@@ -71,13 +71,15 @@ int acc_coll_hier, acc_coll_lanes;
  * allgather of halves), the halves by pieces (their reduced pieces put
  * into the other's result where single copy works), or gets (gets.c);
  * three or more: blocks by message, blocks whose reduced blocks are put
- * into the receivers' results, or gets. Every way folds each element in
+ * into the receivers' results, or gets; any number: through the staging
+ * areas (reduce_staged). Every way folds each element in
  * member order, x_0 (op) (x_1 (op) (...)): the same bits whichever is
  * picked. */
-enum ar_way { AR_WHOLE, AR_HALVES, AR_PIECES, AR_BLOCKS, AR_PUTS, AR_GETS, AR_NWAYS };
-static const char *const ar_key[AR_NWAYS] = {"whole", "halves", "pieces", "blocks", "puts", "gets"};
+enum ar_way { AR_WHOLE, AR_HALVES, AR_PIECES, AR_BLOCKS, AR_PUTS, AR_GETS, AR_STAGED, AR_NWAYS };
+static const char *const ar_key[AR_NWAYS] = {"whole", "halves", "pieces", "blocks",
+                                             "puts",  "gets",   "staged"};
 static const char *const ar_name[AR_NWAYS] = {"whole exchange", "halves", "halves by pieces",
-                                               "blocks", "blocks put", "gets"};
+                                               "blocks", "blocks put", "gets", "staged"};
 /* TOPOCOMM_ACCEL_ALLREDUCE=WAY: that way for every large allreduce it
  * applies to (the others picked as without it); -1 (unset): each
  * communicator picks per size class from its first calls. */
@@ -108,6 +110,10 @@ static int puts_on(void) {
 /* TOPOCOMM_ACCEL_GETS=0: large reductions by messages (coll.c's blocks,
  * the two-member pair) also where single copy works. */
 static int acc_gets = 1;
+
+/* TOPOCOMM_ACCEL_STAGE=0: large reductions never through the staging
+ * areas (reduce_staged); default 1 (one of the ways tried). */
+static int acc_stage = 1;
 
 /* TOPOCOMM_ACCEL_NEAR=0: the small collectives' trees in rank order, not
  * in the members' near order (acc_coll_near_setup). */
@@ -164,7 +170,8 @@ void acc_coll_init(void) {
         if (ar_forced < 0 && acc.world_rank == 0)
             fprintf(stderr,
                     "topocomm accel: TOPOCOMM_ACCEL_ALLREDUCE='%s': expected whole, halves, "
-                    "pieces, blocks, puts or gets; picking per size from the first calls\n",
+                    "pieces, blocks, puts, gets or staged; picking per size from the first "
+                    "calls\n",
                     aw);
     }
     const char *pp = getenv("TOPOCOMM_ACCEL_PAIR_PIECE");
@@ -184,6 +191,7 @@ void acc_coll_init(void) {
     }
     on_off("TOPOCOMM_ACCEL_PUT", &acc_put);
     on_off("TOPOCOMM_ACCEL_GETS", &acc_gets);
+    on_off("TOPOCOMM_ACCEL_STAGE", &acc_stage);
     on_off("TOPOCOMM_ACCEL_NEAR", &acc_near);
     const char *h = getenv("TOPOCOMM_ACCEL_COLL_HIER");
     acc_coll_hier = h && !strcmp(h, "1");
@@ -1609,6 +1617,112 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
     return 1;
 }
 
+/* ---- Large reductions through the staging areas -------------------------
+ * Every member copies its contribution into its staging area in the
+ * segment (tc_stage) once; each then folds its block of the elements
+ * straight out of the others' areas into its own, and every member that
+ * wants the result copies the others' reduced blocks out: about three
+ * user-space copies of the vector per member, and no step that waits for
+ * one particular member to be scheduled, only the barriers between the
+ * phases. The messages' ways wait for each sender and receiver in turn
+ * (slot rings of a few fragments), the puts and gets go through the
+ * kernel's single copy, 9-12 GB/s on the 2-vCPU AMD EPYC (Zen 5) VM
+ * against 20-90 GB/s for memcpy. Vectors larger than an area go in rounds
+ * of an area per member. */
+
+static char **stage_at; /* the members' areas, in member order */
+static int stage_cap;
+static size_t stage_len; /* bytes of an area: the same for every rank */
+
+/* Fills stage_at for g's members; 0 when the areas cannot be had (then on
+ * every member: the transport is the same library everywhere). */
+static int stage_areas(const struct grp *g) {
+    if (stage_cap < g->n) {
+        char **p = realloc(stage_at, sizeof *p * (size_t)g->n);
+        if (!p) return 0;
+        stage_at = p;
+        stage_cap = g->n;
+    }
+    for (int k = 0; k < g->n; k++) {
+        void *at = NULL;
+        size_t len = 0;
+        if (tc_stage(g->tc[k], &at, &len) != 0) return 0;
+        stage_at[k] = at;
+        stage_len = len;
+    }
+    return 1;
+}
+
+/* Whether a reduction of d over g can go through the staging areas: the
+ * same answer on every member (sizes, count and the library's area). */
+static int stage_fits(const struct grp *g, const struct red *d) {
+    if (!acc_stage || g->n < 2 || d->count < g->n || !stage_areas(g)) return 0;
+    return stage_len / (d->bytes / (size_t)d->count) >= (size_t)g->n;
+}
+
+/* Between the phases: every member's copies before it (the barrier's
+ * Release stores and Acquire loads, or its messages) happen before every
+ * member's reads after it. */
+static int stage_barrier(const acc_comm *c, const struct grp *g) {
+    if (c->lane_flat && g->n == c->size) return lane_barrier(c);
+    return barrier(g);
+}
+
+/* MPI_Allreduce (root GETS_ALL) or MPI_Reduce of d over g (all of c)
+ * through the staging areas, in rounds of up to an area per member. Each
+ * member's block of a round is folded x_0 (op) (x_1 (op) (...)) as every
+ * other way folds it: the same bits whichever way is picked. */
+static int reduce_staged(const acc_comm *c, const struct grp *g, struct red *d, const void *src,
+                         void *rbuf, int root) {
+    if (!stage_areas(g)) return MPI_ERR_INTERN; /* stage_fits said yes: cannot happen */
+    int n = g->n, me = g->me, all = root < 0 || me == root, rc = 0, prev = -1;
+    int err = MPI_SUCCESS; /* a failed fold: the barriers still run, for the others */
+    size_t esz = d->bytes / (size_t)d->count, per_round = stage_len / esz;
+    const char *in = (const char *)src + d->lb;
+    char *out = all ? (char *)rbuf + d->lb : NULL;
+    for (size_t off = 0; off < (size_t)d->count && rc == 0; off += per_round) {
+        size_t left = (size_t)d->count - off;
+        int cnt = (int)(left < per_round ? left : per_round), first, num;
+        struct blocks b = {cnt, n, NULL};
+        acc_block_of(&b, me, &first, &num);
+        /* A shorter last round moves the blocks: a member still copying
+         * this member's reduced block out of its area must be done before
+         * the copy-in below overwrites it. */
+        if (prev >= 0 && cnt != prev) rc = stage_barrier(c, g);
+        prev = cnt;
+        const char *x = in + off * esz;
+        char *mine = stage_at[me];
+        size_t lo = (size_t)first * esz, hi = (size_t)(first + num) * esz;
+        /* My own block is read by me alone: straight from my buffer. */
+        memcpy(mine, x, lo);
+        memcpy(mine + hi, x + hi, (size_t)cnt * esz - hi);
+        acc.stats.coll_staged_bytes += (size_t)cnt * esz - (hi - lo);
+        if (rc == 0) rc = stage_barrier(c, g);
+        if (rc != 0) break;
+        char *res = mine + lo;
+        if (num > 0 && err == MPI_SUCCESS) {
+#define STAGED_X(k) ((k) == me ? x + lo : stage_at[k] + lo)
+            err = acc_reduce_to(STAGED_X(n - 2) - d->lb, STAGED_X(n - 1) - d->lb, res - d->lb,
+                                num, hi - lo, d->type, d->op);
+            for (int k = n - 3; k >= 0 && err == MPI_SUCCESS; k--)
+                err = acc_reduce_local(STAGED_X(k) - d->lb, res - d->lb, num, d->type, d->op);
+#undef STAGED_X
+            if (all) memcpy(out + off * esz + lo, res, hi - lo);
+        }
+        rc = stage_barrier(c, g);
+        for (int k = 0; k < n && rc == 0 && all; k++) {
+            if (k == me) continue;
+            int f, m;
+            acc_block_of(&b, k, &f, &m);
+            memcpy(out + (off + (size_t)f) * esz, stage_at[k] + (size_t)f * esz, (size_t)m * esz);
+        }
+    }
+    /* The areas are free again for the next collective once every member
+     * has copied its blocks out. */
+    if (rc == 0) rc = stage_barrier(c, g);
+    return rc != 0 ? tc_err(rc) : err;
+}
+
 /* The ways a large allreduce of d over g can take (enum ar_way), in trial
  * order, into w; returns how many. `split`: the call is one of blocks
  * (count >= members, SPLIT_MIN and up), else a two-member one above
@@ -1616,7 +1730,7 @@ int acc_coll_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, 
  * (in the shared segment) and the job-wide answer of single copy. A way
  * forced by TOPOCOMM_ACCEL_ALLREDUCE is the only one where it applies. */
 static int ar_ways(const struct grp *g, const struct red *d, int split, int root,
-                   unsigned char w[4]) {
+                   unsigned char w[AR_NWAYS]) {
     int n = 0;
     if (g->n == 2) {
         w[n++] = AR_WHOLE;
@@ -1632,6 +1746,7 @@ static int ar_ways(const struct grp *g, const struct red *d, int split, int root
         if (puts_on()) w[n++] = AR_PUTS;
     }
     if (split && acc_coll_by_gets(g->n, d->bytes, root)) w[n++] = AR_GETS;
+    if (stage_fits(g, d)) w[n++] = AR_STAGED;
     if (root != GETS_ALL) return n; /* TOPOCOMM_ACCEL_ALLREDUCE: allreduces only */
     for (int i = 0; i < n; i++)
         if (w[i] == ar_forced) {
@@ -1642,14 +1757,15 @@ static int ar_ways(const struct grp *g, const struct red *d, int split, int root
 }
 
 /* One large allreduce (root GETS_ALL) or reduce by way w. */
-static int ar_run(const struct grp *g, struct red *d, const void *src, void *rbuf, int root,
-                  int w) {
+static int ar_run(const acc_comm *c, const struct grp *g, struct red *d, const void *src,
+                  void *rbuf, int root, int w) {
     switch (w) {
     case AR_WHOLE: return allreduce_whole2(g, d, src, rbuf);
     case AR_HALVES: return allreduce_pair(g, d, src, rbuf, 0);
     case AR_PIECES: return allreduce_pair(g, d, src, rbuf, 1);
     case AR_BLOCKS: return reduce_split(g, d, src, rbuf, root, SPLIT_MSGS);
     case AR_PUTS: return reduce_split(g, d, src, rbuf, root, SPLIT_PUTS);
+    case AR_STAGED: return reduce_staged(c, g, d, src, rbuf, root);
     default: return reduce_split(g, d, src, rbuf, root, SPLIT_GETS);
     }
 }
@@ -1687,9 +1803,9 @@ enum { AR_WARM = 3, AR_TRIALS = 4, AR_LONG_WARM = 2, AR_LONG_TRIALS = 2 };
  * another order, is not among them). */
 static int reduction_large(acc_comm *c, const struct grp *g, struct red *d, const void *src,
                            void *rbuf, int split, int root) {
-    unsigned char w[4];
+    unsigned char w[AR_NWAYS];
     int nw = ar_ways(g, d, split, root, w);
-    if (nw == 1) return ar_run(g, d, src, rbuf, root, w[0]);
+    if (nw == 1) return ar_run(c, g, d, src, rbuf, root, w[0]);
     int k = size_class(d->bytes);
     struct acc_pickw *p = root == GETS_ALL ? &c->pickar[k] : &c->pickrl[k];
     if (!p->nways) {
@@ -1697,10 +1813,10 @@ static int reduction_large(acc_comm *c, const struct grp *g, struct red *d, cons
         p->nways = (unsigned char)nw;
     }
     if (p->run && p->calls >= p->nways * p->run)
-        return ar_run(g, d, src, rbuf, root, p->ways[p->choice]);
+        return ar_run(c, g, d, src, rbuf, root, p->ways[p->choice]);
     int i = p->calls % p->nways, round = p->calls / p->nways;
     double t0 = PMPI_Wtime();
-    int rc = ar_run(g, d, src, rbuf, root, p->ways[i]);
+    int rc = ar_run(c, g, d, src, rbuf, root, p->ways[i]);
     double t = PMPI_Wtime() - t0;
     /* Every member makes these PMPI calls at the same call, failed ones
      * included (trial_record says why). */
@@ -1726,7 +1842,7 @@ static int reduction_large(acc_comm *c, const struct grp *g, struct red *d, cons
      * call says little of how long the others waited for it to be
      * scheduled (trial_record). */
     int by_sum = crowded();
-    double sum[4] = {0, 0, 0, 0};
+    double sum[AR_NWAYS] = {0};
     int choice = 0;
     int err = ACC_BLOCKING(PMPI_Reduce(by_sum ? p->sum : p->best, sum, p->nways, MPI_DOUBLE,
                                        MPI_SUM, 0, c->comm));
@@ -2426,6 +2542,49 @@ static int lane_blocks(const acc_comm *c, const char *send, int per_dest, char *
     return MPI_SUCCESS;
 }
 
+/* Whether an allgather or alltoall of `blk`-byte blocks over c goes
+ * through the staging areas (stage_blocks) rather than by message: on a
+ * crowded node, blocks beyond XFER_EAGER (smaller ones leave when posted).
+ * The same answer on every member. */
+static int stage_blocks_fit(const acc_comm *c, const struct grp *g, size_t blk) {
+    return acc_stage && g->n >= 2 && !c->mixed && crowded() && blk > XFER_EAGER && stage_areas(g) &&
+           stage_len / (size_t)g->n >= 64;
+}
+
+/* An allgather (per_dest 0) or alltoall (1) through the staging areas,
+ * where stage_blocks_fit: every member copies what it sends (its block,
+ * or the block for each other member) into its area, and after a barrier
+ * copies into `area` each member's block (allgather) or the block it
+ * addressed to this one (alltoall), in rounds of up to an area's share
+ * per block; a barrier after each round frees the areas. A message waits
+ * for both its sender and its receiver to be scheduled, fragment after
+ * fragment of its slot ring; here every member copies without waiting for
+ * any one member. Returns an MPI error class. */
+static int stage_blocks(const acc_comm *c, const struct grp *g, const char *send, int per_dest,
+                        char *area, size_t blk) {
+    int n = g->n, me = g->me, rc = 0;
+    size_t slot = per_dest ? stage_len / (size_t)n / 64 * 64 : stage_len;
+    char *mine = stage_at[me];
+    for (size_t off = 0; off < blk && rc == 0; off += slot) {
+        size_t len = blk - off < slot ? blk - off : slot;
+        for (int k = 0; k < n; k++) {
+            if (per_dest && k == me) continue;
+            memcpy(mine + (per_dest ? (size_t)k * slot : 0),
+                   send + (per_dest ? (size_t)k * blk : 0) + off, len);
+            acc.stats.coll_staged_bytes += len;
+            if (!per_dest) break;
+        }
+        rc = stage_barrier(c, g);
+        for (int i = 0; i < n && rc == 0; i++) {
+            if (i == me) continue;
+            memcpy(area + (size_t)i * blk + off,
+                   stage_at[i] + (per_dest ? (size_t)me * slot : 0), len);
+        }
+        if (rc == 0) rc = stage_barrier(c, g);
+    }
+    return tc_err(rc);
+}
+
 /* The allgather over the transport (acc_coll_allgather): 1, *rc set. */
 static int allgather_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                         int rcount, MPI_Datatype rtype, MPI_Comm comm, int *rc) {
@@ -2455,8 +2614,9 @@ static int allgather_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype 
      * within each of 6 jobs on the dev VM, medians 8.1-14.3 us against
      * 8.6-17.8 (never slower). */
     const char *send = own.len >= blk ? (const char *)own.data : a + (size_t)me * blk;
-    err = lane_fits(c, blk) ? lane_blocks(c, send, 0, a, blk)
-                             : exchange(&g, send, 0, a, blk, T_ALLGATHER);
+    err = lane_fits(c, blk)                 ? lane_blocks(c, send, 0, a, blk)
+          : stage_blocks_fit(c, &g, blk) ? stage_blocks(c, &g, send, 0, a, blk)
+                                         : exchange(&g, send, 0, a, blk, T_ALLGATHER);
     acc_tmp_free(own.tmp);
     if (err == MPI_SUCCESS)
         err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);
@@ -2512,7 +2672,8 @@ static int alltoall_tc(acc_comm *c, const void *sbuf, int scount, MPI_Datatype s
     if (s + (size_t)me * blk != a + (size_t)me * blk)
         memmove(a + (size_t)me * blk, s + (size_t)me * blk, blk);
     err = lane_fits(c, (size_t)c->size * blk) ? lane_blocks(c, s, 1, a, blk)
-                                              : exchange(&g, s, 1, a, blk, T_ALLTOALL);
+          : stage_blocks_fit(c, &g, blk)         ? stage_blocks(c, &g, s, 1, a, blk)
+                                                 : exchange(&g, s, 1, a, blk, T_ALLTOALL);
     acc_tmp_free(send.tmp);
     if (err == MPI_SUCCESS)
         err = acc_unpack(&area, (size_t)c->size * blk, rbuf, c->size * rcount, rtype, comm);

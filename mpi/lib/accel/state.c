@@ -168,14 +168,14 @@ static void report(void) {
             "topocomm accel: rank %d (node %d): transport %llu msgs %llu bytes sent, %llu "
             "received; plain MPI %llu msgs %llu bytes sent, %llu received; collectives %llu "
             "transport (%llu by lanes), %llu plain MPI; %llu bytes put into members' results; "
-            "%llu trees in near order\n",
+            "%llu trees in near order; %llu bytes staged\n",
             acc.world_rank, acc.node_of ? acc.node_of[acc.world_rank] : 0,
             (unsigned long long)s->tc_msgs, (unsigned long long)s->tc_bytes,
             (unsigned long long)s->tc_recvs, (unsigned long long)s->plain_msgs,
             (unsigned long long)s->plain_bytes, (unsigned long long)s->plain_recvs,
             (unsigned long long)s->coll_tc, (unsigned long long)s->coll_lane,
             (unsigned long long)s->coll_plain, (unsigned long long)s->coll_put_bytes,
-            (unsigned long long)s->coll_near);
+            (unsigned long long)s->coll_near, (unsigned long long)s->coll_staged_bytes);
 }
 
 int MPI_Finalize(void) {

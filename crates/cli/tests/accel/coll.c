@@ -409,10 +409,11 @@ static void check_comm(MPI_Comm comm, const char *name) {
         /* Reduces of 262147 doubles (2 MiB and 24 bytes) to every root in
          * turn: where gets apply (three or more members, single copy
          * working), the way is picked by trials over the first calls of
-         * the size (blocks, blocks put, gets), and every way must give the
-         * root the same bits (an inexact sum here) and the right value. */
+         * the size (blocks, blocks put, gets, staged: 4 x 7 calls), and
+         * every way must give the root the same bits (an inexact sum here)
+         * and the right value. */
         {
-            enum { BIG = 262147, CALLS = 24 };
+            enum { BIG = 262147, CALLS = 32 };
             double *in = malloc(BIG * sizeof(double)), *out = malloc(BIG * sizeof(double));
             double *bits = malloc(BIG * sizeof(double));
             CHECK(in && out && bits, "%s: no memory for the 2 MiB reduces", name);
