@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{last, two_rank_segment};
+use common::{last, run_two_ranks};
 use std::ffi::c_int;
 use std::ptr::{null, null_mut};
 use std::time::{Duration, Instant};
@@ -113,16 +113,7 @@ fn member(me: u32) {
 
 #[test]
 fn two_members_get_each_others_bytes_call_after_call() {
-    let (fd, second) = two_rank_segment();
-    let other = std::thread::spawn(move || {
-        assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
-        member(1);
-        assert_eq!(tc_finalize(), TC_OK);
-    });
-    assert_eq!(tc_init_fd(fd, 0), TC_OK, "{}", last());
-    member(0);
-    other.join().unwrap();
-    assert_eq!(tc_finalize(), TC_OK);
+    run_two_ranks(member);
 }
 
 #[test]

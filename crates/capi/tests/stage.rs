@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{last, two_rank_segment};
+use common::{last, run_two_ranks};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use topocomm::*;
@@ -25,7 +25,8 @@ fn byte(r: usize, i: usize, k: usize) -> u8 {
     (r * 97 + i * 31 + k * 7 + k / 4096) as u8
 }
 
-fn member(me: usize) {
+fn member(me: u32) {
+    let me = me as usize;
     let (a0, len) = area(0);
     let (a1, len1) = area(1);
     assert_eq!(len, len1, "every area is as long");
@@ -58,16 +59,7 @@ fn member(me: usize) {
 
 #[test]
 fn each_rank_reads_what_the_other_wrote_in_its_area() {
-    let (fd, second) = two_rank_segment();
-    let other = std::thread::spawn(move || {
-        assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
-        member(1);
-        assert_eq!(tc_finalize(), TC_OK);
-    });
-    assert_eq!(tc_init_fd(fd, 0), TC_OK, "{}", last());
-    member(0);
-    other.join().unwrap();
-    assert_eq!(tc_finalize(), TC_OK);
+    run_two_ranks(member);
 }
 
 #[test]

@@ -27,6 +27,22 @@ pub fn two_rank_segment() -> (i32, i32) {
     (fd, second_descriptor(fd))
 }
 
+/// Runs `member(0)` on this thread and `member(1)` on another, each its
+/// own rank of a fresh two-rank segment, and finalizes both.
+#[allow(dead_code)]
+pub fn run_two_ranks(member: fn(u32)) {
+    let (fd, second) = two_rank_segment();
+    let other = std::thread::spawn(move || {
+        assert_eq!(tc_init_fd(second, 1), TC_OK, "{}", last());
+        member(1);
+        assert_eq!(tc_finalize(), TC_OK);
+    });
+    assert_eq!(tc_init_fd(fd, 0), TC_OK, "{}", last());
+    member(0);
+    other.join().unwrap();
+    assert_eq!(tc_finalize(), TC_OK);
+}
+
 /// [`two_rank_segment`] with ranks bound to `pus` (-1: unbound) and the
 /// rules file `rules`.
 #[allow(dead_code)]
