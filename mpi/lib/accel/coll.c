@@ -1668,6 +1668,12 @@ static int stage_barrier(const acc_comm *c, const struct grp *g) {
     return barrier(g);
 }
 
+/* Member k's copy of a round's block [lo, ...) for a fold: this member's
+ * from its own buffer `x`, the others' from their areas. */
+static const char *staged_operand(const struct grp *g, int k, const char *x, size_t lo) {
+    return (k == g->me ? x : stage_at[k]) + lo;
+}
+
 /* MPI_Allreduce (root GETS_ALL) or MPI_Reduce of d over g (all of c)
  * through the staging areas, in rounds of up to an area per member. Each
  * member's block of a round is folded x_0 (op) (x_1 (op) (...)) as every
@@ -1701,12 +1707,12 @@ static int reduce_staged(const acc_comm *c, const struct grp *g, struct red *d, 
         if (rc != 0) break;
         char *res = mine + lo;
         if (num > 0 && err == MPI_SUCCESS) {
-#define STAGED_X(k) ((k) == me ? x + lo : stage_at[k] + lo)
-            err = acc_reduce_to(STAGED_X(n - 2) - d->lb, STAGED_X(n - 1) - d->lb, res - d->lb,
-                                num, hi - lo, d->type, d->op);
+            err = acc_reduce_to(staged_operand(g, n - 2, x, lo) - d->lb,
+                                staged_operand(g, n - 1, x, lo) - d->lb, res - d->lb, num,
+                                hi - lo, d->type, d->op);
             for (int k = n - 3; k >= 0 && err == MPI_SUCCESS; k--)
-                err = acc_reduce_local(STAGED_X(k) - d->lb, res - d->lb, num, d->type, d->op);
-#undef STAGED_X
+                err = acc_reduce_local(staged_operand(g, k, x, lo) - d->lb, res - d->lb, num,
+                                       d->type, d->op);
             if (all) memcpy(out + off * esz + lo, res, hi - lo);
         }
         rc = stage_barrier(c, g);
@@ -2547,8 +2553,8 @@ static int lane_blocks(const acc_comm *c, const char *send, int per_dest, char *
  * crowded node, blocks beyond XFER_EAGER (smaller ones leave when posted).
  * The same answer on every member. */
 static int stage_blocks_fit(const acc_comm *c, const struct grp *g, size_t blk) {
-    return acc_stage && g->n >= 2 && !c->mixed && crowded() && blk > XFER_EAGER && stage_areas(g) &&
-           stage_len / (size_t)g->n >= 64;
+    return acc_stage && g->n >= 2 && !c->mixed && crowded() && blk > XFER_EAGER &&
+           stage_areas(g) && stage_len / (size_t)g->n >= 64;
 }
 
 /* An allgather (per_dest 0) or alltoall (1) through the staging areas,
