@@ -1,7 +1,7 @@
 //! Staging areas: one per rank in the segment ([`STAGE_BYTES`]), where a
 //! large collective of the MPI accelerator copies a rank's contribution
 //! once so that every other member reads it with plain loads
-//! (docs/collectives.md, "Large reductions through the staging areas").
+//! (docs/collectives.md, "Large collectives through the staging areas").
 //! Between processes whose CPUs are shared the alternatives need both
 //! ends scheduled (messages through slot rings) or the kernel's single
 //! copy, which is several times slower than a user-space copy on some

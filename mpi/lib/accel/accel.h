@@ -113,8 +113,9 @@ typedef struct acc_comm {
     int retired;
     /* Large allreduces per size class: the way this communicator uses
      * among those that apply (coll.c, reduction_large: the whole exchange,
-     * halves, pieces, blocks, blocks put, gets), timed on its first calls
-     * of the class. */
+     * halves, pieces, blocks, blocks put, gets, staged), timed on its
+     * first calls of the class. Room for 5: the most that apply to one call
+     * (two members: whole, halves, pieces, gets, staged; ar_ways). */
     struct acc_pickw {
         double sum[5];          /* per way: this member's timed trial calls, seconds */
         double best[5];         /* per way: this member's fastest timed trial call, seconds */
