@@ -494,6 +494,12 @@ pub struct Segment {
     pub fd: i32,
     pub base: *mut u8,
     pub size: usize,
+    /// The header's rank count and the table offsets that follow from it,
+    /// kept here once the header is known: the lane, rank-slot and
+    /// doorbell lookups of the latency paths would otherwise recompute the
+    /// layout on every call.
+    n: usize,
+    lay: Layout,
 }
 
 fn os_err(what: &str) -> String {
@@ -528,7 +534,7 @@ impl Segment {
             unsafe { libc::close(fd) };
             return Err(e);
         }
-        let seg = Segment::map(fd, size)?;
+        let seg = Segment::map(fd, size, n)?;
         // SAFETY: the mapping is `size` bytes, freshly zeroed by the kernel,
         // and no other process has it yet, so plain writes cannot race.
         unsafe {
@@ -544,7 +550,7 @@ impl Segment {
         Ok(seg)
     }
 
-    fn map(fd: i32, size: usize) -> Result<Segment, String> {
+    fn map(fd: i32, size: usize, n: usize) -> Result<Segment, String> {
         // SAFETY: mapping `size` bytes of a file we hold open; result checked.
         let base = unsafe {
             libc::mmap(
@@ -563,6 +569,8 @@ impl Segment {
             fd,
             base: base as *mut u8,
             size,
+            n,
+            lay: Layout::new(n),
         })
     }
 
@@ -582,12 +590,18 @@ impl Segment {
         if size < std::mem::size_of::<Header>() {
             return Err(format!("{what} is not a topocomm segment (size {size})"));
         }
-        let mut seg = Segment::map(fd, size)?;
+        let mut seg = Segment::map(fd, size, 0)?;
         seg.fd = -1;
         let h = seg.header();
         if h.magic != MAGIC || h.size as usize != size {
             return Err(format!("{what} is not a topocomm segment"));
         }
+        let n = h.nranks as usize;
+        if n == 0 || n > MAX_RANKS {
+            return Err(format!("{what}: a header of {n} ranks (1..={MAX_RANKS})"));
+        }
+        seg.n = n;
+        seg.lay = Layout::new(n);
         Ok(seg)
     }
 
@@ -597,12 +611,14 @@ impl Segment {
         unsafe { &*(self.base as *const Header) }
     }
 
+    #[inline]
     pub fn nranks(&self) -> usize {
-        self.header().nranks as usize
+        self.n
     }
 
+    #[inline]
     pub fn layout(&self) -> Layout {
-        Layout::new(self.nranks())
+        self.lay
     }
 
     pub fn rank_slot(&self, r: usize) -> &RankSlot {
@@ -650,6 +666,7 @@ impl Segment {
     /// Lane `l` of rank `r`: its arrival word (the first 8 bytes of the
     /// lane's first cache line), its done word (first of the second line)
     /// and the lane's start.
+    #[inline]
     pub fn lane(&self, r: usize, l: usize) -> (&AtomicU64, &AtomicU64, *mut u8) {
         assert!(r < self.nranks() && l < LANES);
         let off = self.layout().lanes as usize + (r * LANES + l) * LANE_BYTES;
