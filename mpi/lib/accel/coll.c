@@ -2122,9 +2122,13 @@ static int blocks_out(const struct grp *g, const struct blocks *b, size_t esz, c
 static char *flat_area;
 static size_t flat_cap;
 
-/* flat_area with room for n slots of `slot` bytes (grow-only, kept). */
+/* flat_area with room for n slots of `slot` bytes (grow-only, kept).
+ * Never left unallocated: a zero-count call has slots of 0 bytes, and
+ * the area's address is still taken (it had failed those calls with
+ * MPI_ERR_NO_MEM, found by scripts/coll-fuzz.py). */
 static int flat_slots(size_t slot, int n) {
     size_t need = slot * (size_t)n;
+    if (need < 64) need = 64;
     if (need > flat_cap) {
         free(flat_area);
         flat_area = aligned_alloc(64, need);
