@@ -539,6 +539,9 @@ int acc_send_buffered(const void *buf, int count, MPI_Datatype type, acc_comm *c
 void acc_defer(acc_req *r);
 /* Resolves held-back receives of c whose path can now be chosen. */
 void acc_resolve_deferred(acc_comm *c);
+int acc_held_back(const acc_comm *c, int src, int tag);
+/* PMPI_Type_free that also drops the cached layouts (dtype.c). */
+int acc_type_free(MPI_Datatype *type);
 int acc_any_deferred(void);
 /* Removes r from its communicator's queue (MPI_Cancel): 1 if it was there. */
 int acc_undefer(acc_req *r);

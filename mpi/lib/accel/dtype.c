@@ -253,11 +253,22 @@ static void strided_move(const struct layout *l, MPI_Aint ext, char *buf, int co
     }
 }
 
-int MPI_Type_free(MPI_Datatype *type) {
-    acc_settle();
+/* Frees a datatype, the application's or one the accelerator made (the
+ * duplicates its requests hold): the cached layouts go with it, since the
+ * MPI hands a freed handle out again for the next new type. The held
+ * duplicates had been freed by PMPI_Type_free alone, so after a matched
+ * receive of one type the next matched receive of a strided type, given
+ * the recycled handle, was unpacked with the first type's layout
+ * (crates/cli/tests/accel/checks.c, listener then pairwise). */
+int acc_type_free(MPI_Datatype *type) {
     acc_dt_last.valid = 0;
     for (int i = 0; i < LAYOUTS; i++) layouts[i].valid = 0;
     return PMPI_Type_free(type);
+}
+
+int MPI_Type_free(MPI_Datatype *type) {
+    acc_settle();
+    return acc_type_free(type);
 }
 
 int acc_dt_load(MPI_Datatype type) {

@@ -269,7 +269,7 @@ void acc_nbc_free(struct acc_nbc *b) {
     free(b->tc);
     acc_tmp_free(b->m.tmp);
     free(b->mem);
-    if (b->utype != MPI_DATATYPE_NULL) PMPI_Type_free(&b->utype);
+    if (b->utype != MPI_DATATYPE_NULL) acc_type_free(&b->utype);
     free(b);
 }
 
@@ -358,7 +358,7 @@ int acc_coll_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
     acc_req *r = start(c, comm, NB_BCAST, &g);
     if (!r) {
         acc_tmp_free(m.tmp);
-        if (held != MPI_DATATYPE_NULL) PMPI_Type_free(&held);
+        if (held != MPI_DATATYPE_NULL) acc_type_free(&held);
         return refuse(comm, MPI_ERR_NO_MEM, req, rc);
     }
     struct acc_nbc *b = r->nbc;

@@ -31,14 +31,16 @@ static inline __attribute__((always_inline)) acc_comm *send_route(MPI_Comm comm,
     return c && acc_local(c, dst) >= 0 ? c : NULL;
 }
 
-/* The communicator when a receive must be one of ours (transport or held
- * back); NULL: straight to PMPI. */
-static inline __attribute__((always_inline)) acc_comm *recv_route(MPI_Comm comm, int src) {
+/* The communicator when a receive from `src` with `tag` must be one of
+ * ours (transport, or held back behind a receive it overlaps); NULL:
+ * straight to PMPI. */
+static inline __attribute__((always_inline)) acc_comm *recv_route(MPI_Comm comm, int src,
+                                                                  int tag) {
     if (!acc.on || src == MPI_PROC_NULL) return NULL;
     acc_comm *c = acc_comm_find(comm);
     if (!c) return NULL;
     if (src == MPI_ANY_SOURCE || acc_local(c, src) >= 0) return c;
-    return c->deferred_head ? c : NULL;
+    return c->deferred_head && acc_held_back(c, src, tag) ? c : NULL;
 }
 
 int acc_wait_tc(tc_request *r, tc_status *ts) {
@@ -428,7 +430,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Com
 __attribute__((noinline)) static int irecv_route(void *buf, int count, MPI_Datatype type,
                                                  int src, int tag, MPI_Comm comm,
                                                  MPI_Request *req) {
-    acc_comm *c = recv_route(comm, src);
+    acc_comm *c = recv_route(comm, src, tag);
     if (!c) {
         acc_settle();
         if (acc.verbose && src != MPI_PROC_NULL) acc.stats.plain_recvs++;
@@ -482,7 +484,7 @@ __attribute__((noinline)) static int recv_route_call(void *buf, int count, MPI_D
                                                      int src, int tag, MPI_Comm comm,
                                                      MPI_Status *status) {
     acc_settle();
-    acc_comm *c = recv_route(comm, src);
+    acc_comm *c = recv_route(comm, src, tag);
     if (c) return recv_local(c, buf, count, type, src, tag, status);
     return recv_plain(buf, count, type, src, tag, comm, status);
 }
@@ -498,7 +500,7 @@ __attribute__((noinline)) static int recv_local(acc_comm *c, void *buf, int coun
                                                 MPI_Datatype type, int src, int tag,
                                                 MPI_Status *status) {
     MPI_Comm comm = c->comm;
-    if (c->mixed && (src == MPI_ANY_SOURCE || c->deferred_head)) {
+    if (c->mixed && (src == MPI_ANY_SOURCE || acc_held_back(c, src, tag))) {
         acc_req *r = new_recv(buf, count, type, src, tag, comm, c);
         if (!r) return acc_error(comm, MPI_ERR_NO_MEM);
         MPI_Request h = acc_handle(r);
@@ -541,7 +543,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dst, int 
                  int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm,
                  MPI_Status *status) {
     acc_settle();
-    if (!send_route(comm, dst) && !recv_route(comm, src)) {
+    if (!send_route(comm, dst) && !recv_route(comm, src, rtag)) {
         if (acc.on && dst != MPI_PROC_NULL && acc_comm_find(comm)) count_plain(scount, stype);
         return PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm,
                              status);
@@ -557,7 +559,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dst, int 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dst, int stag, int src,
                          int rtag, MPI_Comm comm, MPI_Status *status) {
     acc_settle();
-    if (!send_route(comm, dst) && !recv_route(comm, src)) {
+    if (!send_route(comm, dst) && !recv_route(comm, src, rtag)) {
         if (acc.on && dst != MPI_PROC_NULL && acc_comm_find(comm)) count_plain(count, type);
         return PMPI_Sendrecv_replace(buf, count, type, dst, stag, src, rtag, comm, status);
     }
@@ -597,17 +599,8 @@ void acc_defer(acc_req *r) {
 
 int acc_any_deferred(void) { return deferred_comms > 0; }
 
-static void pop_head(acc_comm *c) {
-    acc_req *r = c->deferred_head;
-    c->deferred_head = r->next;
-    if (!c->deferred_head) {
-        c->deferred_tail = NULL;
-        deferred_comms--;
-    }
-    r->next = NULL;
-}
-
-/* Removes r from its communicator's queue (MPI_Cancel); 1 if it was there. */
+/* Removes r from its communicator's queue (MPI_Cancel, resolution); 1 if
+ * it was there. */
 int acc_undefer(acc_req *r) {
     acc_comm *c = r->c;
     acc_req **p = &c->deferred_head, *prev = NULL;
@@ -623,15 +616,46 @@ int acc_undefer(acc_req *r) {
     return 1;
 }
 
-/* Tries to resolve the head of c's queue; 1 when it was posted. */
-static int resolve_head(acc_comm *c) {
-    acc_req *r = c->deferred_head;
-    int tag = r->tag;
-    if (r->peer != MPI_ANY_SOURCE) {
-        pop_head(c);
-        int t = acc_local(c, r->peer);
-        if (t >= 0) {
-            acc_post_tc_recv(r, t, tag);
+/* Whether receives (s1, t1) and (s2, t2) could match one message. */
+static int overlap(int s1, int t1, int s2, int t2) {
+    return (s1 == MPI_ANY_SOURCE || s2 == MPI_ANY_SOURCE || s1 == s2) &&
+           (t1 == MPI_ANY_TAG || t2 == MPI_ANY_TAG || t1 == t2);
+}
+
+/* Whether a receive before `upto` in c's queue (NULL: any) overlaps
+ * (src, tag). */
+static int overlapped(const acc_comm *c, const acc_req *upto, int src, int tag) {
+    for (const acc_req *d = c->deferred_head; d && d != upto; d = d->next)
+        if (overlap(d->peer, d->tag, src, tag)) return 1;
+    return 0;
+}
+
+/* Whether a receive from `src` with `tag` on c must be held back: a
+ * receive already held back could match a message this one could, and
+ * MPI gives such a message to the earlier receive. One that overlaps none
+ * goes at once: a receive of another tag posted after an any-source
+ * receive that waits for, say, a shutdown message nobody has sent yet
+ * (held back behind it, such receives had waited for good; found by
+ * crates/cli/tests/accel/pfuzz.c with two pretend nodes). */
+int acc_held_back(const acc_comm *c, int src, int tag) { return overlapped(c, NULL, src, tag); }
+
+/* Tries to resolve r, a held-back receive; 1 when it was posted (and left
+ * the queue). With no earlier held-back receive that overlaps it, a
+ * receive from a given source is posted as it is, and an any-source one
+ * takes the first message either path has for it. Behind one that
+ * overlaps it, r takes only a message that no earlier held-back receive
+ * could take (looked at before it is taken), posted for that message's
+ * source and tag: MPI gives a message to the earliest receive it matches,
+ * and an earlier receive that never finds one of its own (an any-source
+ * receive of a tag nobody has sent yet) must not hold back the messages
+ * it could never take. */
+static int resolve_one(acc_comm *c, acc_req *r) {
+    int tag = r->tag, careful = overlapped(c, r, r->peer, tag);
+    int local = r->peer == MPI_ANY_SOURCE ? TC_ANY_SOURCE : acc_local(c, r->peer);
+    if (r->peer != MPI_ANY_SOURCE && !careful) {
+        acc_undefer(r);
+        if (local >= 0) {
+            acc_post_tc_recv(r, local, tag);
         } else {
             r->kind = K_PLAIN;
             r->err = PMPI_Irecv(r->buf, r->count, r->type, r->peer, tag, r->comm, &r->plain);
@@ -639,27 +663,38 @@ static int resolve_head(acc_comm *c) {
         }
         return 1;
     }
-    /* Any source: whichever path has a matching message first. The order
-     * of the two probes alternates so neither path can starve the other. */
+    int by_tc = r->peer == MPI_ANY_SOURCE || local >= 0;
+    int by_mpi = r->peer == MPI_ANY_SOURCE || local < 0;
+    /* The order of the two probes alternates so neither path can starve
+     * the other. */
     static unsigned turn;
     for (int k = 0; k < 2; k++) {
         if (((turn + (unsigned)k) & 1) == 0) {
+            if (!by_tc) continue;
             int flag = 0;
             tc_status ts;
-            tc_iprobe_x(TC_ANY_SOURCE, tag == MPI_ANY_TAG ? TC_ANY_TAG : tag, c->ctx, &flag, &ts);
-            if (flag) {
-                pop_head(c);
+            tc_iprobe_x(local, tag == MPI_ANY_TAG ? TC_ANY_TAG : tag, c->ctx, &flag, &ts);
+            if (flag && !(careful && overlapped(c, r, c->comm_rank[ts.source], ts.tag))) {
+                acc_undefer(r);
                 acc_post_tc_recv(r, ts.source, ts.tag);
                 turn++;
                 return 1;
             }
         } else {
-            int flag = 0;
+            if (!by_mpi) continue;
+            int flag = 0, src = r->peer, mtag = tag;
             MPI_Message msg;
             MPI_Status st;
-            PMPI_Improbe(MPI_ANY_SOURCE, tag, r->comm, &flag, &msg, &st);
+            if (careful) {
+                PMPI_Iprobe(src, tag, r->comm, &flag, &st);
+                if (!flag || overlapped(c, r, st.MPI_SOURCE, st.MPI_TAG)) continue;
+                /* The first from its source with its tag: the one seen. */
+                src = st.MPI_SOURCE;
+                mtag = st.MPI_TAG;
+            }
+            PMPI_Improbe(src, mtag, r->comm, &flag, &msg, &st);
             if (flag) {
-                pop_head(c);
+                acc_undefer(r);
                 r->kind = K_PLAIN;
                 r->err = PMPI_Imrecv(r->buf, r->count, r->type, &msg, &r->plain);
                 if (r->err != MPI_SUCCESS) acc_set_done(r);
@@ -671,14 +706,40 @@ static int resolve_head(acc_comm *c) {
     return 0;
 }
 
+/* Whether receive d matches every message receive r matches. */
+static int covers(const acc_req *d, const acc_req *r) {
+    return (d->peer == MPI_ANY_SOURCE || d->peer == r->peer) &&
+           (d->tag == MPI_ANY_TAG || d->tag == r->tag);
+}
+
+/* Whether an earlier receive of c's queue than r covers it. */
+static int covered(const acc_comm *c, const acc_req *r) {
+    for (const acc_req *d = c->deferred_head; d != r; d = d->next)
+        if (covers(d, r)) return 1;
+    return 0;
+}
+
+/* Resolves what can be of c's queue, in queue order, again from the head
+ * after each receive that resolved (it may free later ones). A receive
+ * that an earlier one covers is skipped: that one found no message it
+ * could take, and the earliest receive that matches a waiting message is
+ * never skipped (no earlier one matches it) and always takes it, so a pass
+ * moves on whenever any receive can. */
 void acc_resolve_deferred(acc_comm *c) {
-    if (c) {
-        while (c->deferred_head && resolve_head(c)) {
-        }
+    if (!c) {
+        /* Every communicator with a queue: rare, so a scan of the table is
+         * not needed; the requests themselves drive resolution in
+         * acc_req_poll. */
         return;
     }
-    /* Every communicator with a queue: rare, so a scan of the table is not
-     * needed; the requests themselves drive resolution in acc_req_poll. */
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (acc_req *r = c->deferred_head; r; r = r->next)
+            if (!covered(c, r) && resolve_one(c, r)) {
+                moved = 1;
+                break;
+            }
+    }
 }
 
 /* ---- Probes -------------------------------------------------------------- */
@@ -693,28 +754,51 @@ static int tc_probe_once(acc_comm *c, int src, int tag, MPI_Status *status) {
     return flag;
 }
 
-static acc_comm *probe_route(MPI_Comm comm, int src) {
+/* The communicator when a probe for (src, tag) is ours: a source on this
+ * node or any source, or a held-back receive it overlaps; NULL: PMPI's. */
+static acc_comm *probe_route(MPI_Comm comm, int src, int tag) {
     if (!acc.on || src == MPI_PROC_NULL) return NULL;
     acc_comm *c = acc_comm_find(comm);
-    if (!c || (src != MPI_ANY_SOURCE && acc_local(c, src) < 0)) return NULL;
+    if (!c) return NULL;
+    if (src != MPI_ANY_SOURCE && acc_local(c, src) < 0)
+        return c->deferred_head && acc_held_back(c, src, tag) ? c : NULL;
     return c;
+}
+
+/* Whether a message from src with tag on c belongs to a held-back receive
+ * (MPI gives it to the earlier receive): a probe must not report it, and a
+ * matched probe must not take it. */
+static int for_held_back(const acc_comm *c, int src, int tag) {
+    return c->deferred_head && acc_held_back(c, src, tag);
+}
+
+/* Whether src is on this node or any source (the transport's to probe). */
+static int probe_local(const acc_comm *c, int src) {
+    return src == MPI_ANY_SOURCE || acc_local(c, src) >= 0;
 }
 
 int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
     acc_settle();
-    acc_comm *c = probe_route(comm, src);
+    acc_comm *c = probe_route(comm, src, tag);
     if (!c) return PMPI_Iprobe(src, tag, comm, flag, status);
     acc_progress();
-    *flag = tc_probe_once(c, src, tag, status);
-    if (!*flag && c->mixed && src == MPI_ANY_SOURCE)
-        return PMPI_Iprobe(src, tag, comm, flag, status);
-    if (!*flag) acc_mpi_progress();
+    if (c->deferred_head) acc_resolve_deferred(c);
+    MPI_Status st;
+    int local = probe_local(c, src);
+    *flag = local ? tc_probe_once(c, src, tag, &st) : 0;
+    if (!*flag && c->mixed && (src == MPI_ANY_SOURCE || !local)) {
+        int rc = PMPI_Iprobe(src, tag, comm, flag, &st);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    if (*flag && for_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) *flag = 0;
+    if (*flag) acc_status_copy(status, &st);
+    else acc_mpi_progress();
     return MPI_SUCCESS;
 }
 
 int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status *status) {
     acc_settle();
-    acc_comm *c = probe_route(comm, src);
+    acc_comm *c = probe_route(comm, src, tag);
     if (!c) return ACC_BLOCKING(PMPI_Probe(src, tag, comm, status));
     for (unsigned i = 0;; i++) {
         int flag;
@@ -762,14 +846,27 @@ MPI_Fint MPI_Message_c2f(MPI_Message m) {
 int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                 MPI_Status *status) {
     acc_settle();
-    acc_comm *c = probe_route(comm, src);
+    acc_comm *c = probe_route(comm, src, tag);
     if (!c) return PMPI_Improbe(src, tag, comm, flag, message, status);
     acc_progress();
+    if (c->deferred_head) acc_resolve_deferred(c);
     MPI_Status st;
-    *flag = tc_probe_once(c, src, tag, &st);
+    int local = probe_local(c, src);
+    *flag = local ? tc_probe_once(c, src, tag, &st) : 0;
+    if (*flag && for_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) *flag = 0;
     if (!*flag) {
-        if (c->mixed && src == MPI_ANY_SOURCE)
-            return PMPI_Improbe(src, tag, comm, flag, message, status);
+        if (c->mixed && (src == MPI_ANY_SOURCE || !local)) {
+            if (!c->deferred_head) return PMPI_Improbe(src, tag, comm, flag, message, status);
+            /* Look first; take only a message no held-back receive could
+             * take (the first from its source with its tag: the one seen). */
+            int rc = PMPI_Iprobe(src, tag, comm, flag, &st);
+            if (rc != MPI_SUCCESS || !*flag) return rc;
+            if (for_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
+            return PMPI_Improbe(st.MPI_SOURCE, st.MPI_TAG, comm, flag, message, status);
+        }
         acc_mpi_progress();
         return MPI_SUCCESS;
     }
@@ -802,7 +899,7 @@ int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message
 
 int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
     acc_settle();
-    acc_comm *c = probe_route(comm, src);
+    acc_comm *c = probe_route(comm, src, tag);
     if (!c) return ACC_BLOCKING(PMPI_Mprobe(src, tag, comm, message, status));
     for (unsigned i = 0;; i++) {
         int flag;

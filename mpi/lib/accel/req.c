@@ -55,7 +55,7 @@ void acc_hold_type(acc_req *r) {
 
 static inline void drop_type(acc_req *r) {
     if (r->held != MPI_DATATYPE_NULL) {
-        PMPI_Type_free(&r->held);
+        acc_type_free(&r->held);
         r->held = MPI_DATATYPE_NULL;
     }
 }
@@ -79,7 +79,7 @@ void acc_req_release_full(acc_req *r) {
     if (r->shared) return; /* acc_sent: lives as long as the process */
     acc_req_unbind(r);
     drop_type(r);
-    if (r->owns_type) PMPI_Type_free(&r->type);
+    if (r->owns_type) acc_type_free(&r->type);
     r->owns_type = 0;
     /* No calls in the common case: a small message's whole path is about
      * a thousand instructions, and each call here cost ~20. */
@@ -321,10 +321,11 @@ int acc_req_start(acc_req *r) {
         }
         return MPI_SUCCESS;
     }
-    /* A receive: held back behind (or as) an any-source receive of a
-     * mixed communicator, from a rank of this node through the transport,
-     * or from another node through PMPI. */
-    if (r->c->mixed && (r->peer == MPI_ANY_SOURCE || r->c->deferred_head)) {
+    /* A receive: held back as an any-source receive of a mixed
+     * communicator or behind a held-back one it overlaps (acc_held_back),
+     * from a rank of this node through the transport, or from another node
+     * through PMPI. */
+    if (r->c->mixed && (r->peer == MPI_ANY_SOURCE || acc_held_back(r->c, r->peer, r->tag))) {
         r->kind = K_DEFER;
         acc_defer(r);
         return MPI_SUCCESS;

@@ -154,6 +154,48 @@ static void any_source(MPI_Comm comm) {
     }
 }
 
+/* A listener: every rank posts an any-source receive of a tag nobody sends
+ * yet (as a program waiting for a shutdown message does), then trades with
+ * every other rank by receives of other tags: from a given source (the
+ * other node's ranks too), any source, a probe, a matched probe; the
+ * listener must hold none of them back. Then rank 0 sends the listener's
+ * tag to every rank and each listener completes with it. With pretend
+ * nodes, receives posted after the listener on the mixed communicator had
+ * waited behind it for good (crates/cli/tests/accel/pfuzz.c found it). */
+static void listener(MPI_Comm comm) {
+    enum { STOP = 99, DATA = 3, PROBED = 4 };
+    int stop = -1;
+    MPI_Request lr;
+    MPI_Irecv(&stop, 1, MPI_INT, MPI_ANY_SOURCE, STOP, comm, &lr);
+    int right = (rank + 1) % size, left = (rank - 1 + size) % size;
+    int v = -1, w = -1, x = -1, y = 100 + rank;
+    MPI_Request s[3];
+    MPI_Isend(&y, 1, MPI_INT, right, DATA, comm, &s[0]);
+    MPI_Isend(&y, 1, MPI_INT, right, DATA, comm, &s[1]);
+    MPI_Isend(&y, 1, MPI_INT, right, PROBED, comm, &s[2]);
+    MPI_Status st;
+    MPI_Recv(&v, 1, MPI_INT, left, DATA, comm, &st);
+    CHECK(v == 100 + left && st.MPI_SOURCE == left);
+    MPI_Recv(&w, 1, MPI_INT, MPI_ANY_SOURCE, DATA, comm, &st);
+    CHECK(w == 100 + left && st.MPI_SOURCE == left);
+    MPI_Probe(MPI_ANY_SOURCE, PROBED, comm, &st);
+    CHECK(st.MPI_SOURCE == left && st.MPI_TAG == PROBED);
+    MPI_Message m;
+    MPI_Mprobe(left, PROBED, comm, &m, &st);
+    MPI_Mrecv(&x, 1, MPI_INT, &m, &st);
+    CHECK(x == 100 + left);
+    MPI_Status sst[3];
+    MPI_Waitall(3, s, sst);
+    int flag = 1;
+    MPI_Test(&lr, &flag, MPI_STATUS_IGNORE);
+    CHECK(!flag); /* nobody sent STOP yet */
+    MPI_Barrier(comm);
+    if (rank == 0)
+        for (int r = 0; r < size; r++) MPI_Send(&r, 1, MPI_INT, r, STOP, comm);
+    MPI_Wait(&lr, &st);
+    CHECK(stop == rank && st.MPI_SOURCE == 0 && st.MPI_TAG == STOP);
+}
+
 /* Pairs (0,1), (2,3), ...: every send mode, persistent, probes, datatypes. */
 static void pairwise(MPI_Comm comm) {
     int peer = rank ^ 1;
@@ -426,6 +468,7 @@ int main(int argc, char **argv) {
         thread_ring();
     } else {
         any_source(MPI_COMM_WORLD);
+        listener(MPI_COMM_WORLD);
         pairwise(MPI_COMM_WORLD);
         strided(MPI_COMM_WORLD);
         contexts();
