@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Random collective sequences under `topocomm accel`, every result checked
-(crates/cli/tests/accel/fuzz.c; not run by CI, which runs a short one in
-crates/cli/tests/accel.rs).
+"""Random collective sequences and point-to-point traffic under `topocomm
+accel`, every result checked (crates/cli/tests/accel/fuzz.c and pfuzz.c;
+not run by CI, which runs short ones in crates/cli/tests/accel.rs).
 
-Builds fuzz.c with plain mpicc for each MPI, then runs jobs back to back for
---minutes: each job a random MPI, rank count (2..--max-np; oversubscribed
-beyond the CPUs), seed and accelerator setting (the defaults, every small
-collective through the lanes or none, no staging areas, no gets, the rank
-order instead of the near order, two pretend nodes with hierarchical
-collectives), with --calls calls of up to --max-bytes bytes. A job fails
+Builds the programs with plain mpicc for each MPI, then runs jobs back to
+back for --minutes: each job a random program, MPI, rank count (2..--max-np;
+oversubscribed beyond the CPUs), seed and accelerator setting (the
+defaults, every small collective through the lanes or none, no staging
+areas, no gets, the rank order instead of the near order, two pretend nodes
+with hierarchical collectives), with --calls collective calls (fuzz) or
+--rounds rounds of up to 24 messages (pfuzz) of up to --max-bytes bytes. A job fails
 when it exits non-zero, prints no "fuzz: ok" line, or runs past --timeout;
 the failing command line (seed included) is printed so it can be rerun,
 with FUZZ_TRACE=1 for every call's parameters.
@@ -28,7 +29,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "crates", "cli", "tests", "accel", "fuzz.c")
+SOURCES = os.path.join(ROOT, "crates", "cli", "tests", "accel")
+PROGRAMS = ("fuzz", "pfuzz")
 
 SETTINGS = {
     "default": {},
@@ -52,7 +54,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--max-np", type=int, default=8)
-    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--programs", default="fuzz,pfuzz",
+                    help="comma-separated, among: " + ", ".join(PROGRAMS))
+    ap.add_argument("--calls", type=int, default=300, help="collective calls per fuzz job")
+    ap.add_argument("--rounds", type=int, default=150, help="rounds per pfuzz job")
     ap.add_argument("--max-bytes", type=int, default=1 << 20)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per job")
     ap.add_argument("--seed", type=int, default=None, help="seed of the job draws")
@@ -61,8 +66,12 @@ def main():
                     help="comma-separated, among: " + ", ".join(SETTINGS))
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    if a.max_np < 2 or a.calls < 1 or a.minutes <= 0:
-        sys.exit("coll-fuzz: --max-np >= 2, --calls >= 1 and --minutes > 0")
+    if a.max_np < 2 or a.calls < 1 or a.rounds < 1 or a.minutes <= 0:
+        sys.exit("coll-fuzz: --max-np >= 2, --calls >= 1, --rounds >= 1 and --minutes > 0")
+    programs = a.programs.split(",")
+    for p in programs:
+        if p not in PROGRAMS:
+            sys.exit(f"coll-fuzz: --programs: unknown '{p}' (expected among {', '.join(PROGRAMS)})")
     settings = a.settings.split(",")
     for s in settings:
         if s not in SETTINGS:
@@ -75,35 +84,38 @@ def main():
     for mpi in a.mpis.split(","):
         if mpi not in ("openmpi", "mpich"):
             sys.exit(f"coll-fuzz: --mpis: unknown '{mpi}' (openmpi, mpich)")
-        out = os.path.join(tmp, f"fuzz-{mpi}")
-        subprocess.run([f"mpicc.{mpi}", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out, SOURCE],
-                       check=True)
-        progs[mpi] = out
+        for prog in programs:
+            out = os.path.join(tmp, f"{prog}-{mpi}")
+            src = os.path.join(SOURCES, prog + ".c")
+            subprocess.run([f"mpicc.{mpi}", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out, src],
+                           check=True)
+            progs[(prog, mpi)] = out
     draw = random.Random(a.seed)
     env0 = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     jobs, failures = [], []
     end = time.time() + a.minutes * 60
     while time.time() < end:
-        mpi = draw.choice(sorted(progs))
+        prog, mpi = draw.choice(sorted(progs))
         np = draw.randint(2, a.max_np)
         seed = draw.randint(1, 1 << 30)
         setting = draw.choice(settings)
         env = dict(env0, **SETTINGS[setting])
-        cmd = [topocomm, "accel", "--"] + launcher(mpi, np) + [progs[mpi], str(seed),
-                                                               str(a.calls), str(a.max_bytes)]
+        count = a.calls if prog == "fuzz" else a.rounds
+        cmd = [topocomm, "accel", "--"] + launcher(mpi, np) + [progs[(prog, mpi)], str(seed),
+                                                               str(count), str(a.max_bytes)]
         t0 = time.time()
         try:
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
-            ok = p.returncode == 0 and "fuzz: ok" in p.stdout
+            ok = p.returncode == 0 and f"{prog}: ok" in p.stdout
             why = "" if ok else f"exit {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1]
-            detail = [l for l in p.stderr.splitlines() if l.startswith("fuzz:")][:3]
+            detail = [l for l in p.stderr.splitlines() if l.startswith(f"{prog}:")][:3]
         except subprocess.TimeoutExpired:
             ok, why, detail = False, f"no end within {a.timeout} s", []
-        job = {"mpi": mpi, "np": np, "seed": seed, "setting": setting, "ok": ok,
+        job = {"program": prog, "mpi": mpi, "np": np, "seed": seed, "setting": setting, "ok": ok,
                "seconds": round(time.time() - t0, 2)}
         jobs.append(job)
         line = " ".join(f"{k}={v}" for k, v in SETTINGS[setting].items())
-        print(f"coll-fuzz: {'ok  ' if ok else 'FAIL'} {mpi} np {np} seed {seed} {setting} "
+        print(f"coll-fuzz: {'ok  ' if ok else 'FAIL'} {prog} {mpi} np {np} seed {seed} {setting} "
               f"({job['seconds']} s)", flush=True)
         if not ok:
             job["why"] = why
@@ -116,11 +128,12 @@ def main():
         print(f"coll-fuzz: the programs stay in {tmp} for the reruns")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"coll-fuzz: {len(jobs)} jobs, {len(failures)} failed "
-          f"({a.calls} calls of up to {a.max_bytes} bytes each)")
+    print(f"coll-fuzz: {len(jobs)} jobs, {len(failures)} failed ({a.calls} collective calls or "
+          f"{a.rounds} rounds of messages of up to {a.max_bytes} bytes a job)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"calls": a.calls, "max_bytes": a.max_bytes, "jobs": jobs}, f, indent=1)
+            json.dump({"calls": a.calls, "rounds": a.rounds, "max_bytes": a.max_bytes,
+                       "jobs": jobs}, f, indent=1)
     sys.exit(1 if failures else 0)
 
 

@@ -219,29 +219,27 @@ fn semantics_hold_plain_and_accelerated_with_pretend_nodes() {
     }
 }
 
+/// A fuzz program's run: its seed, what the setting is, its environment.
+type FuzzSetting = (u64, &'static str, &'static [(&'static str, &'static str)]);
+
 /// Random collective sequences (tests/accel/fuzz.c: the communicators,
 /// calls, roots, types, operations, MPI_IN_PLACE and byte counts from 0 to
 /// 1 MiB drawn from a seed, every result checked) on 4 crowded ranks,
 /// under the accelerator's defaults and the settings that route calls
 /// elsewhere. The lanes off sent zero-count allreduces to the one-hop
-/// algorithm, which refused them with MPI_ERR_NO_MEM (its slot area was
-/// never allocated for slots of 0 bytes): seed 331006329 under Open MPI,
-/// 742632398 under MPICH (6 ranks) found it in scripts/coll-fuzz.py's
-/// first campaign. Longer campaigns: scripts/coll-fuzz.py.
+/// algorithm, which refused them with MPI_ERR_NO_MEM when they came first
+/// (its slot area was never allocated for slots of 0 bytes), as
+/// scripts/coll-fuzz.py's first campaign found; fuzz.c now starts with
+/// zero-count reductions on every communicator. Longer campaigns:
+/// scripts/coll-fuzz.py.
 #[test]
 fn random_collective_sequences_give_exact_results() {
     for imp in mpi_impls() {
         build_mpi(imp, &["libtopocomm-accel.so"]);
         let exe = check_program(imp, "fuzz", "fuzz").display().to_string();
-        // (seed, setting): 331006329 with the lanes off makes a zero-count
-        // allreduce the first call of the one-hop algorithm (its 15th).
-        let settings: [(u64, &str, &[(&str, &str)]); 4] = [
+        let settings: [FuzzSetting; 4] = [
             (1, "defaults", &[]),
-            (
-                331006329,
-                "lanes off",
-                &[("TOPOCOMM_ACCEL_COLL_LANES", "0")],
-            ),
+            (4, "lanes off", &[("TOPOCOMM_ACCEL_COLL_LANES", "0")]),
             (
                 2,
                 "no staging, no gets",
@@ -272,6 +270,57 @@ fn random_collective_sequences_give_exact_results() {
                 t.contains("fuzz: ok, 300 calls"),
                 "{imp} fuzz seed {seed}, {what}:\n{t}"
             );
+        }
+        let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
+    }
+}
+
+/// Random point-to-point traffic (tests/accel/pfuzz.c: rounds of up to 24
+/// messages of 0 to 1 MiB between random ranks, self included, on three
+/// communicators, by every send and receive call the accelerator takes
+/// over, wildcards, probes, matched probes, persistent requests, cancels
+/// and every completion call; each message checked for its status, its
+/// bytes and MPI's non-overtaking order) on 4 crowded ranks, on one node
+/// and on two pretend nodes (the plain-MPI path between them).
+#[test]
+fn random_point_to_point_traffic_arrives_whole_and_in_order() {
+    for imp in mpi_impls() {
+        build_mpi(imp, &["libtopocomm-accel.so"]);
+        let exe = check_program(imp, "pfuzz", "pfuzz").display().to_string();
+        let settings: [FuzzSetting; 2] = [
+            (1, "one node", &[]),
+            (2, "two pretend nodes", &[("TOPOCOMM_ACCEL_NODES", "2")]),
+        ];
+        for (i, (seed, what, env)) in settings.iter().enumerate() {
+            let seed = seed.to_string();
+            let launch = mpirun(imp, 4, &[&exe, &seed, "100", "1048576"]);
+            if i == 0 {
+                plain_verdict(
+                    &launch,
+                    "pfuzz: ok, 100 rounds",
+                    &format!("{imp} pfuzz, plain"),
+                );
+            }
+            let o = accel(&["-v"], &launch, env);
+            let t = assert_ok(&o, &format!("{imp} pfuzz seed {seed}, {what}"));
+            assert!(
+                t.contains("pfuzz: ok, 100 rounds"),
+                "{imp} pfuzz seed {seed}, {what}:\n{t}"
+            );
+            // The messages went through the transport (and between the
+            // pretend nodes through the MPI).
+            let c = counts(&t);
+            assert_eq!(c.len(), 4, "{imp} {what}:\n{t}");
+            assert!(
+                c.iter().map(|(_, v)| v[0]).sum::<u64>() > 0,
+                "{imp} {what}: transport:\n{t}"
+            );
+            if *what == "two pretend nodes" {
+                assert!(
+                    c.iter().map(|(_, v)| v[2]).sum::<u64>() > 0,
+                    "{imp}: plain path:\n{t}"
+                );
+            }
         }
         let _ = std::fs::remove_dir_all(Path::new(&exe).parent().unwrap());
     }
