@@ -104,6 +104,7 @@ typedef struct acc_comm {
     int *near_tc, *near_split, *near_pos, near_me;
     int *rooted_tc, rooted_root, rooted_me;
     struct acc_req *deferred_head, *deferred_tail; /* receives held back (p2p.c) */
+    struct acc_comm *next_queued; /* the next communicator with held-back receives (p2p.c) */
     unsigned nbc_seq; /* non-blocking collectives started on it (nbc.c) */
     /* Requests bound to it (acc_req_bind) and not released yet: a
      * communicator freed by MPI_Comm_free while some are pending is

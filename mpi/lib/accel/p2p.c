@@ -584,6 +584,21 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dst, int s
 /* ---- Held-back receives -------------------------------------------------- */
 
 static int deferred_comms; /* communicators with a non-empty queue */
+/* Those communicators, linked by next_queued: waits that block on the
+ * transport (acc_req_wait_batch) resolve their queues between slices
+ * (acc_progress), since a held-back receive may be what a synchronous send
+ * of the same wait needs (a rank's MPI_Issend to itself and its any-source
+ * receive, completed by one MPI_Waitall: it had waited for good). A
+ * communicator with pending requests outlives MPI_Comm_free (comm.c). */
+static acc_comm *queued;
+
+static void unlist(acc_comm *c) {
+    acc_comm **p = &queued;
+    while (*p && *p != c) p = &(*p)->next_queued;
+    if (*p) *p = c->next_queued;
+    c->next_queued = NULL;
+    deferred_comms--;
+}
 
 void acc_defer(acc_req *r) {
     acc_comm *c = r->c;
@@ -591,6 +606,8 @@ void acc_defer(acc_req *r) {
     if (c->deferred_tail) c->deferred_tail->next = r;
     else {
         c->deferred_head = r;
+        c->next_queued = queued;
+        queued = c;
         deferred_comms++;
     }
     c->deferred_tail = r;
@@ -611,7 +628,7 @@ int acc_undefer(acc_req *r) {
     if (!*p) return 0;
     *p = r->next;
     if (c->deferred_tail == r) c->deferred_tail = prev;
-    if (!c->deferred_head) deferred_comms--;
+    if (!c->deferred_head) unlist(c);
     r->next = NULL;
     return 1;
 }
@@ -727,9 +744,12 @@ static int covered(const acc_comm *c, const acc_req *r) {
  * moves on whenever any receive can. */
 void acc_resolve_deferred(acc_comm *c) {
     if (!c) {
-        /* Every communicator with a queue: rare, so a scan of the table is
-         * not needed; the requests themselves drive resolution in
-         * acc_req_poll. */
+        /* Every communicator with a queue (resolving may empty, and so
+         * unlist, the one at hand). */
+        for (acc_comm *q = queued, *next; q; q = next) {
+            next = q->next_queued;
+            acc_resolve_deferred(q);
+        }
         return;
     }
     for (int moved = 1; moved;) {

@@ -163,7 +163,7 @@ static void any_source(MPI_Comm comm) {
  * nodes, receives posted after the listener on the mixed communicator had
  * waited behind it for good (crates/cli/tests/accel/pfuzz.c found it). */
 static void listener(MPI_Comm comm) {
-    enum { STOP = 99, DATA = 3, PROBED = 4 };
+    enum { STOP = 99, DATA = 3, PROBED = 4, SELF = 5 };
     int stop = -1;
     MPI_Request lr;
     MPI_Irecv(&stop, 1, MPI_INT, MPI_ANY_SOURCE, STOP, comm, &lr);
@@ -186,6 +186,22 @@ static void listener(MPI_Comm comm) {
     CHECK(x == 100 + left);
     MPI_Status sst[3];
     MPI_Waitall(3, s, sst);
+    /* An any-source receive and a synchronous send to this rank itself,
+     * completed by one MPI_Waitall with more of the transport's requests:
+     * the send needs the receive, which is held back on a communicator
+     * spanning nodes (it had waited for good while the wait blocked on the
+     * transport's requests). */
+    {
+        int in = -1, out = 7000 + rank, in2 = -1, out2 = 8000 + rank;
+        MPI_Request q[4];
+        MPI_Status qs[4];
+        MPI_Irecv(&in, 1, MPI_INT, MPI_ANY_SOURCE, SELF, comm, &q[0]);
+        MPI_Irecv(&in2, 1, MPI_INT, rank, SELF + 1, comm, &q[1]);
+        MPI_Issend(&out, 1, MPI_INT, rank, SELF, comm, &q[2]);
+        MPI_Issend(&out2, 1, MPI_INT, rank, SELF + 1, comm, &q[3]);
+        MPI_Waitall(4, q, qs);
+        CHECK(in == 7000 + rank && qs[0].MPI_SOURCE == rank && in2 == 8000 + rank);
+    }
     int flag = 1;
     MPI_Test(&lr, &flag, MPI_STATUS_IGNORE);
     CHECK(!flag); /* nobody sent STOP yet */
