@@ -23,19 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_draw.h"
+
 static int wrank;
-
-static uint64_t rng_state;
-
-/* xorshift64*: the same stream on every rank. */
-static uint64_t next(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
-}
-
-static int pick(int n) { return (int)(next() % (uint64_t)n); }
 
 /* Member r's element i of call k: a small integer, so that sums of up to
  * a few hundred members stay exact in float. */
@@ -147,15 +137,8 @@ static const char *comm_name;
         MPI_Abort(MPI_COMM_WORLD, 1);                                                        \
     } while (0)
 
-/* A byte count drawn log-uniformly from 0 to max (0 one time in 16). */
-static size_t draw_bytes(size_t max) {
-    if (max == 0 || pick(16) == 0) return 0;
-    int bits = 0;
-    while (((size_t)1 << (bits + 1)) <= max) bits++;
-    int e = pick(bits + 1);
-    size_t lo = (size_t)1 << e, hi = e == bits ? max : (size_t)2 << e;
-    return lo + (size_t)(next() % (uint64_t)(hi - lo + 1));
-}
+/* A byte count log-uniform up to max, 0 one time in 16. */
+static size_t draw_bytes(size_t max) { return draw_bytes_or_zero(max, 16); }
 
 /* One call on comm (its members' world ranks in wr[]), checked. */
 static void one_call(MPI_Comm comm, const int *wr, int kind, size_t max_bytes, char *a, char *b,

@@ -35,18 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_draw.h"
+
 enum { MAXMSG = 24, NCOMMS = 3, NTAGS = 4 };
 
 static int wrank, wsize;
-static uint64_t rng_state;
-
-static uint64_t next(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
-}
-static int pick(int n) { return (int)(next() % (uint64_t)n); }
 
 static char byte_of(int src, long round, int j, long i) {
     uint64_t h = (uint64_t)src * 0x9E3779B97F4A7C15ull ^ (uint64_t)round * 0xC2B2AE3D27D4EB4Full ^
@@ -56,14 +49,8 @@ static char byte_of(int src, long round, int j, long i) {
     return (char)(h >> 40);
 }
 
-static size_t draw_bytes(size_t max) {
-    if (max == 0 || pick(12) == 0) return 0;
-    int bits = 0;
-    while (((size_t)1 << (bits + 1)) <= max) bits++;
-    int e = pick(bits + 1);
-    size_t lo = (size_t)1 << e, hi = e == bits ? max : (size_t)2 << e;
-    return lo + (size_t)(next() % (uint64_t)(hi - lo + 1));
-}
+/* A byte count log-uniform up to max, 0 one time in 12. */
+static size_t draw_bytes(size_t max) { return draw_bytes_or_zero(max, 12); }
 
 /* One message of a round's schedule, in world ranks; its communicator's
  * ranks are looked up when it is sent or received. */
