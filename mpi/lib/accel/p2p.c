@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) acc_comm *recv_route(MPI_Comm comm,
     acc_comm *c = acc_comm_find(comm);
     if (!c) return NULL;
     if (src == MPI_ANY_SOURCE || acc_local(c, src) >= 0) return c;
-    return c->deferred_head && acc_held_back(c, src, tag) ? c : NULL;
+    return acc_held_back(c, src, tag) ? c : NULL;
 }
 
 int acc_wait_tc(tc_request *r, tc_status *ts) {
@@ -781,15 +781,8 @@ static acc_comm *probe_route(MPI_Comm comm, int src, int tag) {
     acc_comm *c = acc_comm_find(comm);
     if (!c) return NULL;
     if (src != MPI_ANY_SOURCE && acc_local(c, src) < 0)
-        return c->deferred_head && acc_held_back(c, src, tag) ? c : NULL;
+        return acc_held_back(c, src, tag) ? c : NULL;
     return c;
-}
-
-/* Whether a message from src with tag on c belongs to a held-back receive
- * (MPI gives it to the earlier receive): a probe must not report it, and a
- * matched probe must not take it. */
-static int for_held_back(const acc_comm *c, int src, int tag) {
-    return c->deferred_head && acc_held_back(c, src, tag);
 }
 
 /* Whether src is on this node or any source (the transport's to probe). */
@@ -810,7 +803,7 @@ int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
         int rc = PMPI_Iprobe(src, tag, comm, flag, &st);
         if (rc != MPI_SUCCESS) return rc;
     }
-    if (*flag && for_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) *flag = 0;
+    if (*flag && acc_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) *flag = 0;
     if (*flag) acc_status_copy(status, &st);
     else acc_mpi_progress();
     return MPI_SUCCESS;
@@ -873,7 +866,7 @@ int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message
     MPI_Status st;
     int local = probe_local(c, src);
     *flag = local ? tc_probe_once(c, src, tag, &st) : 0;
-    if (*flag && for_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) *flag = 0;
+    if (*flag && acc_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) *flag = 0;
     if (!*flag) {
         if (c->mixed && (src == MPI_ANY_SOURCE || !local)) {
             if (!c->deferred_head) return PMPI_Improbe(src, tag, comm, flag, message, status);
@@ -881,7 +874,7 @@ int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *message
              * take (the first from its source with its tag: the one seen). */
             int rc = PMPI_Iprobe(src, tag, comm, flag, &st);
             if (rc != MPI_SUCCESS || !*flag) return rc;
-            if (for_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) {
+            if (acc_held_back(c, st.MPI_SOURCE, st.MPI_TAG)) {
                 *flag = 0;
                 return MPI_SUCCESS;
             }

@@ -290,20 +290,28 @@ static void one_call(MPI_Comm comm, const int *wr, int kind, size_t max_bytes, c
         }
         break;
     }
-    case K_SCAN: {
+    case K_SCAN:
+    case K_EXSCAN: {
+        /* Member me gets members 0..me (scan) or 0..me-1 (exscan, none
+         * on member 0) reduced. */
+        int upto = kind == K_SCAN ? me + 1 : me;
         long cnt = (long)(draw_bytes(max_bytes) / es);
         for (long i = 0; i < cnt; i++) {
             put(a, t, i, value(wr[me], i, k));
             put(b, t, i, 3333);
         }
         char *out = in_place ? a : b;
-        rc = MPI_Scan(in_place ? MPI_IN_PLACE : a, out, (int)cnt, dt, mpi_op(o), comm);
-        for (long i = 0; i < cnt; i++) {
-            long want = reduced(o, me + 1, i, k, wr);
-            if (get(out, t, i) != want)
-                FAIL("%ld elements, op %d, type %d, in place %d: element %ld is %ld, expected %ld",
-                     cnt, o, t, in_place, i, get(out, t, i), want);
-        }
+        void *in = in_place ? MPI_IN_PLACE : a;
+        rc = kind == K_SCAN ? MPI_Scan(in, out, (int)cnt, dt, mpi_op(o), comm)
+                            : MPI_Exscan(in, out, (int)cnt, dt, mpi_op(o), comm);
+        if (rc == MPI_SUCCESS && upto > 0)
+            for (long i = 0; i < cnt; i++) {
+                long want = reduced(o, upto, i, k, wr);
+                if (get(out, t, i) != want)
+                    FAIL("%ld elements, op %d, type %d, in place %d: element %ld is %ld, expected "
+                         "%ld",
+                         cnt, o, t, in_place, i, get(out, t, i), want);
+            }
         break;
     }
     case K_SENDRECV: {
@@ -447,24 +455,6 @@ static void one_call(MPI_Comm comm, const int *wr, int kind, size_t max_bytes, c
         free(cnt);
         break;
     }
-    case K_EXSCAN: {
-        long cnt = (long)(draw_bytes(max_bytes) / es);
-        for (long i = 0; i < cnt; i++) {
-            put(a, t, i, value(wr[me], i, k));
-            put(b, t, i, 1111);
-        }
-        char *out = in_place ? a : b;
-        rc = MPI_Exscan(in_place ? MPI_IN_PLACE : a, out, (int)cnt, dt, mpi_op(o), comm);
-        if (rc == MPI_SUCCESS && me > 0)
-            for (long i = 0; i < cnt; i++) {
-                long want = reduced(o, me, i, k, wr);
-                if (get(out, t, i) != want)
-                    FAIL("%ld elements, op %d, type %d, in place %d: element %ld is %ld, expected "
-                         "%ld",
-                         cnt, o, t, in_place, i, get(out, t, i), want);
-            }
-        break;
-    }
     case K_MATRIX: {
         /* Allreduce, reduce or scan (drawn) of matrices with the
          * non-commutative product. */
@@ -563,14 +553,11 @@ int main(int argc, char **argv) {
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    unsigned long long seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
-    long calls = argc > 2 ? atol(argv[2]) : 400;
-    size_t max_bytes = argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : (size_t)1 << 20;
-    if (calls < 0 || max_bytes > ((size_t)1 << 30)) {
-        if (wrank == 0) fprintf(stderr, "usage: fuzz [SEED] [CALLS] [MAX_BYTES <= 1 GiB]\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+    unsigned long long seed;
+    long calls = 400;
+    size_t max_bytes;
+    fuzz_args(argc, argv, "fuzz [SEED] [CALLS] [MAX_BYTES <= 1 GiB]", &calls, &max_bytes,
+              (size_t)1 << 30, &seed);
     trace = getenv("FUZZ_TRACE") != NULL;
     MPI_Op_create(matmul, 0, &matop);
     MPI_Type_contiguous(4, MPI_UNSIGNED, &mattype);

@@ -92,14 +92,11 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
-    unsigned long long seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
-    long rounds = argc > 2 ? atol(argv[2]) : 200;
-    size_t max_bytes = argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : (size_t)1 << 20;
-    if (rounds < 0 || max_bytes > ((size_t)1 << 24)) {
-        if (wrank == 0) fprintf(stderr, "usage: pfuzz [SEED] [ROUNDS] [MAX_BYTES <= 16 MiB]\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+    unsigned long long seed;
+    long rounds = 200;
+    size_t max_bytes;
+    fuzz_args(argc, argv, "pfuzz [SEED] [ROUNDS] [MAX_BYTES <= 16 MiB]", &rounds, &max_bytes,
+              (size_t)1 << 24, &seed);
     int trace = getenv("FUZZ_TRACE") != NULL;
 
     comms[0] = MPI_COMM_WORLD;
@@ -188,7 +185,6 @@ int main(int argc, char **argv) {
             r->req = MPI_REQUEST_NULL;
             r->how = early ? 0 : 1 + late_way;
             r->posted = -1;
-            (void)pers;
             r->st.MPI_SOURCE = -2;
             if (early && pers) r->how = -1; /* persistent, started early */
         }
