@@ -8,7 +8,8 @@ back for --minutes: each job a random program, MPI, rank count (2..--max-np;
 oversubscribed beyond the CPUs), seed and accelerator setting (the
 defaults, every small collective through the lanes or none, no staging
 areas, no gets, the rank order instead of the near order, two pretend nodes
-with hierarchical collectives), with --calls collective calls (fuzz) or
+with hierarchical collectives, a CPU per rank taken, with the pair line
+forced for two-member barriers and small allreduces), with --calls collective calls (fuzz) or
 --rounds rounds of up to 24 messages (pfuzz) of up to --max-bytes bytes. A job fails
 when it exits non-zero, prints no "fuzz: ok" line, or runs past --timeout;
 the failing command line (seed included) is printed so it can be rerun,
@@ -40,6 +41,10 @@ SETTINGS = {
     "no-gets": {"TOPOCOMM_ACCEL_GETS": "0"},
     "rank-order": {"TOPOCOMM_ACCEL_NEAR": "0"},
     "two-nodes-hier": {"TOPOCOMM_ACCEL_NODES": "2", "TOPOCOMM_ACCEL_COLL_HIER": "1"},
+    # The paths of a node with a CPU per rank (pairs pick the pair line or
+    # messages by trials), and with the pair line forced.
+    "cpu-per-rank": {"TOPOCOMM_ACCEL_CPUS": "64"},
+    "pair-line": {"TOPOCOMM_ACCEL_CPUS": "64", "TOPOCOMM_ACCEL_PAIR": "line"},
 }
 
 

@@ -403,25 +403,32 @@ fn collectives_run_over_the_transport_in_rank_order() {
             // (TOPOCOMM_ACCEL_PUT, on by default), else sent by message:
             // both ways run. The staging areas' way (any number of
             // members) is forced too, with the lanes' barriers (3 and 4
-            // members on the lanes) and with messages' barriers.
+            // members on the lanes) and with messages' barriers. With the
+            // lanes' default (crowded nodes only) two members with a CPU
+            // each pick the pair line or messages for barriers and small
+            // allreduces by trials on the pairs' first calls
+            // (TOPOCOMM_ACCEL_PAIR forces either).
             let runs = [
-                ("1", "0", "1", "", "", ""),
-                ("1", "0", "0", "", "", ""),
-                ("1", "0", "0", "", "", "0"),
-                ("1", "0", "0", "whole", "", ""),
-                ("1", "0", "0", "halves", "", ""),
-                ("1", "0", "0", "pieces", "1024", ""),
-                ("1", "0", "0", "pieces", "1024", "0"),
-                ("1", "0", "0", "gets", "", ""),
-                ("1", "0", "1", "staged", "", ""),
-                ("1", "0", "0", "staged", "", ""),
-                ("2", "0", "1", "", "", ""),
-                ("2", "1", "1", "", "", ""),
-                ("3", "1", "1", "", "", ""),
+                ("1", "0", "1", "", "", "", ""),
+                ("1", "0", "0", "", "", "", ""),
+                ("1", "0", "", "", "", "", ""),
+                ("1", "0", "", "", "", "", "line"),
+                ("1", "0", "", "", "", "", "messages"),
+                ("1", "0", "0", "", "", "0", ""),
+                ("1", "0", "0", "whole", "", "", ""),
+                ("1", "0", "0", "halves", "", "", ""),
+                ("1", "0", "0", "pieces", "1024", "", ""),
+                ("1", "0", "0", "pieces", "1024", "0", ""),
+                ("1", "0", "0", "gets", "", "", ""),
+                ("1", "0", "1", "staged", "", "", ""),
+                ("1", "0", "0", "staged", "", "", ""),
+                ("2", "0", "1", "", "", "", ""),
+                ("2", "1", "1", "", "", "", ""),
+                ("3", "1", "1", "", "", "", ""),
             ];
             let puts_work = single_copy_works();
-            for (nodes, hier, lanes, pick2, piece, put) in runs {
-                let two_only = !pick2.is_empty() && pick2 != "staged";
+            for (nodes, hier, lanes, pick2, piece, put, pair) in runs {
+                let two_only = (!pick2.is_empty() && pick2 != "staged") || lanes.is_empty();
                 if nodes.parse::<usize>().unwrap() > np || (two_only && np != 2) {
                     continue;
                 }
@@ -431,14 +438,31 @@ fn collectives_run_over_the_transport_in_rank_order() {
                     ("TOPOCOMM_ACCEL_ALLREDUCE", pick2),
                     ("TOPOCOMM_ACCEL_PAIR_PIECE", piece),
                     ("TOPOCOMM_ACCEL_PUT", put),
+                    ("TOPOCOMM_ACCEL_PAIR", pair),
                 ];
                 let o = accel(&["-v", "--nodes", nodes], &launch, &env);
                 let what = format!(
-                    "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes {lanes}, \
-                     two-member allreduce '{pick2}', pieces of '{piece}' bytes, puts '{put}'"
+                    "{imp} coll, {np} ranks, {nodes} nodes, hierarchical {hier}, lanes '{lanes}', \
+                     two-member allreduce '{pick2}', pieces of '{piece}' bytes, puts '{put}', \
+                     pair way '{pair}'"
                 );
                 let t = assert_ok(&o, &what);
                 assert!(t.contains("accel_coll: ok"), "{what}:\n{t}");
+                if lanes.is_empty() {
+                    // 2 ranks, a CPU each (on 2 CPUs or more): the
+                    // pairs' 200 barriers and 800 small allreduces pick
+                    // their way once (the world's too few calls), unless
+                    // forced.
+                    for kind in ["barriers", "allreduces of up to 12 bytes"] {
+                        let picks = t
+                            .lines()
+                            .filter(|l| l.contains(&format!("two-member {kind}: ")))
+                            .count();
+                        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+                        let want = usize::from(pair.is_empty() && cpus >= 2);
+                        assert_eq!(picks, want, "{what}: picks of the {kind}:\n{t}");
+                    }
+                }
                 if np == 2 && nodes == "1" && pick2.is_empty() {
                     // The 101 allreduces of 1000 doubles (on the world
                     // and its duplicate): picked once per communicator.
@@ -548,12 +572,15 @@ fn collectives_run_over_the_transport_in_rank_order() {
                         gets,
                         "{what}: the 2 MiB reduces' pick (want one: {gets}):\n{t}"
                     );
-                    let small = |v: &(u64, u64, u64, u64)| {
-                        if lanes == "1" {
-                            v.1 > 200 && v.1 + 100 < v.0
-                        } else {
-                            v.1 == 0
-                        }
+                    // By the lanes: with the lanes' default the pairs'
+                    // calls on the pair line (200 barriers and 800
+                    // allreduces when forced; the trials' 40 of each way
+                    // and kind at least when picked), none by messages.
+                    let small = |v: &(u64, u64, u64, u64)| match (lanes, pair) {
+                        ("1", _) => v.1 > 200 && v.1 + 100 < v.0,
+                        ("", "line") => v.1 >= 1000,
+                        ("", "") => v.1 >= 80,
+                        _ => v.1 == 0,
                     };
                     assert!(c.iter().all(small), "{what}: lanes {lanes}:\n{t}");
                 } else if hier == "1" {

@@ -93,8 +93,19 @@ typedef struct acc_comm {
     /* The transport's collective lane of this communicator (its context),
      * or -1: small collectives through flags in the segment (coll.c).
      * lane_flat: the members' words (barriers, small reductions and
-     * broadcasts); lane_pair: two members' pair line (barriers). */
+     * broadcasts); lane_pair: two members' pair line (barriers, and with
+     * a CPU per member allreduces of up to TC_PAIR_DATA bytes where the
+     * trials pick it: pickp). */
     int lane, lane_flat, lane_pair;
+    /* Two members with a CPU each (lane_pair without lane_flat), barriers
+     * (0) and allreduces of up to TC_PAIR_DATA bytes (1): the pair line
+     * (way 0) or one message each way (way 1), timed on the first calls
+     * (coll.c, pair_trial_end). */
+    struct acc_pairpick {
+        double start, best[2]; /* the current block's start; per way, its fastest block, s */
+        unsigned short calls;
+        unsigned char picked, choice;
+    } pickp[2];
     /* The near order of an all-local communicator's members (coll.c,
      * acc_coll_near_setup; NULL without one): near_tc[k] is the transport
      * rank at position k, near_split[k] the depth at which positions k-1

@@ -66,6 +66,10 @@ size_t acc_coll_split_max = SIZE_MAX;
 static int coll_max_set;
 
 int acc_coll_hier, acc_coll_lanes;
+/* TOPOCOMM_ACCEL_PAIR: the way of every two-member barrier and small
+ * allreduce with a CPU per member (0: the pair line, 1: a message each
+ * way), or -1: picked per communicator by trials (pair_trial_end). */
+static int pair_force = -1;
 /* The ways of a large allreduce (reduction_large). Two members: one
  * exchange of whole vectors, the halves (a reduce-scatter and an
  * allgather of halves), the halves by pieces (their reduced pieces put
@@ -215,6 +219,16 @@ void acc_coll_init(void) {
                     "node); using the lanes on crowded nodes only\n",
                     l);
         acc_coll_lanes = LANES_CROWDED;
+    }
+    const char *pw = getenv("TOPOCOMM_ACCEL_PAIR");
+    pair_force = !pw || !*pw ? -1 : !strcmp(pw, "line") ? 0 : !strcmp(pw, "messages") ? 1 : -2;
+    if (pair_force == -2) {
+        if (acc.world_rank == 0)
+            fprintf(stderr,
+                    "topocomm accel: TOPOCOMM_ACCEL_PAIR='%s': expected line or messages; "
+                    "picking by trials\n",
+                    pw);
+        pair_force = -1;
     }
     const char *v = getenv("TOPOCOMM_ACCEL_COLL_MAX");
     if (!v || !*v) return;
@@ -1018,16 +1032,14 @@ void acc_coll_lane_setup(acc_comm *c) {
      * switch comes from the job's environment. Two members take their
      * pair line for barriers where the lanes are on (crowded nodes unless
      * the switch says otherwise): one line for both words. With a CPU per
-     * member the barrier stays on the messages: since the point-to-point
-     * path got leaner, one 0-byte message each way took 0.159-0.163 us
-     * against the pair line's 0.199-0.205 (2-vCPU Intel Xeon VM, 12
-     * alternating jobs per MPI, medians; the pair line's jobs spread over
-     * 0.15-0.26, both members' stores contending for the one line), where
-     * in session 37 the pair line had been the faster (0.219 against
-     * 0.251). Small reductions of two members stay on the messages too
-     * (docs/collectives.md, "Two members: one line"). */
+     * member the way of barriers and small allreduces is picked by trials
+     * (pair_trial_end): which wins depends on the machine (docs/collectives.md,
+     * "Two members: one line"). */
     int flat = acc_coll_lanes == LANES_ALL || (acc_coll_lanes == LANES_CROWDED && crowded());
-    int pair = c->size == 2 && flat;
+    /* Two members have their pair line unless the lanes are off: with a
+     * CPU each, barriers and small allreduces take it where the trials
+     * pick it (pair_trial_end). */
+    int pair = c->size == 2 && acc_coll_lanes != LANES_OFF;
     if ((!flat && !pair) || c->mixed || c->ctx >= TC_LANES || c->size > TC_LANE_FLAT_MAX) return;
     /* Counting on from the members' largest epoch on this lane (its words
      * only grow); a member that cannot read its epoch turns them off. */
@@ -1043,6 +1055,11 @@ void acc_coll_lane_setup(acc_comm *c) {
     c->lane = c->ctx;
     c->lane_flat = flat;
     c->lane_pair = pair;
+    if (pair_force >= 0)
+        for (int k = 0; k < 2; k++) {
+            c->pickp[k].picked = 1;
+            c->pickp[k].choice = (unsigned char)pair_force;
+        }
 }
 
 /* One lane collective (tc_lane_exchange): publish `len` bytes of `data`,
@@ -1145,13 +1162,111 @@ static int commutative(MPI_Op op) {
  * leaders over PMPI_ (as a blocking PMPI call, with the progress helper
  * when operations of ours are outstanding). */
 
+/* ---- Two members with a CPU each: the pair line or a message each way ---
+ * A barrier or small allreduce of two members is one word each way on the
+ * pair line (both words and payloads on one cache line: each member's
+ * store takes the line the other polls) or one message each way (each
+ * member polls its own channel). Which is faster depends on the machine:
+ * on the 2-vCPU Intel Xeon VM a message each way took 0.159-0.163 us per
+ * barrier against the line's 0.199-0.205 (session 45, before the line's
+ * fast path); on the 2-vCPU AMD EPYC (Zen 5) VM the line took 0.087-0.090
+ * against 0.093-0.101, and 0.19-0.23 against 0.30-0.34 in the jobs where
+ * the host placed the two vCPUs far apart (lib-ab, 12-20 rounds per MPI,
+ * 2026-12-03). So each communicator times both on its first calls, in
+ * alternating blocks of PAIR_BLOCK calls (line, messages, line, ...) over
+ * PAIR_ROUNDS rounds, the first round not counted; each member keeps each
+ * way's fastest block, the two members' are summed (PMPI_Allreduce) and
+ * the way with the lower sum stays, the same on both. Blocks, not single
+ * calls: a call is tens of nanoseconds, the clock read about twenty.
+ * Alternating, fastest blocks: with one run of each way in a row (the
+ * line's first) the picks followed the order and the odd interrupted run
+ * (lib-ab, 16 rounds: the picked way's median 0.093 us where the line
+ * alone took 0.075). */
+enum { PAIR_BLOCK = 16, PAIR_ROUNDS = 5, PAIR_CALLS = 2 * PAIR_BLOCK * PAIR_ROUNDS };
+enum { PAIR_BARRIER, PAIR_ALLREDUCE };
+
+/* The way of a trial call (pair_trial_start/_end): 0 (the pair line), 1 (a
+ * message each way). Once the trials picked, or where TOPOCOMM_ACCEL_PAIR
+ * forced a way at the lane's setup, p->picked and p->choice say it. */
+static int pair_trial_way(const struct acc_pairpick *p) { return p->calls / PAIR_BLOCK % 2; }
+
+/* Starts a block's clock at its first call. */
+static void pair_trial_start(struct acc_pairpick *p) {
+    if (p->calls % PAIR_BLOCK == 0) p->start = PMPI_Wtime();
+}
+
+/* Records a trial call, failed calls included (both members then make the
+ * PMPI_Allreduce at the same call, where one that skipped it would leave
+ * the other waiting in it). After the last trial call both members keep
+ * the way with the lower sum of their fastest blocks. Returns an MPI
+ * error class. */
+static int pair_trial_end(const acc_comm *c, struct acc_pairpick *p, int kind) {
+    if (p->calls % PAIR_BLOCK == PAIR_BLOCK - 1 && p->calls >= 2 * PAIR_BLOCK) {
+        double t = PMPI_Wtime() - p->start;
+        double *best = &p->best[pair_trial_way(p)];
+        if (*best == 0 || t < *best) *best = t;
+    }
+    if (++p->calls < PAIR_CALLS) return MPI_SUCCESS;
+    double sum[2] = {0, 0};
+    int err = ACC_BLOCKING(PMPI_Allreduce(p->best, sum, 2, MPI_DOUBLE, MPI_SUM, c->comm));
+    p->choice = sum[1] < sum[0];
+    p->picked = 1;
+    if (err == MPI_SUCCESS && acc.verbose && my_comm_rank(c) == 0)
+        fprintf(stderr,
+                "topocomm accel: two-member %s: %s (the pair line %.3f us, a message each way "
+                "%.3f us: mean of both members' fastest of %d blocks of %d calls)\n",
+                kind == PAIR_BARRIER ? "barriers" : "allreduces of up to 12 bytes",
+                p->choice ? "a message each way" : "the pair line",
+                sum[0] * 1e6 / 2 / PAIR_BLOCK, sum[1] * 1e6 / 2 / PAIR_BLOCK, PAIR_ROUNDS - 1,
+                PAIR_BLOCK);
+    return err;
+}
+
+/* Two members, up to TC_PAIR_DATA bytes, on the pair line: each publishes
+ * its block and reads the other's; both compute member 0's (op) member
+ * 1's, so both get the same bits. */
+static int allreduce_line(const acc_comm *c, const struct red *d, const void *src, void *rbuf) {
+    /* Aligned for the reduction loops (16 >= TC_PAIR_DATA). */
+    _Alignas(16) char other[16];
+    const char *mine = src;
+    char *out = rbuf;
+    int rc = tc_err(pair_exchange(c->lane, mine, d->bytes, other));
+    if (rc != MPI_SUCCESS || d->bytes == 0) return rc;
+    /* The lower bound is 0 (allreduce_line_fits). Member 1: out = other
+     * (op) mine, out possibly mine (in place). Member 0: other = mine (op)
+     * other, then out = other (acc_reduce_to may not write over its lower
+     * operand, which is mine, and out in place). */
+    if (my_comm_rank(c) == 1)
+        return acc_reduce_to(other, mine, out, d->count, d->bytes, d->type, d->op);
+    rc = acc_reduce_local(mine, other, d->count, d->type, d->op);
+    if (rc == MPI_SUCCESS) copy_few(out, other, d->bytes);
+    return rc;
+}
+
+/* Whether an allreduce of d over c may go by allreduce_line. */
+static int allreduce_line_fits(const acc_comm *c, const struct red *d) {
+    return c->lane_pair && !c->lane_flat && d->lb == 0 && d->bytes <= TC_PAIR_DATA;
+}
+
 int acc_coll_barrier(MPI_Comm comm, int *rc) {
     acc_comm *c = coll_comm(comm);
     if (!c) return 0;
     int err;
-    if (c->lane_pair) {
+    struct acc_pairpick *p = &c->pickp[PAIR_BARRIER];
+    if (c->lane_pair && (c->lane_flat || (p->picked && !p->choice))) {
         err = tc_err(pair_exchange(c->lane, NULL, 0, NULL));
         acc.stats.coll_lane++;
+    } else if (c->lane_pair && !p->picked) {
+        pair_trial_start(p);
+        if (pair_trial_way(p) == 0) {
+            err = tc_err(pair_exchange(c->lane, NULL, 0, NULL));
+            acc.stats.coll_lane++;
+        } else {
+            struct grp g = near_grp(c);
+            err = tc_err(barrier(&g));
+        }
+        int rec = pair_trial_end(c, p, PAIR_BARRIER);
+        if (err == MPI_SUCCESS) err = rec;
     } else if (c->lane_flat) {
         err = tc_err(lane_barrier(c));
         acc.stats.coll_lane++;
@@ -1908,7 +2023,24 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     }
     if (!c->mixed && c->size == 2 && !lane_fits(c, d.bytes) && d.bytes <= XFER_EAGER) {
         struct grp g = whole(c);
-        *rc = acc_error(comm, allreduce_two_small(&g, &d, src, rbuf));
+        struct acc_pairpick *p = &c->pickp[PAIR_ALLREDUCE];
+        int err, rec = MPI_SUCCESS, line = allreduce_line_fits(c, &d);
+        if (line && !p->picked) {
+            pair_trial_start(p);
+            if (pair_trial_way(p) == 0) {
+                err = allreduce_line(c, &d, src, rbuf);
+                acc.stats.coll_lane++;
+            } else {
+                err = allreduce_two_small(&g, &d, src, rbuf);
+            }
+            rec = pair_trial_end(c, p, PAIR_ALLREDUCE);
+        } else if (line && !p->choice) {
+            err = allreduce_line(c, &d, src, rbuf);
+            acc.stats.coll_lane++;
+        } else {
+            err = allreduce_two_small(&g, &d, src, rbuf);
+        }
+        *rc = acc_error(comm, err == MPI_SUCCESS ? rec : err);
         acc.stats.coll_tc++;
         return 1;
     }

@@ -1055,6 +1055,70 @@ static void check_builtin_ops(MPI_Comm comm, const char *name) {
     }
 }
 
+/* Affine maps x -> a x + b on unsigned ints modulo 2^32, composed:
+ * associative, not commutative. MPI user op: inout = in o inout. */
+static void affine(void *in, void *inout, int *len, MPI_Datatype *t) {
+    (void)t;
+    unsigned *x = in, *y = inout;
+    for (int i = 0; i < *len; i++) {
+        unsigned a = x[2 * i] * y[2 * i], b = x[2 * i] * y[2 * i + 1] + x[2 * i + 1];
+        y[2 * i] = a;
+        y[2 * i + 1] = b;
+    }
+}
+
+/* Pairs of ranks (0-1, 2-3, ...; an odd last rank alone): many barriers
+ * and allreduces of up to 12 bytes, as a timestep loop makes them. With a
+ * CPU per member the accelerator tries two ways on each pair's first
+ * calls and keeps one (coll.c, pair_way): every call before, during and
+ * after the trials must give the exact result. */
+static void check_pairs(void) {
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pair);
+    int pr, pn;
+    MPI_Comm_rank(pair, &pr);
+    MPI_Comm_size(pair, &pn);
+    MPI_Datatype tmap;
+    MPI_Type_contiguous(2, MPI_UNSIGNED, &tmap);
+    MPI_Type_commit(&tmap);
+    MPI_Op op;
+    MPI_Op_create(affine, 0, &op);
+    for (int i = 0; i < 200; i++) {
+        MPI_Barrier(pair);
+        double d = (double)(i + 3 * pr), dsum = 0, dwant = 0;
+        MPI_Allreduce(&d, &dsum, 1, MPI_DOUBLE, MPI_SUM, pair);
+        int v[3] = {i - pr, pr * i, 7}, vmax[3], want[3] = {i, (pn - 1) * i, 7};
+        MPI_Allreduce(v, vmax, 3, MPI_INT, MPI_MAX, pair);
+        int loc[2] = {(i + pr) % 3, pr};
+        MPI_Allreduce(MPI_IN_PLACE, loc, 1, MPI_2INT, MPI_MINLOC, pair);
+        int lwant[2] = {3, 0};
+        unsigned m[2] = {(unsigned)pr + 2, 3u * (unsigned)pr + 1 + (unsigned)i}, mo[2];
+        MPI_Allreduce(m, mo, 1, tmap, op, pair);
+        unsigned mw[2] = {2, 1u + (unsigned)i}; /* member 0's map, composed with 1's */
+        for (int q = 0; q < pn; q++) {
+            dwant += (double)(i + 3 * q);
+            if ((i + q) % 3 < lwant[0]) {
+                lwant[0] = (i + q) % 3;
+                lwant[1] = q;
+            }
+            if (q > 0) {
+                mw[1] = mw[0] * (3u * (unsigned)q + 1 + (unsigned)i) + mw[1];
+                mw[0] *= (unsigned)q + 2;
+            }
+        }
+        CHECK(dsum == dwant, "pair call %d: double sum %g, want %g", i, dsum, dwant);
+        CHECK(!memcmp(vmax, want, sizeof want), "pair call %d: max %d %d %d, want %d %d %d", i,
+              vmax[0], vmax[1], vmax[2], want[0], want[1], want[2]);
+        CHECK(loc[0] == lwant[0] && loc[1] == lwant[1], "pair call %d: minloc (%d, %d), want (%d, %d)",
+              i, loc[0], loc[1], lwant[0], lwant[1]);
+        CHECK(mo[0] == mw[0] && mo[1] == mw[1], "pair call %d: composed map (%u, %u), want (%u, %u)", i,
+              mo[0], mo[1], mw[0], mw[1]);
+    }
+    MPI_Op_free(&op);
+    MPI_Type_free(&tmap);
+    MPI_Comm_free(&pair);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -1079,6 +1143,7 @@ int main(int argc, char **argv) {
     check_builtin_ops(half, "split");
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
+    check_pairs();
     /* Communicators come and go with other members (a lane goes from one
      * communicator to the next with its context), back-to-back broadcasts
      * from one root (its block reused while others may still read). */
