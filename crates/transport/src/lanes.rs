@@ -910,10 +910,11 @@ impl Comm {
     /// [`PAIR_QUICK_TURNS`] polls. `true`: done. `false`: the general path
     /// goes on, either from the start (nothing published) or, with the
     /// lane pending, from the wait. The pair's collectives take tens of
-    /// nanoseconds, of which the general path's checks, member lookups
-    /// and offsets were the larger part: 2-rank barriers through the C
-    /// ABI took about 85 ns against 25 for a bare two-word line barrier
-    /// on the 2-vCPU AMD EPYC (Zen 5) VM.
+    /// nanoseconds, and every instruction between seeing the peer's word
+    /// and storing the next one is on both members' critical path: with
+    /// this path (and the C ABI's budget conversion after it) a 2-rank
+    /// `MPI_Barrier` went from about 300 to 170 instructions and from
+    /// 0.085-0.09 to 0.066-0.075 us on the 2-vCPU AMD EPYC (Zen 5) VM.
     #[inline(always)]
     pub fn pair_exchange_fast(&mut self, lane: usize, data: &[u8], out: &mut [u8]) -> bool {
         if self.watch_peers

@@ -1169,10 +1169,11 @@ static int commutative(MPI_Op op) {
  * member polls its own channel). Which is faster depends on the machine:
  * on the 2-vCPU Intel Xeon VM a message each way took 0.159-0.163 us per
  * barrier against the line's 0.199-0.205 (session 45, before the line's
- * fast path); on the 2-vCPU AMD EPYC (Zen 5) VM the line took 0.087-0.090
- * against 0.093-0.101, and 0.19-0.23 against 0.30-0.34 in the jobs where
- * the host placed the two vCPUs far apart (lib-ab, 12-20 rounds per MPI,
- * 2026-12-03). So each communicator times both on its first calls, in
+ * fast path); on the 2-vCPU AMD EPYC (Zen 5) VM, with it, the line took
+ * 0.066-0.072 against 0.078-0.080, and 0.21-0.22 against 0.31-0.32 in the
+ * jobs where the host placed the two vCPUs far apart, while a small
+ * allreduce took 0.095-0.098 by the line against 0.088-0.091 by messages
+ * (lib-ab, 16 rounds per MPI, 2026-12-03). So each communicator times both on its first calls, in
  * alternating blocks of PAIR_BLOCK calls (line, messages, line, ...) over
  * PAIR_ROUNDS rounds, the first round not counted; each member keeps each
  * way's fastest block, the two members' are summed (PMPI_Allreduce) and
@@ -1999,6 +2000,17 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
     d.count = count;
     d.type = type;
     d.op = op;
+    /* Two members with a CPU each whose trials picked the pair line: first,
+     * before the checks of the other ways (a 2-rank 8-byte allreduce's
+     * time is a few hundred instructions and one line's transfer). */
+    const struct acc_pairpick *pp = &c->pickp[PAIR_ALLREDUCE];
+    if (pp->picked && !pp->choice && contiguous && d.bytes <= red_max &&
+        allreduce_line_fits(c, &d)) {
+        *rc = acc_error(comm, allreduce_line(c, &d, src, rbuf));
+        acc.stats.coll_tc++;
+        acc.stats.coll_lane++;
+        return 1;
+    }
     /* Large: by blocks (every member sees the same size, count and limit:
      * MPI requires equal counts and datatypes), also on a node with more
      * ranks than CPUs. There, blocks larger than the transport pushes at
@@ -2022,6 +2034,7 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
         return 1;
     }
     if (!c->mixed && c->size == 2 && !lane_fits(c, d.bytes) && d.bytes <= XFER_EAGER) {
+        /* The pair line once picked: above. */
         struct grp g = whole(c);
         struct acc_pairpick *p = &c->pickp[PAIR_ALLREDUCE];
         int err, rec = MPI_SUCCESS, line = allreduce_line_fits(c, &d);
