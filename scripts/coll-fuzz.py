@@ -24,6 +24,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,12 +110,19 @@ def main():
         cmd = [topocomm, "accel", "--"] + launcher(mpi, np) + [progs[(prog, mpi)], str(seed),
                                                                str(count), str(a.max_bytes)]
         t0 = time.time()
+        # A session of its own: past the timeout the whole job goes, the
+        # launcher's ranks included (killing the `topocomm accel` process
+        # alone left a hung job's ranks spinning for good).
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
         try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
-            ok = p.returncode == 0 and f"{prog}: ok" in p.stdout
-            why = "" if ok else f"exit {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1]
-            detail = [l for l in p.stderr.splitlines() if l.startswith(f"{prog}:")][:3]
+            out, err = p.communicate(timeout=a.timeout)
+            ok = p.returncode == 0 and f"{prog}: ok" in out
+            why = "" if ok else f"exit {p.returncode}: " + (err.strip().splitlines() or [""])[-1]
+            detail = [l for l in err.splitlines() if l.startswith(f"{prog}:")][:3]
         except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
             ok, why, detail = False, f"no end within {a.timeout} s", []
         job = {"program": prog, "mpi": mpi, "np": np, "seed": seed, "setting": setting, "ok": ok,
                "seconds": round(time.time() - t0, 2)}

@@ -223,33 +223,39 @@ fn pair_slot(line: *mut u8, i: usize, e: u64) -> *mut u8 {
 #[inline(always)]
 unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
     debug_assert!(n <= 16);
-    // SAFETY: every access lies in [0, n) of both (the two halves overlap
-    // where n is not a multiple of the width), as the caller promised.
+    // SAFETY: the caller's promise, passed on (each width's two words
+    // lie in [0, n) when n is at least that width).
     unsafe {
         if n >= 8 {
-            let (a, b) = (
-                src.cast::<u64>().read_unaligned(),
-                src.add(n - 8).cast::<u64>().read_unaligned(),
-            );
-            dst.cast::<u64>().write_unaligned(a);
-            dst.add(n - 8).cast::<u64>().write_unaligned(b);
+            copy_ends::<u64>(src, dst, n);
         } else if n >= 4 {
-            let (a, b) = (
-                src.cast::<u32>().read_unaligned(),
-                src.add(n - 4).cast::<u32>().read_unaligned(),
-            );
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+            copy_ends::<u32>(src, dst, n);
         } else if n >= 2 {
-            let (a, b) = (
-                src.cast::<u16>().read_unaligned(),
-                src.add(n - 2).cast::<u16>().read_unaligned(),
-            );
-            dst.cast::<u16>().write_unaligned(a);
-            dst.add(n - 2).cast::<u16>().write_unaligned(b);
+            copy_ends::<u16>(src, dst, n);
         } else if n == 1 {
             *dst = *src;
         }
+    }
+}
+
+/// Copies `n` bytes, `size_of::<T>() <= n <= 2 * size_of::<T>()`, as the
+/// first and the last `T` (overlapping where `n` is not twice the width).
+///
+/// # Safety
+///
+/// As [`copy_small`], and `n` in that range.
+#[inline(always)]
+unsafe fn copy_ends<T: Copy>(src: *const u8, dst: *mut u8, n: usize) {
+    let w = std::mem::size_of::<T>();
+    // SAFETY: both words lie in [0, n) of both buffers (w <= n), which the
+    // caller promised readable at src and writable at dst.
+    unsafe {
+        let (a, b) = (
+            src.cast::<T>().read_unaligned(),
+            src.add(n - w).cast::<T>().read_unaligned(),
+        );
+        dst.cast::<T>().write_unaligned(a);
+        dst.add(n - w).cast::<T>().write_unaligned(b);
     }
 }
 
