@@ -2047,10 +2047,8 @@ int acc_coll_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype typ
                 err = allreduce_two_small(&g, &d, src, rbuf);
             }
             rec = pair_trial_end(c, p, PAIR_ALLREDUCE);
-        } else if (line && !p->choice) {
-            err = allreduce_line(c, &d, src, rbuf);
-            acc.stats.coll_lane++;
         } else {
+            /* Messages picked, or no line (a picked line went above). */
             err = allreduce_two_small(&g, &d, src, rbuf);
         }
         *rc = acc_error(comm, err == MPI_SUCCESS ? rec : err);
