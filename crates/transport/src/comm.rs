@@ -13,7 +13,9 @@
 //! 3. Slot reuse: the same pairing with `frags_done`.
 //! 4. Doorbells are hints (Relaxed): a set bit puts the channel in the
 //!    receiver's poll set; a bit lost in the clear/set race is recovered by
-//!    the full sweep of the slow wait path, so correctness never depends on it.
+//!    the progress pass's rotating look at the channels outside the poll set
+//!    (and the full sweep of the slow wait path), so correctness never
+//!    depends on it.
 //! 5. Rank states and the start-up barrier use Release/Acquire so that a
 //!    peer seen as up has published its pid and probe word.
 //! 6. Duplex halves (segment.rs, `Duplex`): the sender writes its half's
@@ -65,6 +67,10 @@ pub struct Comm {
     pub(crate) spare: crate::spare::Spare,
     pub(crate) pending_outs: Vec<usize>,
     pub(crate) active: Vec<u64>,
+    /// Progress passes since the last look at channels outside the poll
+    /// set, and the next channel to look at (progress.rs, `look_idle`).
+    pub(crate) idle_turn: u32,
+    pub(crate) idle_next: usize,
     pub(crate) pids: Vec<i32>,
     pub(crate) cma_ok: bool,
     pub(crate) cma_note: String,
@@ -252,6 +258,8 @@ impl Comm {
             spare: Default::default(),
             pending_outs: Vec::new(),
             active: vec![0; size.div_ceil(64)],
+            idle_turn: 0,
+            idle_next: 0,
             pids: vec![0; size],
             cma_ok: false,
             cma_note: String::new(),

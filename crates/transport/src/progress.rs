@@ -21,6 +21,23 @@ use std::time::Instant;
 /// Empty drains after which a channel leaves the poll set.
 const IDLE_CLEAR: u32 = 4096;
 
+/// Every `IDLE_LOOK_EVERY` progress passes, the next `IDLE_LOOK_SPAN`
+/// channels outside the poll set are drained once (`look_idle`). A sender
+/// sets its doorbell bit only when its load sees the bit clear, and that
+/// load may pass its own cell's store (x86 reorders a store before a later
+/// load; no fence on the latency path): when the receiver clears the bit
+/// in that window, the cell is published, the bit stays clear and the
+/// channel is out of the poll set. Only the slow path of blocking waits
+/// swept every channel, so a program polling with MPI_Iprobe, MPI_Test or
+/// MPI_Testsome never saw that message: `pfuzz` under MPICH hung with 5 and
+/// 7 crowded ranks (2026-12-03), one rank looping in MPI_Iprobe for a
+/// message its sender had completed. With n channels a lost bit is found
+/// within `IDLE_LOOK_EVERY * ceil(n / IDLE_LOOK_SPAN)` passes; a pass pays
+/// `IDLE_LOOK_SPAN / IDLE_LOOK_EVERY` drains of an idle channel (one load
+/// of a line that stays cached while nothing is sent) on average.
+const IDLE_LOOK_EVERY: u32 = 64;
+const IDLE_LOOK_SPAN: usize = 8;
+
 impl Comm {
     /// Processes every published cell of the channel src -> me. Returns the
     /// number of cells consumed.
@@ -402,6 +419,25 @@ impl Comm {
                 }
             }
         }
+        self.idle_turn = self.idle_turn.wrapping_add(1);
+        if self.idle_turn % IDLE_LOOK_EVERY == 0 {
+            self.look_idle()?;
+        }
+        Ok(())
+    }
+
+    /// Drains the next `IDLE_LOOK_SPAN` channels outside the poll set once
+    /// (see `IDLE_LOOK_EVERY`); one that had cells joins the poll set again.
+    fn look_idle(&mut self) -> Result<()> {
+        for _ in 0..IDLE_LOOK_SPAN.min(self.size) {
+            let s = self.idle_next;
+            self.idle_next = if s + 1 == self.size { 0 } else { s + 1 };
+            let (w, bit) = (s / 64, 1u64 << (s % 64));
+            if self.active[w] & bit == 0 && self.drain(s)? > 0 {
+                self.active[w] |= bit;
+                self.ins[s].idle = 0;
+            }
+        }
         Ok(())
     }
 
@@ -479,3 +515,28 @@ const _: () = assert!(
         && K_CTS_TIMED > K_RTS
         && K_HELP > K_RTS
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_whose_doorbell_was_lost_is_found_by_polling_alone() {
+        std::env::remove_var("TOPOCOMM_SHM_FD");
+        let mut c = Comm::init().expect("job of one rank");
+        c.send(b"lost bell", 0, 5).unwrap();
+        // What the clear/set race leaves: the cell published, the bit
+        // clear, the channel out of the poll set. Blocking waits found it
+        // by their slow-path sweep; polls (iprobe, test) never did.
+        c.seg.doorbell(0, 0).store(0, Ordering::Relaxed);
+        c.active[0] = 0;
+        let polls = (0..2 * IDLE_LOOK_EVERY).position(|_| c.iprobe(0, 5).unwrap().is_some());
+        assert!(
+            polls.is_some_and(|p| p < IDLE_LOOK_EVERY as usize),
+            "found after {polls:?} polls"
+        );
+        let mut got = [0u8; 9];
+        c.recv(&mut got, 0, 5).unwrap();
+        assert_eq!(&got, b"lost bell");
+    }
+}
