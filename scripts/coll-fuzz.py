@@ -13,7 +13,10 @@ forced for two-member barriers and small allreduces), with --calls collective ca
 --rounds rounds of up to 24 messages (pfuzz) of up to --max-bytes bytes. A job fails
 when it exits non-zero, prints no "fuzz: ok" line, or runs past --timeout;
 the failing command line (seed included) is printed so it can be rerun,
-with FUZZ_TRACE=1 for every call's parameters.
+with FUZZ_TRACE=1 for every call's parameters. Before a job past the
+timeout is killed, the stacks of its ranks are written with gdb (when
+installed) to a file named in the report: a hang depends on timing and
+may not come back on a rerun.
 
     python3 scripts/coll-fuzz.py --minutes 20 --json fuzz.json
 
@@ -47,6 +50,51 @@ SETTINGS = {
     "cpu-per-rank": {"TOPOCOMM_ACCEL_CPUS": "64"},
     "pair-line": {"TOPOCOMM_ACCEL_CPUS": "64", "TOPOCOMM_ACCEL_PAIR": "line"},
 }
+
+
+def descendants(root):
+    """(pid, name) of every process below `root`, from /proc: MPICH's
+    launcher puts its proxy and each rank in a session of their own, so
+    neither the job's session nor its process group holds them."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The name may hold spaces and parentheses: the fields follow the last ")".
+        name = stat[stat.find("(") + 1:stat.rfind(")")]
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append((int(d), name))
+    found, todo = [], [root]
+    while todo:
+        for pid, name in children.get(todo.pop(), []):
+            found.append((pid, name))
+            todo.append(pid)
+    return found
+
+
+def rank_stacks(procs, program, out):
+    """Writes every thread's stack of the processes in `procs` named
+    `program` to `out` with gdb; returns `out`, or None without gdb or
+    ranks."""
+    gdb = shutil.which("gdb")
+    pids = sorted(pid for pid, name in procs if name == program[:15])
+    if not gdb or not pids:
+        return None
+    with open(out, "w") as f:
+        for pid in pids:
+            f.write(f"==== pid {pid}\n")
+            f.flush()
+            try:
+                subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                               stdout=f, stderr=subprocess.STDOUT, timeout=60)
+            except subprocess.TimeoutExpired:
+                f.write("(gdb took over 60 s)\n")
+    return out
 
 
 def launcher(mpi, np):
@@ -110,9 +158,10 @@ def main():
         cmd = [topocomm, "accel", "--"] + launcher(mpi, np) + [progs[(prog, mpi)], str(seed),
                                                                str(count), str(a.max_bytes)]
         t0 = time.time()
-        # A session of its own: past the timeout the whole job goes, the
-        # launcher's ranks included (killing the `topocomm accel` process
-        # alone left a hung job's ranks spinning for good).
+        # Past the timeout the whole job goes: its session (Open MPI's
+        # ranks) and every process below it (MPICH's, in sessions of their
+        # own). Killing the `topocomm accel` process alone left a hung
+        # job's ranks spinning for good.
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
         try:
@@ -121,9 +170,19 @@ def main():
             why = "" if ok else f"exit {p.returncode}: " + (err.strip().splitlines() or [""])[-1]
             detail = [l for l in err.splitlines() if l.startswith(f"{prog}:")][:3]
         except subprocess.TimeoutExpired:
+            procs = descendants(p.pid)
+            stacks = rank_stacks(procs, os.path.basename(progs[(prog, mpi)]),
+                                 os.path.join(tmp, f"stacks-{prog}-{mpi}-{seed}.txt"))
             os.killpg(p.pid, signal.SIGKILL)
+            for pid, _ in procs:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             p.communicate()
             ok, why, detail = False, f"no end within {a.timeout} s", []
+            if stacks:
+                detail = [f"stacks of the ranks: {stacks}"]
         job = {"program": prog, "mpi": mpi, "np": np, "seed": seed, "setting": setting, "ok": ok,
                "seconds": round(time.time() - t0, 2)}
         jobs.append(job)
