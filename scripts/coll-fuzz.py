@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from proctree import descendants
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = os.path.join(ROOT, "crates", "cli", "tests", "accel")
 PROGRAMS = ("fuzz", "pfuzz")
@@ -50,31 +52,6 @@ SETTINGS = {
     "cpu-per-rank": {"TOPOCOMM_ACCEL_CPUS": "64"},
     "pair-line": {"TOPOCOMM_ACCEL_CPUS": "64", "TOPOCOMM_ACCEL_PAIR": "line"},
 }
-
-
-def descendants(root):
-    """(pid, name) of every process below `root`, from /proc: MPICH's
-    launcher puts its proxy and each rank in a session of their own, so
-    neither the job's session nor its process group holds them."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The name may hold spaces and parentheses: the fields follow the last ")".
-        name = stat[stat.find("(") + 1:stat.rfind(")")]
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append((int(d), name))
-    found, todo = [], [root]
-    while todo:
-        for pid, name in children.get(todo.pop(), []):
-            found.append((pid, name))
-            todo.append(pid)
-    return found
 
 
 def rank_stacks(procs, program, out):

@@ -27,30 +27,10 @@ import subprocess
 import sys
 import time
 
+from proctree import descendants
+
 CHECKSUM = re.compile(r"corrupted|order or length broken|unexpected message|probe said")
 STRESS_OK = re.compile(r"stress ok: (\d+) ranks, \d+ messages each \((\d+) in all, (\d+) bytes\)")
-
-
-def descendants(root):
-    """PIDs below `root` (from /proc), children first."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def cmdline(pid):
@@ -89,7 +69,7 @@ def one_job(a, rng, kill, totals):
     killed = None
     if kill:
         time.sleep(rng.uniform(0.02, 0.6))
-        ranks = [q for q in descendants(p.pid) if "selftest" in cmdline(q)]
+        ranks = [q for q, _ in descendants(p.pid) if "selftest" in cmdline(q)]
         if ranks:
             killed = rng.choice(ranks)
             try:
